@@ -1,0 +1,214 @@
+"""Composition root: wires queue, executor, socket server, ticker, reaper and (with a database)
+the Postgres runner, runs them in one TaskGroup, and shuts them down in order within
+``RUNBROKER_SHUTDOWN_TIMEOUT``: stop accepting, stop the ticker, release unstarted database
+runs, cancel queued runs, SIGTERM the running job (grace, then SIGKILL), close the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+import time
+from typing import Any
+
+from daemon import status
+from daemon.executor import Executor
+from daemon.interval import parse_interval
+from daemon.logs import get_logger
+from daemon.process import ChildSupervisor
+from daemon.protocol import ControlRequest
+from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
+from daemon.server import SocketServer
+from daemon.settings import Settings
+from daemon.tasks import TaskRegistry
+from daemon.ticker import Ticker, TickPlan
+
+log = get_logger("runbroker.app")
+
+EXIT_CLEAN = 0
+EXIT_FATAL = 1
+RECENT_RESULTS = 20
+
+
+class Signals:
+    """Signal handlers only count and set events; the app acts on them."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.force = asyncio.Event()
+        self.count = 0
+
+    def received(self) -> None:
+        self.count += 1
+        self.stop.set()
+        if self.count >= 2:
+            self.force.set()
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.received)
+
+
+def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
+    """The ticker's plans and the warnings about ``RUNBROKER_INTERVAL``."""
+    plans: list[TickPlan] = []
+    warnings: list[str] = []
+    default = tasks.get("default")
+    if default is not None and default.interval_s is None and default.schedule is None:
+        decision = parse_interval(
+            settings.interval, default_s=settings.default_interval_s, zero_as_once=True
+        )
+        warnings.extend(decision.warnings)
+        if decision.mode == "builtin":
+            plans.append(
+                TickPlan(
+                    "default", interval_s=decision.interval_s, fire_on_start=settings.fire_on_start
+                )
+            )
+        elif decision.mode == "once":
+            plans.append(TickPlan("default", once=True))
+    for task in tasks.tasks.values():
+        if task.schedule is not None:
+            plans.append(TickPlan(task.name, schedule=task.schedule))
+        elif task.interval_s is not None:
+            plans.append(
+                TickPlan(
+                    task.name, interval_s=task.interval_s, fire_on_start=settings.fire_on_start
+                )
+            )
+    return plans, warnings
+
+
+class Broker:
+    def __init__(self, settings: Settings, tasks: TaskRegistry, signals: Signals) -> None:
+        self.settings = settings
+        self.tasks = tasks
+        self.signals = signals
+        self.queue = RunQueue(settings.queue_capacity)
+        self.children = ChildSupervisor()
+        self.executor = Executor(self.queue, tasks, self.children, default_grace_s=settings.grace_s)
+        self.server = SocketServer(settings.socket, self.queue, tasks, self.control)
+        plans, self.interval_warnings = tick_plans(settings, tasks)
+        self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
+        self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
+        self.started_at = time.time()
+        self.pgrunner: Any = None
+        self.queue.on_finish(self._finished)
+
+    def _finished(self, run: Run) -> None:
+        self.recent.appendleft(run)
+        self.children.reap_orphans()
+
+    def control(self, request: ControlRequest) -> dict[str, Any]:
+        if request.op == "status":
+            return status.status_answer(self)
+        if request.op == "health":
+            return status.health_answer(self)
+        return self._cancel(request.id)
+
+    def _cancel(self, run_id: str) -> dict[str, Any]:
+        if self.queue.cancel_waiting(run_id) is not None:
+            log.info("run.cancelled", run_id=run_id, state="queued")
+            return {"event": "cancel", "ok": True, "id": run_id, "state": "queued"}
+        if self.executor.cancel_current(run_id):
+            log.info("run.cancelled", run_id=run_id, state="running")
+            return {"event": "cancel", "ok": True, "id": run_id, "state": "running"}
+        return {
+            "event": "cancel",
+            "ok": False,
+            "id": run_id,
+            "reason": f"no queued or running run {run_id!r}",
+        }
+
+    async def serve(self) -> int:
+        """Run until a signal; returns the process exit code."""
+        for warning in self.interval_warnings:
+            log.warning("settings.interval", warning=warning)
+        await self.server.start()
+        database = None
+        if self.settings.database_dsn():
+            from daemon.pgrunner import PgRunner  # only with a database
+            from daemon.store.postgres import PostgresStore
+
+            database = PostgresStore(self.settings.database_dsn() or "")
+            self.pgrunner = PgRunner(
+                store=database,
+                queue=self.queue,
+                settings=self.settings,
+                known_tasks=self.tasks.names(),
+            )
+        log.info(
+            "broker.ready",
+            socket=str(self.settings.socket),
+            tasks=sorted(self.tasks.names()),
+            pid=os.getpid(),
+            database=database is not None,
+        )
+        pg_stopping = asyncio.Event()
+        async with asyncio.TaskGroup() as group:
+            force_task = group.create_task(self._force_exit_watch())
+            executor_task = group.create_task(self.executor.run_forever())
+            ticker_task = group.create_task(self.ticker.run())
+            reaper_task = group.create_task(self.children.reap_forever())
+            pg_task = None
+            if self.pgrunner is not None:
+                pg_task = group.create_task(self.pgrunner.run(pg_stopping))
+            await self.signals.stop.wait()
+            code = await self._shutdown(executor_task, ticker_task, pg_task, pg_stopping)
+            reaper_task.cancel()
+            force_task.cancel()
+        return code
+
+    async def _force_exit_watch(self) -> None:
+        await self.signals.force.wait()
+        log.warning("broker.forced_exit")
+        self.children.kill_all()
+        os._exit(EXIT_FATAL)
+
+    async def _shutdown(
+        self,
+        executor_task: asyncio.Task[None],
+        ticker_task: asyncio.Task[None],
+        pg_task: asyncio.Task[None] | None,
+        pg_stopping: asyncio.Event,
+    ) -> int:
+        budget_s = self.settings.shutdown_timeout_s
+        deadline = time.monotonic() + budget_s
+        log.info("broker.stopping", shutdown_timeout_s=budget_s)
+        self.server.stop_accepting()
+        self.queue.close()
+        ticker_task.cancel()
+        pg_stopping.set()
+        cancelled = self.queue.cancel_all(REASON_SHUTDOWN_CANCEL)
+        # Keep a second of the budget for the database and the socket after the job's grace.
+        grace_cap_s = max(0.0, budget_s - 1.0)
+        running = self.executor.shutdown_running(grace_cap_s)
+        log.info("broker.draining", cancelled_queued=cancelled, running=running)
+        clean = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker_task
+        waiting = [executor_task] + ([pg_task] if pg_task is not None else [])
+        _done, pending = await asyncio.wait(waiting, timeout=max(0.1, deadline - time.monotonic()))
+        if pending:
+            clean = False
+            log.error("broker.shutdown_timeout", pending=len(pending))
+            self.children.kill_all()
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=1.0)
+        await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
+        self.children.reap_orphans()
+        log.info("broker.stopped", clean=clean)
+        return EXIT_CLEAN if clean else EXIT_FATAL
+
+
+async def run_broker(settings: Settings, tasks: TaskRegistry, early_signals: list[int]) -> int:
+    """Serve until SIGTERM/SIGINT. ``early_signals`` counts those that came during start-up."""
+    signals = Signals()
+    signals.install(asyncio.get_running_loop())
+    for _ in range(early_signals[0]):
+        signals.received()
+    return await Broker(settings, tasks, signals).serve()

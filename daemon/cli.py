@@ -1,0 +1,182 @@
+"""The ``runbroker`` command: argument parsing and exit codes only.
+
+The client commands (``trigger``, ``status``, ``health``, ``cancel``) import nothing heavier
+than ``socket`` and ``json``: each ``docker exec`` starts a cold interpreter. The daemon's
+modules are imported only on the ``run`` path, after the signal handlers are in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from daemon import __version__
+
+EXIT_USAGE = 2
+
+
+def _duration_arg(text: str) -> float:
+    from daemon.interval import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return seconds
+
+
+def _env_arg(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
+    return name, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runbroker", description="A job-running daemon for containers."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="start the daemon (PID 1 in a container)")
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (task 'default')")
+
+    trig = sub.add_parser("trigger", help="submit a run and stream its output")
+    trig.add_argument("task", nargs="?", default="default")
+    trig.add_argument("--arg", dest="args", action="append", default=[], metavar="A")
+    trig.add_argument("--env", action="append", type=_env_arg, default=[], metavar="K=V")
+    trig.add_argument("--detach", action="store_true", help="return once the run is queued")
+    trig.add_argument("--json", action="store_true", help="print the raw event lines")
+    trig.add_argument("--timeout", type=_duration_arg, metavar="DUR", help="stop waiting after DUR")
+    trig.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+
+    stat = sub.add_parser("status", help="queue, current run and recent results")
+    stat.add_argument("--json", action="store_true")
+    stat.add_argument("--socket")
+
+    health = sub.add_parser("health", help="exit 0 when the daemon is healthy, 1 when not")
+    health.add_argument("--socket")
+
+    cancel = sub.add_parser("cancel", help="cancel a queued or running run")
+    cancel.add_argument("id")
+    cancel.add_argument("--socket")
+
+    once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
+    once.add_argument("task", nargs="?", default="default")
+    once.add_argument("--skip", action="store_true", help="skip instead of queueing a rerun")
+
+    sub.add_parser("migrate", help="apply the database migrations", add_help=False)
+    sub.add_parser("jobs", help="manage scheduled jobs in PostgreSQL", add_help=False)
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _socket(args: argparse.Namespace) -> str:
+    from daemon.client import socket_path_from_env
+
+    return str(args.socket) if args.socket else socket_path_from_env()
+
+
+def _trigger(args: argparse.Namespace) -> int:
+    from daemon import client
+    from daemon.protocol import SubmitRequest
+
+    request = SubmitRequest(task=args.task, args=tuple(args.args), env=dict(args.env))
+    return client.trigger(
+        _socket(args), request, detach=args.detach, as_json=args.json, timeout_s=args.timeout
+    )
+
+
+def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, Any] | int:
+    from daemon import client
+    from daemon.protocol import ControlRequest
+
+    try:
+        return client.control(_socket(args), ControlRequest(op=op, id=run_id))
+    except client.Unreachable as exc:
+        print(exc, file=sys.stderr)
+        return client.EXIT_UNAVAILABLE
+
+
+def _status(args: argparse.Namespace) -> int:
+    from daemon.status_text import render_status
+
+    answer = _control(args, "status")
+    if isinstance(answer, int):
+        return answer
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    else:
+        print(render_status(answer))
+    return 0 if answer.get("ok") else 1
+
+
+def _health(args: argparse.Namespace) -> int:
+    answer = _control(args, "health")
+    if isinstance(answer, int):
+        return 1  # unreachable is unhealthy; the reason was printed
+    if answer.get("ok"):
+        print("healthy")
+        return 0
+    print(f"unhealthy: {answer.get('reason', 'unknown')}")
+    return 1
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    answer = _control(args, "cancel", args.id)
+    if isinstance(answer, int):
+        return answer
+    if answer.get("ok"):
+        print(f"cancelled {args.id} ({answer.get('state', '')})")
+        return 0
+    print(f"runbroker: {answer.get('reason', 'cancel failed')}", file=sys.stderr)
+    return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    early_signals = [0]
+
+    def remember(_signum: int, _frame: FrameType | None) -> None:
+        early_signals[0] += 1
+
+    # Before any slow import: as PID 1 a signal without a handler is simply dropped.
+    signal.signal(signal.SIGTERM, remember)
+    signal.signal(signal.SIGINT, remember)
+    from daemon.daemon_main import main as daemon_main
+
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    return daemon_main(argv, early_signals)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in ("jobs", "migrate"):
+        from daemon import jobs_cli
+
+        return jobs_cli.main(words[1:]) if words[0] == "jobs" else jobs_cli.migrate_main(words[1:])
+    args = build_parser().parse_args(words)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "trigger":
+        return _trigger(args)
+    if args.command == "status":
+        return _status(args)
+    if args.command == "health":
+        return _health(args)
+    if args.command == "cancel":
+        return _cancel(args)
+    if args.command == "once":
+        from daemon.once import main as once_main
+
+        return once_main(args.task, skip=args.skip)
+    print(f"runbroker {__version__}")
+    return 0

@@ -1,0 +1,166 @@
+"""The thin client behind ``runbroker trigger|status|cancel|health``.
+
+Started cold by every ``docker exec``, so it uses blocking sockets and the standard library only:
+no asyncio, pydantic or structlog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from daemon.protocol import ControlRequest, Request, SubmitRequest, decode_event, encode_request
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 69
+EXIT_TEMPFAIL = 75
+EXIT_INTERRUPTED = 130
+
+DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
+TEMPFAIL_REASONS = frozenset({"run queue is full", "scheduler is shutting down"})
+CONNECT_TIMEOUT_S = 5.0
+
+
+def socket_path_from_env() -> str:
+    """The socket path, from ``RUNBROKER_SOCKET``: the one variable the client reads (the full
+    settings module is the daemon's and too slow to load here)."""
+    return os.environ.get("RUNBROKER_SOCKET") or DEFAULT_SOCKET
+
+
+class Unreachable(Exception):
+    pass
+
+
+@dataclass
+class Connection:
+    sock: socket.socket
+    buffer: bytes = b""
+
+    def events(self, deadline: float | None) -> Iterator[dict[str, Any]]:
+        """Answer lines as dicts until the server closes; unknown lines are skipped."""
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                event = decode_event(line)
+                if event is not None:
+                    yield event
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                self.sock.settimeout(remaining)
+            else:
+                self.sock.settimeout(None)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return
+            self.buffer += chunk
+
+
+def connect(path: str, request: Request) -> Connection:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        sock.connect(path)
+        sock.sendall(encode_request(request))
+    except OSError as exc:
+        sock.close()
+        raise Unreachable(
+            f"runbroker: daemon unreachable at {path}: {exc.strerror or exc}"
+        ) from None
+    return Connection(sock)
+
+
+def _print_human(event: dict[str, Any], err: TextIO) -> None:
+    kind = event.get("event")
+    if kind == "queued":
+        print(
+            f"runbroker: queued {event.get('id', '')} (position {event.get('position', '?')})",
+            file=err,
+        )
+    elif kind == "started":
+        print(f"runbroker: started {event.get('id', '')}", file=err)
+    elif kind == "overdue":
+        print(f"runbroker: overdue: {event.get('reason', '')}", file=err)
+    elif kind == "done":
+        if event.get("ok"):
+            duration = event.get("duration_ms")
+            suffix = f" in {duration} ms" if duration else ""
+            print(f"runbroker: done{suffix}", file=err)
+        else:
+            print(f"runbroker: failed: {event.get('reason', 'unknown reason')}", file=err)
+
+
+def trigger(
+    path: str,
+    request: SubmitRequest,
+    *,
+    detach: bool = False,
+    as_json: bool = False,
+    timeout_s: float | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Submit one run, stream its events, and return the exit code of the contract."""
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    try:
+        conn = connect(path, request)
+    except Unreachable as exc:
+        print(exc, file=err)
+        return EXIT_UNAVAILABLE
+    run_id = ""
+    try:
+        for event in conn.events(deadline):
+            kind = event.get("event")
+            run_id = str(event.get("id", run_id))
+            if as_json:
+                print(json.dumps(event, ensure_ascii=False), file=out, flush=True)
+            elif kind == "output":
+                stream = err if event.get("stream") == "stderr" else out
+                print(event.get("line", ""), file=stream, flush=True)
+            else:
+                _print_human(event, err)
+            if kind == "queued" and detach:
+                if not as_json:
+                    print(run_id, file=out)
+                return EXIT_OK
+            if kind == "done":
+                if event.get("ok"):
+                    return EXIT_OK
+                if event.get("reason") in TEMPFAIL_REASONS:
+                    return EXIT_TEMPFAIL
+                return EXIT_FAILED
+    except TimeoutError:
+        print(f"runbroker: gave up waiting; run {run_id or '?'} goes on", file=err)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=err)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        print(f"runbroker: connection lost: {exc.strerror or exc}", file=err)
+        return EXIT_UNAVAILABLE
+    finally:
+        conn.sock.close()
+    print("runbroker: connection closed before the run's result", file=err)
+    return EXIT_UNAVAILABLE
+
+
+def control(path: str, request: ControlRequest, timeout_s: float = 10.0) -> dict[str, Any]:
+    """One control request; its single answer. Raises ``Unreachable``."""
+    conn = connect(path, request)
+    try:
+        for event in conn.events(time.monotonic() + timeout_s):
+            return event
+    except (TimeoutError, OSError) as exc:
+        raise Unreachable(f"runbroker: no answer from {path}: {exc}") from None
+    finally:
+        conn.sock.close()
+    raise Unreachable(f"runbroker: no answer from {path}")

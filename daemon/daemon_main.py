@@ -1,0 +1,67 @@
+"""Start-up of ``runbroker run``: validate everything, then hand over to the event loop.
+
+A bad setting or tasks file is one line on stderr naming the culprit and exit code 2, with
+nothing started (no socket, no database connection).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from daemon.logs import configure_logging, get_logger
+from daemon.settings import SettingsError, load_settings, unknown_variables
+from daemon.tasks import TaskConfigError, build_registry
+
+EXIT_CONFIG = 2
+EXIT_FATAL = 1
+
+
+def main(command: list[str], early_signals: list[int]) -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log_format, settings.log_level)
+    log = get_logger("runbroker.main")
+    for name in unknown_variables():
+        log.warning("settings.unknown_variable", variable=name)
+    if not command and settings.command:
+        try:
+            command = shlex.split(settings.command)
+        except ValueError as exc:
+            print(f"runbroker: RUNBROKER_COMMAND: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+    try:
+        tasks = build_registry(
+            tuple(command),
+            settings.tasks_file,
+            file_required="tasks_file" in settings.model_fields_set,
+        )
+    except TaskConfigError as exc:
+        print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not tasks.tasks:
+        print(
+            "runbroker: no tasks: give a command after '--', set RUNBROKER_COMMAND, "
+            "or define tasks in RUNBROKER_TASKS_FILE",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+
+    import uvloop
+
+    from daemon.app import run_broker
+    from daemon.server import SocketInUse
+
+    log.info("broker.starting", tasks=sorted(tasks.names()))
+    try:
+        return int(uvloop.run(run_broker(settings, tasks, early_signals)))
+    except SocketInUse as exc:
+        log.error("broker.socket_in_use", error=str(exc))
+        print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_FATAL
+    except Exception:
+        log.exception("broker.fatal")
+        return EXIT_FATAL

@@ -1,0 +1,226 @@
+"""The single consumer of the run queue: one run at a time, in arrival order.
+
+Each run gets exactly one result: success, failure (exit status or handler exception), timeout,
+cancellation, or shutdown. A handler's crash never takes the executor down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Mapping
+
+from daemon.logs import get_logger
+from daemon.process import ChildSupervisor
+from daemon.runqueue import (
+    REASON_SHUTDOWN_CANCEL,
+    REASON_USER_CANCEL,
+    Run,
+    RunQueue,
+    RunResult,
+)
+from daemon.tasks import RunContext, Task, TaskRegistry
+
+log = get_logger("runbroker.executor")
+
+# Settings of the daemon itself are not the job's business (the database URL is a secret).
+_PRIVATE_ENV = ("RUNBROKER_",)
+
+
+def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
+    """The environment a command task runs with: the container's, minus runbroker's own
+    settings, plus the run context and the env the trigger was allowed to set."""
+    env = {key: value for key, value in base.items() if not key.startswith(_PRIVATE_ENV)}
+    env.update(run.request.env)
+    env["RUNBROKER_RUN_ID"] = run.id
+    env["RUNBROKER_TASK"] = run.request.task
+    env["RUNBROKER_TRIGGER"] = run.request.trigger
+    for key, value in run.request.context.items():
+        env[f"RUNBROKER_{key}"] = value
+    return env
+
+
+def _format_s(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+class Executor:
+    def __init__(
+        self,
+        queue: RunQueue,
+        tasks: TaskRegistry,
+        children: ChildSupervisor,
+        *,
+        default_grace_s: float,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.queue = queue
+        self.tasks = tasks
+        self.children = children
+        self.default_grace_s = default_grace_s
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self._current_task: asyncio.Task[RunResult] | None = None
+        self._cancel_reason = ""
+        self.grace_cap_s: float | None = None
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    async def run_forever(self) -> None:
+        """Take runs until the queue is closed and drained."""
+        while True:
+            run = await self.queue.take()
+            if run is None:
+                return
+            self.idle.clear()
+            try:
+                await self.execute(run)
+            finally:
+                self.queue.release(run)
+                self.idle.set()
+
+    def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> bool:
+        """Terminate the running run (if ``run_id`` matches); its result says ``reason``."""
+        current = self.queue.current
+        task = self._current_task
+        if current is None or task is None or task.done():
+            return False
+        if run_id is not None and current.id != run_id:
+            return False
+        self._cancel_reason = reason
+        task.cancel()
+        return True
+
+    def shutdown_running(self, grace_cap_s: float) -> bool:
+        """At shutdown: terminate the running job with at most ``grace_cap_s`` of grace."""
+        self.grace_cap_s = grace_cap_s
+        return self.cancel_current(None, REASON_SHUTDOWN_CANCEL)
+
+    async def execute(self, run: Run) -> RunResult:
+        task = self.tasks.get(run.request.task)
+        refusal = self.tasks.refusal(run.request)
+        if task is None or refusal is not None:
+            result = RunResult(ok=False, reason=refusal or "unknown task")
+            run.finish(result)
+            log.warning("run.done", **_run_fields(run), ok=False, reason=result.reason)
+            return result
+        run.mark_started()
+        log.info("run.started", **_run_fields(run))
+        started = time.monotonic()
+        self._cancel_reason = ""
+        self._current_task = asyncio.create_task(self._attempt(run, task))
+        overdue = self._watch_soft_timeout(run, task)
+        try:
+            result = await asyncio.shield(self._current_task)
+        except asyncio.CancelledError:
+            # The executor itself is being cancelled (forced exit): stop the run too.
+            self._current_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._current_task
+            run.finish(RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True))
+            raise
+        finally:
+            if overdue is not None:
+                overdue.cancel()
+            self._current_task = None
+        duration_ms = max(1, round((time.monotonic() - started) * 1000))
+        result = RunResult(
+            ok=result.ok,
+            reason=result.reason,
+            exit_code=result.exit_code,
+            duration_ms=duration_ms,
+            output=result.output,
+            cancelled=result.cancelled,
+        )
+        run.finish(result)
+        fields = _run_fields(run)
+        if result.ok:
+            log.info("run.done", **fields, ok=True, duration_ms=duration_ms)
+        else:
+            log.warning(
+                "run.done",
+                **fields,
+                ok=False,
+                reason=result.reason,
+                exit_code=result.exit_code,
+                duration_ms=duration_ms,
+            )
+        return result
+
+    def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
+        if task.soft_timeout_s is None:
+            return None
+        soft_s = task.soft_timeout_s
+
+        def overdue() -> None:
+            if not run.is_done:
+                run.emit(
+                    "overdue", ok=True, id=run.id, reason=f"running longer than {_format_s(soft_s)}"
+                )
+                log.warning("run.overdue", **_run_fields(run), soft_timeout_s=soft_s)
+
+        return asyncio.get_running_loop().call_later(soft_s, overdue)
+
+    async def _attempt(self, run: Run, task: Task) -> RunResult:
+        try:
+            if task.timeout_s is None:
+                return await self._invoke(run, task)
+            async with asyncio.timeout(task.timeout_s):
+                return await self._invoke(run, task)
+        except TimeoutError:
+            return RunResult(ok=False, reason=f"timed out after {_format_s(task.timeout_s or 0)}")
+        except asyncio.CancelledError:
+            reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
+            return RunResult(ok=False, reason=reason, cancelled=True)
+        except Exception as exc:  # a crashing handler fails its run, never the executor
+            log.warning("run.crashed", **_run_fields(run), error_type=type(exc).__name__)
+            return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
+
+    async def _invoke(self, run: Run, task: Task) -> RunResult:
+        if task.handler is not None:
+            context = RunContext(
+                run_id=run.id,
+                task=task.name,
+                trigger=run.request.trigger,
+                args=run.request.args,
+                env=dict(run.request.env),
+                payload=run.request.payload,
+                context=dict(run.request.context),
+            )
+            output = await task.handler(context)
+            if output is not None and not isinstance(output, dict):
+                return RunResult(ok=False, reason="handler returned a non-dict value")
+            return RunResult(ok=True, output=output)
+        task_grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
+
+        def grace_s() -> float:
+            cap_s = self.grace_cap_s
+            return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
+
+        def sink(stream: str, line: str) -> None:
+            run.emit("output", ok=True, id=run.id, stream=stream, line=line)
+            log.info("run.output", run_id=run.id, task=run.request.task, stream=stream, line=line)
+
+        outcome = await self.children.run_command(
+            (*task.command, *run.request.args),
+            job_environment(self.base_env, run),
+            sink,
+            grace_s=grace_s,
+        )
+        if outcome.exit_code == 0:
+            return RunResult(ok=True, exit_code=0)
+        if outcome.signal_name:
+            reason = f"killed by {outcome.signal_name}"
+        else:
+            reason = f"exit status {outcome.exit_code}"
+        return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
+
+
+def _run_fields(run: Run) -> dict[str, str]:
+    fields = {"run_id": run.id, "task": run.request.task, "trigger": run.request.trigger}
+    job = run.request.context.get("JOB")
+    if job:
+        fields["job"] = job
+        fields["attempt"] = run.request.context.get("ATTEMPT", "")
+    return fields

@@ -1,0 +1,83 @@
+"""structlog set-up: JSON lines when stdout is not a TTY, a readable console on a TTY.
+
+The stdlib ``logging`` root (asyncio, asyncpg and our own stdlib loggers) is routed through the
+same processor chain, so every line has one shape. Tracebacks never carry local variables:
+those can hold DSNs and payloads.
+
+Event vocabulary (dotted): ``broker.starting``, ``broker.ready``, ``broker.stopping``,
+``broker.stopped``, ``run.queued``, ``run.rejected``, ``run.started``, ``run.output``,
+``run.overdue``, ``run.done``, ``tick.fired``, ``tick.skipped``, ``socket.refused``,
+``socket.bad_request``, ``settings.unknown_variable``, ``reaper.reaped``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+from structlog.typing import Processor
+
+LogFormat = Literal["auto", "json", "console"]
+
+
+def _renderer(log_format: LogFormat) -> Processor:
+    use_console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
+    if use_console:
+        return structlog.dev.ConsoleRenderer(
+            exception_formatter=structlog.dev.plain_traceback, colors=False
+        )
+    return structlog.processors.JSONRenderer()
+
+
+def configure_logging(log_format: LogFormat = "auto", level: str = "info") -> None:
+    """Install one processor chain for structlog and stdlib logging; safe to call again."""
+    level_no = logging.getLevelNamesMapping()[level.upper()]
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        timestamper,
+    ]
+    is_console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
+    exception_processors: list[Processor] = (
+        []
+        if is_console
+        else [
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        ]
+    )
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *exception_processors,
+            _renderer(log_format),
+        ],
+    )
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level_no)
+    logging.captureWarnings(True)
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger

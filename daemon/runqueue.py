@@ -1,0 +1,271 @@
+"""Bounded FIFO run queue and the run lifecycle: every accepted run gets exactly one result.
+
+Submitting never blocks: a closed queue rejects first (``scheduler is shutting down``), then a
+full one (``run queue is full``). Capacity counts waiting runs only; the running one is not
+counted. Listeners are plain callables invoked synchronously and must not block: the socket
+server buffers for its clients, so a slow client never stalls the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Trigger = Literal["tick", "external", "schedule", "once"]
+RunState = Literal["queued", "running", "done"]
+
+REASON_FULL = "run queue is full"
+REASON_CLOSED = "scheduler is shutting down"
+REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
+REASON_USER_CANCEL = "cancelled by request"
+
+
+class Rejected(Exception):
+    """A submission the queue did not accept; ``reason`` is the wire reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a submitter asks for. ``context`` becomes extra ``RUNBROKER_*`` variables."""
+
+    task: str = "default"
+    trigger: Trigger = "external"
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    payload: Any = None
+    context: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    ok: bool
+    reason: str = ""
+    exit_code: int | None = None
+    duration_ms: int = 0
+    output: dict[str, Any] | None = None
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class Event:
+    """One lifecycle event of a run, as the wire protocol sends it."""
+
+    kind: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+Listener = Callable[["Run", Event], None]
+
+_id_counter = itertools.count(1)
+_id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
+
+
+def new_run_id() -> str:
+    return f"r{_id_prefix}-{next(_id_counter)}"
+
+
+class Run:
+    """One accepted run. ``finish`` may be called any number of times; only the first counts."""
+
+    def __init__(self, request: RunRequest, run_id: str | None = None) -> None:
+        self.id = run_id or new_run_id()
+        self.request = request
+        self.state: RunState = "queued"
+        self.submitted_at = time.time()
+        self.started_monotonic: float | None = None
+        self.started_at: float | None = None
+        self.result: RunResult | None = None
+        self._done = asyncio.Event()
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        event = Event(kind, fields)
+        for listener in list(self._listeners):
+            listener(self, event)
+
+    def mark_started(self) -> None:
+        self.state = "running"
+        self.started_monotonic = time.monotonic()
+        self.started_at = time.time()
+        self.emit("started", ok=True, id=self.id, task=self.request.task)
+
+    def elapsed_s(self) -> float:
+        if self.started_monotonic is None:
+            return 0.0
+        return time.monotonic() - self.started_monotonic
+
+    def finish(self, result: RunResult) -> bool:
+        """Record the result and emit ``done``; returns False if the run already had one."""
+        if self.result is not None:
+            return False
+        self.result = result
+        self.state = "done"
+        fields: dict[str, Any] = {"ok": result.ok, "id": self.id}
+        if result.reason:
+            fields["reason"] = result.reason
+        if result.duration_ms:
+            fields["duration_ms"] = result.duration_ms
+        if result.exit_code is not None:
+            fields["exit_code"] = result.exit_code
+        if result.output is not None:
+            fields["output"] = result.output
+        self.emit("done", **fields)
+        self._listeners.clear()
+        self._done.set()
+        return True
+
+    async def wait(self) -> RunResult:
+        await self._done.wait()
+        assert self.result is not None
+        return self.result
+
+    @property
+    def is_done(self) -> bool:
+        return self.result is not None
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    capacity: int
+    waiting: int
+    running: str | None
+    accepted: int
+    rejected_full: int
+    rejected_closed: int
+    finished: int
+    closed: bool
+
+
+class RunQueue:
+    """Bounded FIFO of waiting runs plus the one the executor holds."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError("queue capacity must be >= 0")
+        self.capacity = capacity
+        self._waiting: collections.OrderedDict[str, Run] = collections.OrderedDict()
+        self._nonempty = asyncio.Event()
+        self._closed = False
+        self.current: Run | None = None
+        self._accepted = 0
+        self._rejected_full = 0
+        self._rejected_closed = 0
+        self._finished = 0
+        self._on_finish: list[Callable[[Run], None]] = []
+
+    # -- submitters -------------------------------------------------------------------------
+    def submit(self, request: RunRequest, listener: Listener | None = None) -> Run:
+        """Accept a run or raise ``Rejected``; never blocks."""
+        if self._closed:
+            self._rejected_closed += 1
+            raise Rejected(REASON_CLOSED)
+        if len(self._waiting) >= self.capacity:
+            self._rejected_full += 1
+            raise Rejected(REASON_FULL)
+        run = Run(request)
+        if listener is not None:
+            run.subscribe(listener)
+        self._waiting[run.id] = run
+        self._accepted += 1
+        self._nonempty.set()
+        run.emit("queued", ok=True, id=run.id, position=len(self._waiting), task=request.task)
+        return run
+
+    def room(self) -> int:
+        """How many more runs would be accepted now."""
+        return 0 if self._closed else max(0, self.capacity - len(self._waiting))
+
+    # -- the executor -----------------------------------------------------------------------
+    async def take(self) -> Run | None:
+        """Next waiting run in arrival order, or None once the queue is closed and drained."""
+        while True:
+            if self._waiting:
+                _, run = self._waiting.popitem(last=False)
+                if not self._waiting:
+                    self._nonempty.clear()
+                self.current = run
+                return run
+            if self._closed:
+                return None
+            self._nonempty.clear()
+            await self._nonempty.wait()
+
+    def release(self, run: Run) -> None:
+        """The executor is done with ``run`` (which must have a result by now)."""
+        if self.current is run:
+            self.current = None
+        self._finished += 1
+        for callback in list(self._on_finish):
+            callback(run)
+
+    def on_finish(self, callback: Callable[[Run], None]) -> None:
+        self._on_finish.append(callback)
+
+    # -- control ----------------------------------------------------------------------------
+    def cancel_waiting(self, run_id: str, reason: str = REASON_USER_CANCEL) -> Run | None:
+        """Remove a waiting run and give it a cancelled result; None if it is not waiting."""
+        run = self._waiting.pop(run_id, None)
+        if run is None:
+            return None
+        if not self._waiting:
+            self._nonempty.clear()
+        run.finish(RunResult(ok=False, reason=reason, cancelled=True))
+        self._finished += 1
+        for callback in list(self._on_finish):
+            callback(run)
+        return run
+
+    def close(self) -> None:
+        """Stop accepting. Waiting runs stay until ``cancel_all`` or until taken."""
+        self._closed = True
+        self._nonempty.set()
+
+    def cancel_all(self, reason: str = REASON_SHUTDOWN_CANCEL) -> int:
+        ids = list(self._waiting)
+        for run_id in ids:
+            self.cancel_waiting(run_id, reason)
+        self._nonempty.set()
+        return len(ids)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def waiting(self) -> Iterator[Run]:
+        return iter(list(self._waiting.values()))
+
+    def find(self, run_id: str) -> Run | None:
+        if self.current is not None and self.current.id == run_id:
+            return self.current
+        return self._waiting.get(run_id)
+
+    def is_pending(self, task: str) -> bool:
+        """True when a run of ``task`` is waiting or running (the ticker's overlap check)."""
+        if self.current is not None and self.current.request.task == task:
+            return True
+        return any(run.request.task == task for run in self._waiting.values())
+
+    def statistics(self) -> QueueStats:
+        return QueueStats(
+            capacity=self.capacity,
+            waiting=len(self._waiting),
+            running=self.current.id if self.current else None,
+            accepted=self._accepted,
+            rejected_full=self._rejected_full,
+            rejected_closed=self._rejected_closed,
+            finished=self._finished,
+            closed=self._closed,
+        )

@@ -1,0 +1,168 @@
+"""Daemon settings: the one place that reads ``RUNBROKER_*`` from the environment.
+
+Every value is validated at start-up; ``load_settings`` raises ``SettingsError`` carrying one
+line that names the variable, so ``runbroker run`` can exit 2 with nothing started. The thin
+client does not import this module (pydantic is too slow for a cold ``docker exec``); it reads
+only the socket path, see ``client.socket_path_from_env``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from daemon.interval import parse_duration
+
+ENV_PREFIX = "RUNBROKER_"
+DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")
+
+# Variables that belong to runbroker but are not settings of the daemon itself: the run context
+# given to jobs (a job may start `runbroker trigger`) and the client-only ones.
+CONTEXT_VARS = frozenset(
+    {
+        "RUN_ID",
+        "TASK",
+        "TRIGGER",
+        "JOB",
+        "SCHEDULED_FOR",
+        "ATTEMPT",
+        "PAYLOAD",
+        "TEST_BACKEND",
+    }
+)
+
+
+class SettingsError(Exception):
+    """A bad setting; ``str(err)`` is one line naming the variable."""
+
+
+def _duration(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("expected a duration such as 90s, 1h30m or 250ms")
+    return parse_duration(value.strip())
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        case_sensitive=True,
+        extra="ignore",
+        hide_input_in_errors=True,
+        validate_default=True,
+    )
+
+    interval: str = ""
+    default_interval_s: Duration = Field(3600.0, alias="RUNBROKER_DEFAULT_INTERVAL", gt=0)
+    jitter: float = Field(0.1, ge=0.0, le=1.0)
+    fire_on_start: bool = True
+    command: str = ""
+    tasks_file: Path = Path("/etc/runbroker/tasks.toml")
+    socket: Path = Path("/run/runbroker/runbroker.sock")
+    lock_dir: Path | None = None
+    queue_capacity: int = Field(16, ge=0, le=1_000_000)
+    grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
+    shutdown_timeout_s: Duration = Field(25.0, alias="RUNBROKER_SHUTDOWN_TIMEOUT", gt=0)
+    database_url: SecretStr | None = None
+    database_url_file: Path | None = None
+    poll_interval_s: Duration = Field(60.0, alias="RUNBROKER_POLL_INTERVAL", gt=0)
+    batch_size: int = Field(20, ge=1, le=10_000)
+    retry_attempts: int = Field(3, ge=1, le=1000)
+    retry_backoff_s: Duration = Field(60.0, alias="RUNBROKER_RETRY_BACKOFF", ge=0)
+    lease_s: Duration = Field(60.0, alias="RUNBROKER_LEASE", gt=0)
+    run_retention_s: Duration = Field(30 * 86400.0, alias="RUNBROKER_RUN_RETENTION", gt=0)
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics_addr: str | None = None
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("socket")
+    @classmethod
+    def _socket_path(cls, value: Path) -> Path:
+        if not value.is_absolute():
+            raise ValueError("must be an absolute path")
+        if len(os.fsencode(value)) > 107:
+            raise ValueError("is longer than the 107 bytes a unix socket path may have")
+        return value
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("expected host:port, for example 0.0.0.0:9464")
+        return f"{host or '0.0.0.0'}:{int(port)}"
+
+    @property
+    def lock_directory(self) -> Path:
+        return self.lock_dir if self.lock_dir is not None else self.socket.parent
+
+    def database_dsn(self) -> str | None:
+        return self.database_url.get_secret_value() if self.database_url else None
+
+
+_ALIASED = {
+    name: (field.alias or (ENV_PREFIX + name.upper()))
+    for name, field in Settings.model_fields.items()
+}
+KNOWN_VARS = frozenset(_ALIASED.values())
+
+
+def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
+    """``RUNBROKER_*`` variables that no setting reads: warned about, since a typo is silent."""
+    env = os.environ if environ is None else environ
+    return sorted(
+        name
+        for name in env
+        if name.startswith(ENV_PREFIX)
+        and name not in KNOWN_VARS
+        and name.removeprefix(ENV_PREFIX) not in CONTEXT_VARS
+    )
+
+
+def _read_url_file(path: Path, variable: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SettingsError(f"{variable}: cannot read {path}: {exc.strerror}") from None
+    if not text:
+        raise SettingsError(f"{variable}: {path} is empty")
+    return text
+
+
+def load_settings() -> Settings:
+    """Validate the environment; raise ``SettingsError`` with one line naming the variable."""
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field_name = str(first["loc"][0]) if first["loc"] else "?"
+        variable = _ALIASED.get(field_name, field_name)
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise SettingsError(f"{variable}: {message}") from None
+    if settings.database_url is None:
+        if settings.database_url_file is not None:
+            url = _read_url_file(settings.database_url_file, "RUNBROKER_DATABASE_URL_FILE")
+            settings.database_url = SecretStr(url)
+        elif DOCKER_SECRET_PATH.is_file():
+            url = _read_url_file(DOCKER_SECRET_PATH, str(DOCKER_SECRET_PATH))
+            settings.database_url = SecretStr(url)
+    elif settings.database_url_file is not None:
+        raise SettingsError(
+            "RUNBROKER_DATABASE_URL_FILE: set either it or RUNBROKER_DATABASE_URL, not both"
+        )
+    return settings

@@ -1,0 +1,119 @@
+"""The answers to the ``status`` and ``health`` control ops (a stable, documented shape).
+
+``status``::
+
+    {"event": "status", "ok": true, "pid": int, "uptime_s": float,
+     "queue": {"capacity", "waiting", "accepted", "rejected_full", "rejected_closed",
+               "finished", "closed"},
+     "current": null | {"id", "task", "trigger", "elapsed_ms"},
+     "waiting": [{"id", "task", "trigger", "position"}],
+     "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
+                 "finished_at"}],
+     "ticks": [{"task", "next_at", "last_at"}],
+     "database": null | {...}}
+
+``health``: ``{"event": "health", "ok": bool, "reason": str}``; unhealthy when the executor has
+died or a run is wedged well past its task's timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from daemon.runqueue import Run
+
+if TYPE_CHECKING:
+    from daemon.app import Broker
+
+WEDGED_MARGIN_S = 30.0
+
+
+def _iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+
+
+def _run_summary(run: Run) -> dict[str, Any]:
+    return {"id": run.id, "task": run.request.task, "trigger": run.request.trigger}
+
+
+def _result_summary(run: Run) -> dict[str, Any]:
+    summary = _run_summary(run)
+    result = run.result
+    if result is not None:
+        summary.update(
+            ok=result.ok,
+            reason=result.reason,
+            exit_code=result.exit_code,
+            duration_ms=result.duration_ms,
+        )
+    return summary
+
+
+def status_answer(broker: Broker) -> dict[str, Any]:
+    stats = broker.queue.statistics()
+    current = broker.queue.current
+    current_info = None
+    if current is not None:
+        current_info = {**_run_summary(current), "elapsed_ms": round(current.elapsed_s() * 1000)}
+    database = broker.pgrunner.status() if broker.pgrunner is not None else None
+    return {
+        "event": "status",
+        "ok": True,
+        "pid": os.getpid(),
+        "uptime_s": round(time.time() - broker.started_at, 3),
+        "queue": {
+            "capacity": stats.capacity,
+            "waiting": stats.waiting,
+            "accepted": stats.accepted,
+            "rejected_full": stats.rejected_full,
+            "rejected_closed": stats.rejected_closed,
+            "finished": stats.finished,
+            "closed": stats.closed,
+        },
+        "current": current_info,
+        "waiting": [
+            {**_run_summary(run), "position": position}
+            for position, run in enumerate(broker.queue.waiting(), start=1)
+        ],
+        "recent": [_result_summary(run) for run in broker.recent],
+        "ticks": [
+            {
+                "task": plan.task,
+                "next_at": _iso(plan.next_fire_at),
+                "last_at": _iso(plan.last_fired_at),
+            }
+            for plan in broker.ticker.plans
+        ],
+        "database": database,
+    }
+
+
+def health_problem(broker: Broker) -> str | None:
+    """Why the daemon is unhealthy, or None."""
+    if broker.queue.closed:
+        return "shutting down"
+    current = broker.queue.current
+    if current is not None:
+        task = broker.tasks.get(current.request.task)
+        timeout_s = task.timeout_s if task is not None else None
+        if timeout_s is not None:
+            grace_s = task.grace_s if task and task.grace_s is not None else broker.settings.grace_s
+            limit_s = timeout_s + grace_s + WEDGED_MARGIN_S
+            if current.elapsed_s() > limit_s:
+                elapsed_s = current.elapsed_s()
+                return f"executor wedged: run {current.id} at {elapsed_s:.0f}s, past its timeout"
+    if broker.pgrunner is not None:
+        problem: str | None = broker.pgrunner.health_problem()
+        if problem:
+            return problem
+    return None
+
+
+def health_answer(broker: Broker) -> dict[str, Any]:
+    problem = health_problem(broker)
+    return {"event": "health", "ok": problem is None, "reason": problem or ""}

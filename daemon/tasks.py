@@ -1,0 +1,248 @@
+"""Task definitions: the ``default`` command, the TOML tasks file, and the payload policy.
+
+A task is a command (argv) or a Python handler (``module:function``, an ``async def`` taking a
+``RunContext``). A request naming an unknown task, or carrying args or env variables its task
+does not allow, is refused with a clear reason before anything runs. The database never names a
+command: jobs name tasks, and only the container defines tasks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import shlex
+import tomllib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daemon.interval import parse_duration
+from daemon.runqueue import RunRequest
+from daemon.schedules import Schedule, parse_schedule
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+MAX_ARGS = 256
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a Python handler receives: the run's identity and its inputs."""
+
+    run_id: str
+    task: str
+    trigger: str
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    payload: Any
+    context: Mapping[str, str]
+
+
+Handler = Callable[[RunContext], Awaitable[dict[str, Any] | None]]
+
+
+class TaskConfigError(ValueError):
+    """The tasks file or the default command is wrong; the message names the place."""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    command: tuple[str, ...] = ()
+    handler: Handler | None = None
+    handler_ref: str = ""
+    allow_args: bool = False
+    allow_env: frozenset[str] = frozenset()
+    timeout_s: float | None = None
+    soft_timeout_s: float | None = None
+    grace_s: float | None = None
+    interval_s: float | None = None
+    schedule: Schedule | None = None
+
+    def refusal(self, request: RunRequest) -> str | None:
+        """Why this task refuses ``request``, or None when it may run."""
+        if request.args and not self.allow_args:
+            return f"task {self.name!r} does not accept args"
+        if len(request.args) > MAX_ARGS:
+            return f"too many args (at most {MAX_ARGS})"
+        for name in request.env:
+            if name not in self.allow_env:
+                return f"task {self.name!r} does not allow env {name!r}"
+        return None
+
+
+@dataclass
+class TaskRegistry:
+    tasks: dict[str, Task] = field(default_factory=dict)
+
+    def get(self, name: str) -> Task | None:
+        return self.tasks.get(name)
+
+    def refusal(self, request: RunRequest) -> str | None:
+        task = self.tasks.get(request.task)
+        if task is None:
+            return f"unknown task {request.task!r}"
+        return task.refusal(request)
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self.tasks)
+
+
+def _duration_field(where: str, key: str, value: Any) -> float:
+    if not isinstance(value, str):
+        raise TaskConfigError(f"{where}: {key} must be a duration string such as '30s'")
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise TaskConfigError(f"{where}: {key}: {exc}") from None
+    if seconds <= 0 and key != "grace":
+        raise TaskConfigError(f"{where}: {key} must be positive")
+    if seconds < 0:
+        raise TaskConfigError(f"{where}: {key} must not be negative")
+    return seconds
+
+
+def load_handler(ref: str, where: str) -> Handler:
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise TaskConfigError(f"{where}: handler must be 'module:function', got {ref!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TaskConfigError(f"{where}: cannot import {module_name!r}: {exc}") from None
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise TaskConfigError(f"{where}: {module_name!r} has no {attr!r}")
+    if not inspect.iscoroutinefunction(target):
+        raise TaskConfigError(f"{where}: handler {ref!r} must be an 'async def' function")
+    handler: Handler = target
+    return handler
+
+
+_KEYS = {
+    "command",
+    "handler",
+    "timeout",
+    "soft_timeout",
+    "grace",
+    "allow_args",
+    "allow_env",
+    "interval",
+    "schedule",
+    "tz",
+}
+
+
+def _task_from_table(name: str, table: Mapping[str, Any]) -> Task:
+    where = f"tasks.{name}"
+    if not TASK_NAME.fullmatch(name):
+        raise TaskConfigError(f"{where}: invalid task name")
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise TaskConfigError(f"{where}: unknown key {unknown[0]!r}")
+    command = table.get("command")
+    handler_ref = table.get("handler")
+    if (command is None) == (handler_ref is None):
+        raise TaskConfigError(f"{where}: set exactly one of 'command' or 'handler'")
+    argv: tuple[str, ...] = ()
+    handler: Handler | None = None
+    if command is not None:
+        if isinstance(command, str):
+            command = shlex.split(command)
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(part, str) for part in command)
+        ):
+            raise TaskConfigError(f"{where}: command must be a non-empty list of strings")
+        argv = tuple(command)
+    else:
+        if not isinstance(handler_ref, str):
+            raise TaskConfigError(f"{where}: handler must be a string 'module:function'")
+        handler = load_handler(handler_ref, where)
+    allow_args = table.get("allow_args", False)
+    if not isinstance(allow_args, bool):
+        raise TaskConfigError(f"{where}: allow_args must be true or false")
+    allow_env = table.get("allow_env", [])
+    if not isinstance(allow_env, list) or not all(
+        isinstance(item, str) and ENV_NAME.fullmatch(item) for item in allow_env
+    ):
+        raise TaskConfigError(f"{where}: allow_env must be a list of variable names")
+    durations = {
+        key: _duration_field(where, key, table[key])
+        for key in ("timeout", "soft_timeout", "grace", "interval")
+        if key in table
+    }
+    schedule = None
+    if "schedule" in table:
+        spec, tz = table["schedule"], table.get("tz", "UTC")
+        if not isinstance(spec, str) or not isinstance(tz, str):
+            raise TaskConfigError(f"{where}: schedule and tz must be strings")
+        try:
+            schedule = parse_schedule(spec, tz)
+        except ValueError as exc:
+            raise TaskConfigError(f"{where}: {exc}") from None
+        if "interval" in durations:
+            raise TaskConfigError(f"{where}: set either 'interval' or 'schedule', not both")
+    elif "tz" in table:
+        raise TaskConfigError(f"{where}: 'tz' needs a 'schedule'")
+    return Task(
+        name=name,
+        command=argv,
+        handler=handler,
+        handler_ref=handler_ref or "",
+        allow_args=allow_args,
+        allow_env=frozenset(allow_env),
+        timeout_s=durations.get("timeout"),
+        soft_timeout_s=durations.get("soft_timeout"),
+        grace_s=durations.get("grace"),
+        interval_s=durations.get("interval"),
+        schedule=schedule,
+    )
+
+
+def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskConfigError(f"{source}: {exc}") from None
+    unknown = sorted(set(document) - {"tasks"})
+    if unknown:
+        raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}")
+    tables = document.get("tasks", {})
+    if not isinstance(tables, dict):
+        raise TaskConfigError(f"{source}: 'tasks' must be a table")
+    tasks = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise TaskConfigError(f"{source}: tasks.{name} must be a table")
+        tasks[name] = _task_from_table(name, table)
+    return tasks
+
+
+def build_registry(
+    default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
+) -> TaskRegistry:
+    """The container's tasks: the tasks file (if present) plus ``default`` from the command."""
+    tasks: dict[str, Task] = {}
+    if tasks_file is not None:
+        try:
+            text = tasks_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            if file_required:
+                raise TaskConfigError(f"tasks file {tasks_file} does not exist") from None
+        except OSError as exc:
+            raise TaskConfigError(f"tasks file {tasks_file}: {exc.strerror}") from None
+        else:
+            tasks = parse_tasks_toml(text, str(tasks_file))
+    if default_command:
+        if "default" in tasks:
+            raise TaskConfigError(
+                "task 'default' is defined both by the command line and by the tasks file"
+            )
+        tasks["default"] = Task(name="default", command=default_command)
+    return TaskRegistry(tasks)

@@ -1,0 +1,122 @@
+"""The in-process ticker: interval and schedule triggers for the container's own tasks.
+
+``default`` ticks at the global ``RUNBROKER_INTERVAL``; a task with its own ``interval`` or
+``schedule`` in the tasks file ticks regardless. Interval waits are jittered as
+``interval * (1 + uniform(-jitter, +jitter))``; schedules fire at their exact times. A tick whose
+previous run of the same task is still queued or running is skipped and logged, never piled up.
+At shutdown the ticker is the first part stopped (its task is cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from daemon.logs import get_logger
+from daemon.runqueue import Rejected, RunQueue, RunRequest
+from daemon.schedules import Schedule
+
+log = get_logger("runbroker.ticker")
+
+MAX_SLEEP_S = 60.0  # re-read the wall clock at least this often while waiting for a schedule
+
+Sleep = Callable[[float], Awaitable[None]]
+WallClock = Callable[[], datetime]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class TickPlan:
+    """One ticking task: either an interval or a schedule."""
+
+    task: str
+    interval_s: float | None = None
+    schedule: Schedule | None = None
+    fire_on_start: bool = False
+    once: bool = False
+    last_fired_at: float | None = None
+    next_fire_at: float | None = None
+
+
+class Ticker:
+    def __init__(
+        self,
+        queue: RunQueue,
+        plans: list[TickPlan],
+        *,
+        jitter: float = 0.1,
+        sleep: Sleep = asyncio.sleep,
+        now: WallClock = _utc_now,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.queue = queue
+        self.plans = plans
+        self.jitter = jitter
+        self._sleep = sleep
+        self._now = now
+        self._rng = rng or random.Random()
+        self.fired = 0
+        self.skipped = 0
+
+    def jittered(self, interval_s: float) -> float:
+        if not self.jitter:
+            return interval_s
+        factor = 1.0 + self._rng.uniform(-self.jitter, self.jitter)
+        return max(interval_s * factor, interval_s * 0.01)
+
+    def fire(self, plan: TickPlan) -> bool:
+        """Submit one tick of ``plan``; False when skipped or rejected."""
+        plan.last_fired_at = time.time()
+        if self.queue.is_pending(plan.task):
+            self.skipped += 1
+            log.info("tick.skipped", task=plan.task, reason="previous run still queued or running")
+            return False
+        try:
+            run = self.queue.submit(RunRequest(task=plan.task, trigger="tick"))
+        except Rejected as exc:
+            self.skipped += 1
+            log.warning("tick.skipped", task=plan.task, reason=exc.reason)
+            return False
+        self.fired += 1
+        log.info("tick.fired", task=plan.task, run_id=run.id)
+        return True
+
+    async def run(self) -> None:
+        """Tick every plan until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for plan in self.plans:
+                if plan.schedule is not None:
+                    group.create_task(self._schedule_loop(plan, plan.schedule))
+                elif plan.once:
+                    self.fire(plan)
+                elif plan.interval_s is not None:
+                    group.create_task(self._interval_loop(plan, plan.interval_s))
+
+    async def _interval_loop(self, plan: TickPlan, interval_s: float) -> None:
+        if plan.fire_on_start:
+            self.fire(plan)
+        while True:
+            wait_s = self.jittered(interval_s)
+            plan.next_fire_at = time.time() + wait_s
+            await self._sleep(wait_s)
+            self.fire(plan)
+
+    async def _schedule_loop(self, plan: TickPlan, schedule: Schedule) -> None:
+        after = self._now()
+        while True:
+            due = schedule.next_after(after)
+            if due is None:
+                plan.next_fire_at = None
+                return
+            plan.next_fire_at = due.timestamp()
+            while (remaining_s := (due - self._now()).total_seconds()) > 0:
+                await self._sleep(min(remaining_s, MAX_SLEEP_S))
+            self.fire(plan)
+            after = max(due, self._now())  # missed slots (a suspended host) coalesce into one

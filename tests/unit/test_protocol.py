@@ -1,0 +1,121 @@
+"""The wire format: requests decode or get a reason; the decoder never fails otherwise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from daemon.protocol import (
+    MAX_REQUEST_BYTES,
+    REASON_TOO_LARGE,
+    REASON_UNDECODABLE,
+    ControlRequest,
+    ProtocolError,
+    SubmitRequest,
+    decode_event,
+    decode_request,
+    encode_event,
+    encode_request,
+)
+
+
+def test_empty_object_runs_default() -> None:
+    assert decode_request(b"{}\n") == SubmitRequest()
+
+
+def test_submit_fields() -> None:
+    line = b'{"task":"report","args":["-v"],"env":{"LEVEL":"2"},"extra":1}\n'
+    assert decode_request(line) == SubmitRequest("report", ("-v",), {"LEVEL": "2"})
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"not json\n", REASON_UNDECODABLE),
+        (b"[1,2]\n", REASON_UNDECODABLE),
+        (b"\xff\xfe\n", REASON_UNDECODABLE),
+        (b'{"task": 5}', "invalid request: task must be a non-empty string"),
+        (b'{"args": "x"}', "invalid request: args must be a list of strings"),
+        (b'{"env": {"A": 1}}', "invalid request: env must be an object of strings"),
+        (b'{"op": "reboot"}', "unknown op 'reboot'"),
+        (b'{"op": "cancel"}', "cancel needs an id"),
+    ],
+)
+def test_bad_requests_have_reasons(line: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError) as excinfo:
+        decode_request(line)
+    assert excinfo.value.reason == reason
+
+
+def test_oversized_request() -> None:
+    with pytest.raises(ProtocolError) as excinfo:
+        decode_request(b"{" + b" " * MAX_REQUEST_BYTES + b"}")
+    assert excinfo.value.reason == REASON_TOO_LARGE
+
+
+def test_deeply_nested_json_is_undecodable_not_a_crash() -> None:
+    with pytest.raises(ProtocolError):
+        decode_request(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_control_requests() -> None:
+    assert decode_request(b'{"op":"status"}') == ControlRequest("status")
+    assert decode_request(b'{"op":"cancel","id":"r1"}') == ControlRequest("cancel", "r1")
+
+
+def test_event_omits_empty_reason_and_zero_duration() -> None:
+    line = encode_event("done", True, reason="", duration_ms=0, id="r1")
+    assert line.endswith(b"\n")
+    assert json.loads(line) == {"event": "done", "ok": True, "id": "r1"}
+    assert decode_event(line) == {"event": "done", "ok": True, "id": "r1"}
+
+
+def test_decode_event_ignores_garbage() -> None:
+    assert decode_event(b"nope") is None
+    assert decode_event(b'{"ok": true}') is None
+
+
+texts = st.text(max_size=20)
+requests = st.one_of(
+    st.builds(
+        SubmitRequest,
+        task=texts.filter(bool),
+        args=st.lists(texts, max_size=5).map(tuple),
+        env=st.dictionaries(texts, texts, max_size=5),
+    ),
+    st.builds(ControlRequest, op=st.sampled_from(["status", "health"])),
+    st.builds(ControlRequest, op=st.just("cancel"), id=texts.filter(bool)),
+)
+
+
+@given(requests)
+def test_request_round_trip(request: SubmitRequest | ControlRequest) -> None:
+    assert decode_request(encode_request(request)) == request
+
+
+@given(st.binary(max_size=2048))
+def test_fuzz_decoder_only_raises_protocol_error(data: bytes) -> None:
+    try:
+        decode_request(data)
+    except ProtocolError as exc:
+        assert exc.reason
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["task", "args", "env", "op", "id", "x"]), json_values))
+def test_fuzz_structured_requests(obj: dict[str, object]) -> None:
+    try:
+        request = decode_request(json.dumps(obj).encode())
+    except ProtocolError as exc:
+        assert exc.reason
+    else:
+        assert isinstance(request, SubmitRequest | ControlRequest)

@@ -1,0 +1,177 @@
+"""The run queue: bounded FIFO, rejections, and exactly one result per accepted run."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daemon.runqueue import (
+    REASON_CLOSED,
+    REASON_FULL,
+    REASON_SHUTDOWN_CANCEL,
+    Event,
+    Rejected,
+    Run,
+    RunQueue,
+    RunRequest,
+    RunResult,
+)
+
+
+def _req(task: str = "default") -> RunRequest:
+    return RunRequest(task=task)
+
+
+async def test_fifo_order_and_capacity_counts_waiting_only() -> None:
+    queue = RunQueue(capacity=2)
+    first = queue.submit(_req("a"))
+    taken = await queue.take()
+    assert taken is first
+    # The running one does not count: two more fit.
+    second = queue.submit(_req("b"))
+    third = queue.submit(_req("c"))
+    with pytest.raises(Rejected) as excinfo:
+        queue.submit(_req("d"))
+    assert excinfo.value.reason == REASON_FULL
+    assert [await queue.take(), await queue.take()] == [second, third]
+    assert queue.statistics().rejected_full == 1
+
+
+async def test_closed_rejects_before_full() -> None:
+    queue = RunQueue(capacity=0)
+    with pytest.raises(Rejected) as full:
+        queue.submit(_req())
+    assert full.value.reason == REASON_FULL
+    queue.close()
+    with pytest.raises(Rejected) as closed:
+        queue.submit(_req())
+    assert closed.value.reason == REASON_CLOSED
+    assert await queue.take() is None
+
+
+async def test_take_waits_for_a_submission() -> None:
+    queue = RunQueue(capacity=1)
+    taker = asyncio.create_task(queue.take())
+    await asyncio.sleep(0)
+    assert not taker.done()
+    run = queue.submit(_req())
+    assert await taker is run
+    assert queue.current is run
+
+
+async def test_close_wakes_a_waiting_taker() -> None:
+    queue = RunQueue(capacity=1)
+    taker = asyncio.create_task(queue.take())
+    await asyncio.sleep(0)
+    queue.close()
+    assert await taker is None
+
+
+async def test_cancel_all_gives_each_waiting_run_the_shutdown_reason() -> None:
+    queue = RunQueue(capacity=3)
+    runs = [queue.submit(_req()) for _ in range(3)]
+    queue.close()
+    assert queue.cancel_all() == 3
+    for run in runs:
+        result = await run.wait()
+        assert result.reason == REASON_SHUTDOWN_CANCEL
+        assert result.cancelled and not result.ok
+
+
+async def test_events_in_order_and_exactly_one_done() -> None:
+    queue = RunQueue(capacity=1)
+    seen: list[str] = []
+
+    def listener(_run: Run, event: Event) -> None:
+        seen.append(event.kind)
+
+    run = queue.submit(_req(), listener)
+    taken = await queue.take()
+    assert taken is run
+    run.mark_started()
+    assert run.finish(RunResult(ok=True)) is True
+    assert run.finish(RunResult(ok=False, reason="late")) is False
+    queue.release(run)
+    assert seen == ["queued", "started", "done"]
+    assert (await run.wait()).ok
+
+
+async def test_cancel_waiting_unknown_id_is_none() -> None:
+    queue = RunQueue(capacity=1)
+    assert queue.cancel_waiting("nope") is None
+
+
+async def test_is_pending_sees_waiting_and_running() -> None:
+    queue = RunQueue(capacity=2)
+    queue.submit(_req("a"))
+    assert queue.is_pending("a")
+    assert not queue.is_pending("b")
+    run = await queue.take()
+    assert run is not None
+    assert queue.is_pending("a")
+    run.finish(RunResult(ok=True))
+    queue.release(run)
+    assert not queue.is_pending("a")
+
+
+ops = st.lists(
+    st.one_of(
+        st.just(("submit",)),
+        st.just(("take",)),
+        st.just(("close",)),
+        st.tuples(st.just("cancel"), st.integers(0, 30)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacity=st.integers(0, 5), script=ops)
+def test_model_every_accepted_run_gets_one_result_in_fifo_order(
+    capacity: int, script: list[tuple[object, ...]]
+) -> None:
+    """A model check: the queue agrees with a plain list, and nothing is lost or doubled."""
+
+    async def scenario() -> None:
+        queue = RunQueue(capacity)
+        model: list[Run] = []
+        accepted: list[Run] = []
+        closed = False
+        for op in script:
+            if op[0] == "submit":
+                try:
+                    run = queue.submit(_req())
+                except Rejected as exc:
+                    assert exc.reason == (REASON_CLOSED if closed else REASON_FULL)
+                    assert closed or len(model) >= capacity
+                else:
+                    assert not closed and len(model) < capacity
+                    model.append(run)
+                    accepted.append(run)
+            elif op[0] == "take" and model:
+                run = await queue.take()
+                assert run is model.pop(0)
+                run.mark_started()
+                run.finish(RunResult(ok=True))
+                queue.release(run)
+            elif op[0] == "close":
+                queue.close()
+                closed = True
+            elif op[0] == "cancel" and accepted:
+                index = int(op[1]) % len(accepted)  # type: ignore[call-overload]
+                target = accepted[index]
+                cancelled = queue.cancel_waiting(target.id)
+                assert (cancelled is not None) == (target in model)
+                if cancelled is not None:
+                    model.remove(target)
+            assert queue.statistics().waiting == len(model)
+        queue.close()
+        queue.cancel_all()
+        assert await queue.take() is None
+        for run in accepted:
+            assert run.result is not None
+
+    asyncio.run(scenario())
