@@ -90,7 +90,13 @@ class Broker:
         self.queue = RunQueue(settings.queue_capacity)
         self.children = ChildSupervisor()
         self.executor = Executor(self.queue, tasks, self.children, default_grace_s=settings.grace_s)
-        self.server = SocketServer(settings.socket, self.queue, tasks, self.control)
+        self.server = SocketServer(
+            settings.socket,
+            self.queue,
+            tasks,
+            self.control,
+            request_deadline_s=settings.request_timeout_s,
+        )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)

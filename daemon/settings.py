@@ -54,7 +54,7 @@ Duration = Annotated[float, BeforeValidator(_duration)]
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
-        case_sensitive=True,
+        case_sensitive=False,
         extra="ignore",
         hide_input_in_errors=True,
         validate_default=True,
@@ -70,6 +70,7 @@ class Settings(BaseSettings):
     lock_dir: Path | None = None
     queue_capacity: int = Field(16, ge=0, le=1_000_000)
     grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
+    request_timeout_s: Duration = Field(30.0, alias="RUNBROKER_REQUEST_TIMEOUT", gt=0)
     shutdown_timeout_s: Duration = Field(25.0, alias="RUNBROKER_SHUTDOWN_TIMEOUT", gt=0)
     database_url: SecretStr | None = None
     database_url_file: Path | None = None

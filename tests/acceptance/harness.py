@@ -1,0 +1,233 @@
+"""Runs the real ``runbroker`` as a container would, and talks to it as ``docker exec`` would.
+
+Backend ``local`` (the default, ``RUNBROKER_TEST_BACKEND=local``): the daemon is PID 1 of a new
+PID namespace (``unshare --pid --fork --kill-child --mount-proc``) and clients enter that
+namespace with ``nsenter``. The daemon's JSON log lines are collected so a test can wait for an
+event instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
+WAIT_S = 20.0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.extend(int(item) for item in text)
+    return found
+
+
+@dataclass
+class LogTail:
+    """The daemon's stdout, parsed as JSON lines, with a condition to wait on."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    closed: bool = False
+
+    def feed(self, stream: Any) -> None:
+        for raw in stream:
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.cond:
+                self.raw.append(text)
+                try:
+                    obj = json.loads(text)
+                except ValueError:
+                    obj = None
+                if isinstance(obj, dict):
+                    self.lines.append(obj)
+                self.cond.notify_all()
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def wait_for(
+        self,
+        event: str,
+        predicate: Callable[[dict[str, Any]], bool] = lambda _line: True,
+        timeout_s: float = WAIT_S,
+        count: int = 1,
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while True:
+                found = [
+                    line for line in self.lines if line.get("event") == event and predicate(line)
+                ]
+                if len(found) >= count:
+                    return found
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.closed:
+                    raise AssertionError(
+                        f"no {count} x {event!r} in the daemon's log; last lines:\n"
+                        + "\n".join(self.raw[-30:])
+                    )
+                self.cond.wait(remaining)
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        with self.cond:
+            return [line for line in self.lines if line.get("event") == event]
+
+
+class Daemon:
+    """One ``runbroker run`` as PID 1 of its own PID namespace."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        command: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        tasks_toml: str | None = None,
+        wait_ready: bool = True,
+    ) -> None:
+        self.workdir = workdir
+        self.socket = workdir / "rb.sock"
+        self.env = {
+            key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")
+        }
+        self.env.update(
+            {
+                "RUNBROKER_SOCKET": str(self.socket),
+                "RUNBROKER_LOG_FORMAT": "json",
+                "RUNBROKER_INTERVAL": "off",
+                "RUNBROKER_TASKS_FILE": str(workdir / "tasks.toml"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if tasks_toml is not None:
+            (workdir / "tasks.toml").write_text(tasks_toml)
+        else:
+            self.env.pop("RUNBROKER_TASKS_FILE")
+        self.env.update(env or {})
+        argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", RUNBROKER, "run"]
+        if command:
+            argv += ["--", *command]
+        self.proc = subprocess.Popen(
+            argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.log = LogTail()
+        self._reader = threading.Thread(target=self.log.feed, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+        self.pid = self._find_init()
+        if wait_ready:
+            self.log.wait_for("broker.ready")
+
+    def _find_init(self) -> int:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return -1
+            children = _children(self.proc.pid)
+            if children:
+                return children[0]
+            time.sleep(0.005)  # the kernel gives no event for "unshare has forked"
+        raise AssertionError("unshare did not start the daemon")
+
+    def client_env(self) -> dict[str, str]:
+        return {"RUNBROKER_SOCKET": str(self.socket), "PATH": os.environ.get("PATH", "")}
+
+    def exec_argv(self, *args: str, as_user: str | None = None) -> list[str]:
+        """argv of ``runbroker ARGS`` entered into the daemon's namespaces (``docker exec``)."""
+        argv = ["nsenter", "-t", str(self.pid), "-p", "-m", "--"]
+        if as_user is not None:
+            argv += ["setpriv", f"--reuid={as_user}", "--regid=nogroup", "--clear-groups"]
+        return [*argv, RUNBROKER, *args]
+
+    def exec(
+        self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.exec_argv(*args, as_user=as_user),
+            env=self.client_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.exec_argv(*args),
+            env=self.client_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def wait(self, timeout_s: float = WAIT_S) -> int:
+        code = self.proc.wait(timeout=timeout_s)
+        self._reader.join(timeout=timeout_s)
+        return code
+
+    def stderr(self) -> str:
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)  # --kill-child takes the namespace down
+            self.proc.wait(timeout=WAIT_S)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def zombies(self) -> list[str]:
+        """Zombie processes inside the daemon's PID namespace."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.readlink(entry / "ns" / "pid") != os.readlink(f"/proc/{self.pid}/ns/pid"):
+                    continue
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            state = stat[stat.rfind(")") + 2 :].split()[0]
+            if state == "Z":
+                found.append(stat)
+        return found
+
+
+class Workdir:
+    """A short temporary directory (socket paths are limited to about 107 bytes)."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll a condition the kernel gives no event for (a process state in /proc)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)

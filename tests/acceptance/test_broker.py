@@ -1,0 +1,282 @@
+"""The daemon as a container runs it: PID 1, triggered through nsenter (``docker exec``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.acceptance.harness import Daemon, wait_until
+
+StartDaemon = Callable[..., Daemon]
+
+# A job that blocks until the test creates the file named by its first argument.
+WAIT_FOR_FILE = "while [ ! -e \"$1\" ]; do sleep 0.02; done"
+
+
+def _raw_request(path: Path, payload: bytes, read_timeout_s: float = 10.0) -> list[dict[str, object]]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(read_timeout_s)
+        sock.connect(str(path))
+        sock.sendall(payload)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return [json.loads(line) for line in data.splitlines() if line]
+
+
+def test_success_and_failure_exit_codes(start_daemon: StartDaemon, workdir: Path) -> None:
+    tasks = """
+[tasks.ok]
+command = ["true"]
+[tasks.fail]
+command = ["sh", "-c", "echo failing >&2; exit 7"]
+[tasks.echo]
+command = ["sh", "-c", "echo \\"arg=$1 env=$GREETING run=$RUNBROKER_TASK/$RUNBROKER_TRIGGER\\"", "x"]
+allow_args = true
+allow_env = ["GREETING"]
+"""
+    daemon = start_daemon(tasks_toml=tasks)
+    ok = daemon.exec("trigger", "ok")
+    assert ok.returncode == 0, ok.stderr
+    failed = daemon.exec("trigger", "fail")
+    assert failed.returncode == 1
+    assert "failing" in failed.stderr
+    assert "exit status 7" in failed.stderr
+    echoed = daemon.exec("trigger", "echo", "--arg", "one", "--env", "GREETING=hi")
+    assert echoed.returncode == 0, echoed.stderr
+    assert echoed.stdout.strip() == "arg=one env=hi run=echo/external"
+    unknown = daemon.exec("trigger", "nope")
+    assert unknown.returncode == 1
+    assert "unknown task 'nope'" in unknown.stderr
+    not_allowed = daemon.exec("trigger", "ok", "--env", "SECRET=x")
+    assert not_allowed.returncode == 1
+    assert "does not allow env 'SECRET'" in not_allowed.stderr
+    assert daemon.log.events("run.started") and len(daemon.log.events("run.started")) == 3
+
+
+def test_live_output_reaches_the_client_before_the_job_ends(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = start_daemon(
+        "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do echo line $i; sleep 0.1; done"
+    )
+    client = daemon.popen("trigger")
+    assert client.stdout is not None
+    first = client.stdout.readline()
+    assert first.strip() == "line 1"
+    assert client.poll() is None, "the client had exited before the first line was shown"
+    assert not daemon.log.events("run.done"), "the job had ended before its first line arrived"
+    rest = client.stdout.read()
+    assert client.wait(timeout=20) == 0
+    assert rest.splitlines()[-1] == "line 10"
+
+
+def test_queue_full_is_75_with_the_exact_reason(start_daemon: StartDaemon, workdir: Path) -> None:
+    release = workdir / "go"
+    daemon = start_daemon(
+        "sh", "-c", WAIT_FOR_FILE, "job", str(release), env={"RUNBROKER_QUEUE_CAPACITY": "1"}
+    )
+    running = daemon.popen("trigger")
+    daemon.log.wait_for("run.started")
+    queued = daemon.exec("trigger", "--detach")
+    assert queued.returncode == 0, queued.stderr
+    full = daemon.exec("trigger", "--json")
+    assert full.returncode == 75
+    events = [json.loads(line) for line in full.stdout.splitlines()]
+    assert events == [{"event": "done", "ok": False, "reason": "run queue is full"}]
+    release.touch()
+    assert running.wait(timeout=20) == 0
+    daemon.log.wait_for("run.done", count=2)
+
+
+def test_unreachable_daemon_is_69(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon("true")
+    result = daemon.exec("trigger", "--socket", str(workdir / "missing.sock"))
+    assert result.returncode == 69
+    assert "unreachable" in result.stderr
+
+
+def test_sigterm_during_a_run(start_daemon: StartDaemon, workdir: Path) -> None:
+    marker = workdir / "got-term"
+    job = f"trap 'echo term > {marker}; exit 143' TERM; echo ready; while :; do sleep 0.05; done"
+    daemon = start_daemon("sh", "-c", job, env={"RUNBROKER_GRACE": "5s"})
+    running = daemon.popen("trigger")
+    daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+    waiting = [daemon.popen("trigger", "--json") for _ in range(2)]
+    daemon.log.wait_for("run.queued", count=3)
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+    assert marker.read_text().strip() == "term"
+    assert running.wait(timeout=20) == 1
+    for client in waiting:
+        out, _err = client.communicate(timeout=20)
+        done = [json.loads(line) for line in out.splitlines()][-1]
+        assert done["event"] == "done"
+        assert done["reason"] == "cancelled: scheduler shutting down"
+        assert client.returncode == 1
+    assert daemon.log.events("broker.stopped")[0]["clean"] is True
+
+
+def test_second_signal_forces_exit(start_daemon: StartDaemon, workdir: Path) -> None:
+    job = "trap '' TERM; echo ready; while :; do sleep 0.05; done"  # ignores SIGTERM
+    daemon = start_daemon("sh", "-c", job, env={"RUNBROKER_GRACE": "60s"})
+    daemon.popen("trigger")
+    daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+    daemon.signal(signal.SIGTERM)
+    daemon.log.wait_for("broker.draining")
+    daemon.signal(signal.SIGTERM)
+    code = daemon.wait()
+    assert code == 1, "\n".join(daemon.log.raw)
+
+
+def test_orphans_leave_no_zombies(start_daemon: StartDaemon, workdir: Path) -> None:
+    # 25 orphans stay in the job's process group, 25 escape it with setsid; all are
+    # reparented to PID 1 when the job's shell exits.
+    job = (
+        "for i in $(seq 25); do (sleep 0.3 &) ; (setsid sleep 0.3 &) ; done; "
+        "echo spawned"
+    )
+    daemon = start_daemon("sh", "-c", job)
+    result = daemon.exec("trigger")
+    assert result.returncode == 0
+    assert result.stdout.strip() == "spawned"
+
+    def no_sleepers_left() -> bool:
+        return not any(
+            Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
+            for pid in _namespace_pids(daemon)
+        )
+
+    wait_until(no_sleepers_left, "the orphans to exit and be reaped")
+    assert daemon.zombies() == []
+
+
+def _namespace_pids(daemon: Daemon) -> list[int]:
+    pids = []
+    target = os.readlink(f"/proc/{daemon.pid}/ns/pid")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "ns" / "pid") == target:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_client_of_another_uid_is_refused(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon("true")
+    mode = stat.S_IMODE(os.stat(daemon.socket).st_mode)
+    assert mode == 0o600
+    result = daemon.exec("trigger", as_user="nobody")
+    assert result.returncode == 69
+    assert "Permission denied" in result.stderr
+    assert not daemon.log.events("run.queued")
+
+
+def test_second_daemon_does_not_steal_a_live_socket(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    first = start_daemon("true")
+    second = start_daemon("true", wait_ready=False)
+    assert second.wait() == 1
+    assert "owns" in second.stderr() or "live daemon" in second.stderr()
+    assert first.exec("trigger").returncode == 0
+
+
+def test_stale_socket_is_replaced(start_daemon: StartDaemon, workdir: Path) -> None:
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(workdir / "rb.sock"))
+    stale.close()  # bound, never listening: connect gets ECONNREFUSED
+    daemon = start_daemon("true")
+    assert daemon.exec("trigger").returncode == 0
+
+
+def test_regular_file_at_socket_path_is_not_deleted(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    path = workdir / "rb.sock"
+    path.write_text("precious")
+    daemon = start_daemon("true", wait_ready=False)
+    assert daemon.wait() == 1
+    assert "not a socket" in daemon.stderr()
+    assert path.read_text() == "precious"
+
+
+def test_bad_requests_get_reasons_while_others_are_served(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = start_daemon("echo", "served", env={"RUNBROKER_REQUEST_TIMEOUT": "1s"})
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(str(daemon.socket))
+    slow.sendall(b'{"task":')  # and nothing more
+    assert _raw_request(daemon.socket, b"this is not json\n") == [
+        {"event": "done", "ok": False, "reason": "undecodable request"}
+    ]
+    big = b'{"task":"' + b"x" * (8 * 1024 * 1024) + b'"}\n'
+    assert _raw_request(daemon.socket, big)[-1]["reason"] == "request too large"
+    served = daemon.exec("trigger")
+    assert served.returncode == 0
+    assert served.stdout.strip() == "served"
+    slow.setblocking(False)
+    try:
+        early = slow.recv(65536)
+    except BlockingIOError:
+        early = b""
+    assert early == b"", "the slow client was answered before the others were served"
+    slow.setblocking(True)
+    slow.settimeout(10)
+    answer = json.loads(slow.recv(65536))
+    slow.close()
+    assert answer == {"event": "done", "ok": False, "reason": "request not received in time"}
+    assert daemon.exec("health").returncode == 0
+
+
+def test_cancel_queued_and_running_runs(start_daemon: StartDaemon, workdir: Path) -> None:
+    release = workdir / "never"
+    daemon = start_daemon("sh", "-c", WAIT_FOR_FILE, "job", str(release))
+    running = daemon.popen("trigger", "--json")
+    started = daemon.log.wait_for("run.started")[0]
+    queued = daemon.exec("trigger", "--detach")
+    queued_id = queued.stdout.strip()
+    assert daemon.exec("cancel", queued_id).returncode == 0
+    assert daemon.exec("cancel", started["run_id"]).returncode == 0
+    out, _err = running.communicate(timeout=20)
+    assert running.returncode == 1
+    assert json.loads(out.splitlines()[-1])["reason"] == "cancelled by request"
+    status = json.loads(daemon.exec("status", "--json").stdout)
+    assert status["current"] is None
+    assert status["queue"]["waiting"] == 0
+    assert {item["id"] for item in status["recent"]} >= {queued_id, started["run_id"]}
+    assert daemon.exec("cancel", "r-unknown").returncode == 1
+
+
+def test_bad_setting_exits_2_naming_the_variable(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon("true", env={"RUNBROKER_GRACE": "soon"}, wait_ready=False)
+    assert daemon.wait() == 2
+    err = daemon.stderr()
+    assert "RUNBROKER_GRACE" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not daemon.socket.exists()
+
+
+def test_interval_ticks_without_piling_up(start_daemon: StartDaemon, workdir: Path) -> None:
+    release = workdir / "go"
+    daemon = start_daemon(
+        "sh",
+        "-c",
+        WAIT_FOR_FILE,
+        "job",
+        str(release),
+        env={"RUNBROKER_INTERVAL": "100ms", "RUNBROKER_JITTER": "0"},
+    )
+    daemon.log.wait_for("tick.skipped", count=3)
+    assert len(daemon.log.events("run.started")) == 1
+    release.touch()
+    daemon.log.wait_for("run.done")
+    daemon.log.wait_for("run.started", count=2)
