@@ -179,7 +179,7 @@ class ChildSupervisor:
 
 def zombie_children(parent_pid: int) -> list[int]:
     """Pids of zombie processes whose parent is ``parent_pid``, from /proc."""
-    found = []
+    found: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
