@@ -1,0 +1,179 @@
+"""Pure decisions of the Postgres runner: what a claim does, what a finish writes, backoff.
+
+No I/O here: ``plan_claim`` runs inside the claim transaction with the database's "now";
+``plan_finish`` turns a run's result into the job's next state. The next occurrence is always
+computed from the previous *scheduled* time, never from "now", so a late or slow run does not
+drift the schedule and a repeated wall-clock hour (autumn DST) does not fire twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from daemon.schedules import parse_schedule
+from daemon.store.base import Claimed, ClaimPlan, DueJob, FinalStatus, Finish
+
+MAX_WALK_STEPS = 10_000  # occurrences walked to find the latest missed one
+BACKOFF_CAP_S = 3600.0
+
+
+class Schedule(Protocol):
+    def next_after(self, t: datetime, /) -> datetime | None: ...
+
+
+@functools.lru_cache(maxsize=4096)
+def schedule_for(spec: str, tz: str) -> Schedule:
+    """Parsed schedule, cached; raises ValueError for a bad spec or zone."""
+    parsed: Schedule = parse_schedule(spec, tz)
+    return parsed
+
+
+def walk_missed(
+    sched: Schedule, start: datetime, now: datetime
+) -> tuple[datetime, datetime | None]:
+    """From a due occurrence ``start`` (<= now): the latest occurrence <= now, and the first after.
+
+    Gives up walking after MAX_WALK_STEPS (a 1 s schedule after hours of downtime) and then
+    treats "now" as the latest occurrence, so catching up never costs more than one run.
+    """
+    latest = start
+    for _ in range(MAX_WALK_STEPS):
+        following = sched.next_after(latest)
+        if following is None or following > now:
+            return latest, following
+        latest = following
+    return now.replace(microsecond=0), sched.next_after(now)
+
+
+def _advance(
+    next_run_at: datetime | None, *, last_status: str | None = None, **kw: str | None
+) -> ClaimPlan:
+    return ClaimPlan(
+        run=False,
+        scheduled_for=None,
+        attempt=0,
+        next_run_at=next_run_at,
+        last_status=last_status,
+        last_error=kw.get("last_error"),
+        abandon_error=kw.get("abandon_error"),
+    )
+
+
+def _invalid(job: DueJob, err: ValueError) -> ClaimPlan:
+    return ClaimPlan(
+        run=False,
+        scheduled_for=None,
+        attempt=0,
+        next_run_at=None,
+        enabled=False,
+        last_status="failed",
+        last_error=f"invalid schedule {job.schedule!r} (tz {job.tz}): {err}; job disabled",
+    )
+
+
+def plan_claim(
+    job: DueJob, now: datetime, *, default_max_attempts: int, misfire_grace_s: float
+) -> ClaimPlan:
+    """Decide, inside the claim transaction, what to do with one due job."""
+    try:
+        sched = schedule_for(job.schedule, job.tz)
+    except ValueError as err:
+        return _invalid(job, err)
+    limit = job.max_attempts or default_max_attempts
+
+    if job.lease_owner is not None and job.scheduled_for is not None:
+        # Another replica's lease expired: its run is abandoned and counts as an attempt.
+        error = f"abandoned: the lease of {job.lease_owner} expired (attempt {job.attempt})"
+        if job.attempt < limit and not job.needs_schedule:
+            return ClaimPlan(
+                run=True,
+                scheduled_for=job.scheduled_for,
+                attempt=job.attempt + 1,
+                abandon_error=error,
+            )
+        following = (
+            sched.next_after(now) if job.needs_schedule else sched.next_after(job.scheduled_for)
+        )
+        return _advance(
+            following,
+            last_status="failed",
+            last_error=f"{error}; {job.attempt} of {limit} attempts used",
+            abandon_error=error,
+        )
+
+    if job.needs_schedule:
+        first = sched.next_after(now)
+        note = None if first is not None else "the schedule has no occurrence after now"
+        return _advance(first, last_error=note)
+
+    if job.scheduled_for is not None:  # a retry whose backoff is over
+        return ClaimPlan(run=True, scheduled_for=job.scheduled_for, attempt=job.attempt + 1)
+
+    occurrence = job.next_run_at
+    latest, following = walk_missed(sched, occurrence, now)
+    late_s = (now - occurrence).total_seconds()
+    if job.misfire == "skip" and (latest != occurrence or late_s > misfire_grace_s):
+        return _advance(following)
+    return ClaimPlan(run=True, scheduled_for=latest, attempt=1)
+
+
+def backoff_s(attempt: int, base_s: float, rng: random.Random | None = None) -> float:
+    """Capped exponential backoff after failed attempt ``attempt`` (1-based), with jitter.
+
+    base * 2^(attempt-1), capped at max(base, 1h), then scaled by a random factor in [0.5, 1].
+    """
+    if base_s <= 0:
+        return 0.0
+    cap_s = max(base_s, BACKOFF_CAP_S)
+    delay_s = min(base_s * 2.0 ** min(attempt - 1, 60), cap_s)
+    return delay_s * (0.5 + 0.5 * (rng or random).random())
+
+
+def plan_finish(
+    claimed: Claimed,
+    *,
+    ok: bool,
+    cancelled: bool,
+    error: str | None,
+    output: dict[str, Any] | None,
+    started_at: datetime | None,
+    finished_at: datetime,
+    default_max_attempts: int,
+    backoff_base_s: float,
+    retryable: bool = True,
+    rng: random.Random | None = None,
+) -> Finish:
+    """The run's record and the job's next state: a retry with backoff, or the next occurrence."""
+    job, scheduled_for, attempt = claimed.job, claimed.scheduled_for, claimed.attempt
+    status: FinalStatus = "succeeded" if ok else ("cancelled" if cancelled else "failed")
+    limit = job.max_attempts or default_max_attempts
+    retry = not ok and retryable and attempt < limit
+    following: datetime | None = None
+    if not retry:
+        try:
+            following = schedule_for(job.schedule, job.tz).next_after(scheduled_for)
+        except ValueError:
+            following = None
+    return Finish(
+        job_id=job.id,
+        run_id=claimed.run_id,
+        status=status,
+        started_at=started_at,
+        finished_at=finished_at,
+        output=output,
+        error=None if ok else (error or status),
+        next_run_at=following,
+        retry_in_s=backoff_s(attempt, backoff_base_s, rng) if retry else None,
+        scheduled_for=scheduled_for if retry else None,
+        attempt=attempt if retry else 0,
+    )
+
+
+def rfc3339_utc(t: datetime) -> str:
+    """``2024-03-31T01:30:00Z``, with milliseconds only when there are some."""
+    t = t.astimezone(UTC)
+    text = t.isoformat(timespec="milliseconds" if t.microsecond else "seconds")
+    return text.replace("+00:00", "Z")

@@ -1,0 +1,374 @@
+"""The Postgres runner: claims due jobs, submits them to the run queue, records their results.
+
+One ``run(stopping)`` owns every task it starts: the claim loop, the LISTEN loop, the lease
+heartbeat, the result writer, the pruner and the dependency waiters. It wakes on NOTIFY, on a
+timer set to the earliest due time (on the database clock) and, as a fallback only, every
+poll interval. The database going away never ends it: each loop retries with backoff, and
+results wait in the writer until they can be written.
+
+``scheduler.paused`` and ``scheduler.enabled`` = false both stop claiming (claimed runs still
+finish and are recorded). ``scheduler.interval_seconds``, when set, replaces POLL_INTERVAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+
+import structlog
+
+from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
+from daemon.pgdeps import DependencyWaiter
+from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, wait_event
+from daemon.runqueue import Event, Rejected, Run, RunQueue, RunRequest, RunResult
+from daemon.settings import Settings
+from daemon.store.base import (
+    Claimed,
+    ClaimPlan,
+    DueJob,
+    JobStore,
+    Release,
+    SchedulerFlags,
+    Started,
+    StoreSchemaMissing,
+    StoreUnavailable,
+    Subscription,
+    WriteBatch,
+    WriteOutcome,
+)
+
+log = structlog.get_logger("runbroker.pgrunner")
+
+PING_S = 10.0  # the LISTEN connection is checked this often
+FULL_QUEUE_RECHECK_S = 1.0
+BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
+PRUNE_EVERY_S = 3600.0
+REASON_LEASE_LOST = "cancelled: lease lost to another replica"
+
+
+@dataclass
+class Held:
+    """A run this replica has claimed and not yet recorded."""
+
+    claimed: Claimed
+    run: Run | None = None
+    waiter: asyncio.Task[None] | None = None
+    lost: bool = False
+
+
+def new_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def utc_from_epoch(epoch_s: float | None) -> datetime | None:
+    return None if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC)
+
+
+class PgRunner:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        queue: RunQueue,
+        settings: Settings,
+        known_tasks: Iterable[str],
+        owner: str | None = None,
+        dependency_wait_s: float = 60.0,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.settings = settings
+        self.known_tasks = frozenset(known_tasks)
+        self.owner = owner or new_owner()
+        self.health = DbHealth()
+        self.flags = SchedulerFlags()
+        self.held: dict[int, Held] = {}  # by run id
+        self.writer = ResultWriter(store, self.owner, self.health, self._written)
+        self.deps = DependencyWaiter(store, self.health, dependency_wait_s)
+        self._wake = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._abandoned: list[tuple[DueJob, ClaimPlan]] = []
+        self._group: asyncio.TaskGroup | None = None
+        queue.on_finish(lambda _run: self._wake.set())
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def run(self, stopping: asyncio.Event) -> None:
+        log.info("pgrunner.started", owner=self.owner, tasks=sorted(self.known_tasks))
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                loops = [
+                    group.create_task(self.writer.run(self._closing)),
+                    group.create_task(self._listen_loop()),
+                    group.create_task(self._heartbeat_loop()),
+                    group.create_task(self._prune_loop()),
+                ]
+                await self._claim_loop(stopping)
+                await self._drain()
+                for task in loops:  # whatever is still trying past the deadline is cut off
+                    task.cancel()
+        finally:
+            self._closing.set()
+            self._group = None
+            await self.store.close()
+        log.info("pgrunner.stopped", owner=self.owner, unrecorded=len(self.held))
+
+    async def _drain(self) -> None:
+        """At stop: release what has not started, wait for what runs, flush the records."""
+        for held in list(self.held.values()):
+            if held.run is None:
+                if held.waiter is not None:
+                    held.waiter.cancel()
+                self._release(held)
+            elif held.run.state == "queued":
+                self.queue.cancel_waiting(held.run.id, "cancelled: scheduler shutting down")
+        deadline = time.monotonic() + self.settings.shutdown_timeout_s
+        while self.held and time.monotonic() < deadline:
+            self._wake.clear()
+            await wait_event(self._wake, min(0.5, deadline - time.monotonic()))
+        self._closing.set()
+        await self.writer.wait_idle(max(0.0, deadline - time.monotonic()))
+
+    # -- claiming ---------------------------------------------------------------------------
+    def _poll_s(self) -> float:
+        return self.flags.interval_s or self.settings.poll_interval_s
+
+    def _plan(self, job: DueJob, now: datetime) -> ClaimPlan:
+        plan = plan_claim(
+            job,
+            now,
+            default_max_attempts=self.settings.retry_attempts,
+            misfire_grace_s=self.settings.lease_s,
+        )
+        if plan.abandon_error is not None:
+            self._abandoned.append((job, plan))
+        return plan
+
+    async def _claim_loop(self, stopping: asyncio.Event) -> None:
+        backoff = Backoff()
+        while not stopping.is_set():
+            self._wake.clear()
+            try:
+                delay_s = await self._claim_once()
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("claim", exc)
+                delay_s = backoff.next_s()
+            except Exception:
+                log.exception("pgrunner.error", where="claim")
+                delay_s = backoff.next_s()
+            else:
+                backoff.reset()
+                self.health.ok()
+            if delay_s > 0:
+                await first_of(self._wake.wait(), stopping.wait(), timeout_s=delay_s)
+
+    async def _claim_once(self) -> float:
+        """Claim what is due and there is room for; returns how long to wait before the next."""
+        self.flags = await self.store.scheduler_flags()
+        if not self.flags.claiming:
+            return self._poll_s()
+        room = min(self.settings.batch_size, self.queue.room())
+        if room <= 0:
+            return min(self._poll_s(), FULL_QUEUE_RECHECK_S)
+        self._abandoned.clear()
+        claimed = await self.store.claim(self.owner, room, self.settings.lease_s, self._plan)
+        for job, plan in self._abandoned:
+            log.warning(
+                "job.abandoned",
+                job=job.name,
+                previous_owner=job.lease_owner,
+                attempt=job.attempt,
+                retried=plan.run,
+            )
+        for item in claimed:
+            self._start(item)
+        if claimed:
+            return 0.0
+        due_in_s = await self.store.next_due_in_s()
+        if due_in_s is None:
+            return self._poll_s()
+        return min(self._poll_s(), max(due_in_s + 0.001, BUSY_RECHECK_S))
+
+    def _start(self, claimed: Claimed) -> None:
+        job = claimed.job
+        held = Held(claimed)
+        self.held[claimed.run_id] = held
+        log.debug(
+            "job.claimed",
+            job=job.name,
+            run_id=claimed.run_id,
+            attempt=claimed.attempt,
+            scheduled_for=rfc3339_utc(claimed.scheduled_for),
+        )
+        if job.task not in self.known_tasks:
+            defined = ", ".join(sorted(self.known_tasks)) or "none"
+            error = f"unknown task {job.task!r}: this container defines {defined}"
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        elif job.depends_on and self._group is not None:
+            held.waiter = self._group.create_task(self._after_dependencies(held))
+        else:
+            self._submit(held)
+
+    async def _after_dependencies(self, held: Held) -> None:
+        claimed = held.claimed
+        try:
+            error = await self.deps.wait(claimed.job.depends_on, claimed.scheduled_for)
+        except asyncio.CancelledError:
+            return  # released by _drain or the heartbeat
+        held.waiter = None
+        if held.lost:
+            self._release(held)
+        elif error is not None:
+            log.info("job.dependency_failed", job=claimed.job.name, error=error)
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        else:
+            self._submit(held)
+
+    def _submit(self, held: Held) -> None:
+        claimed = held.claimed
+        request = RunRequest(
+            task=claimed.job.task,
+            trigger="schedule",
+            payload=claimed.job.payload,
+            context={
+                "JOB": claimed.job.name,
+                "SCHEDULED_FOR": rfc3339_utc(claimed.scheduled_for),
+                "ATTEMPT": str(claimed.attempt),
+            },
+        )
+        try:
+            held.run = self.queue.submit(request, listener=partial(self._on_run_event, held))
+        except Rejected as exc:
+            log.info("job.released", job=claimed.job.name, reason=exc.reason)
+            self._release(held)
+
+    # -- results ------------------------------------------------------------------------------
+    def _on_run_event(self, held: Held, run: Run, event: Event) -> None:
+        if event.kind == "started":
+            started = utc_from_epoch(run.started_at) or datetime.now(UTC)
+            self.writer.start(Started(held.claimed.run_id, started))
+        elif event.kind == "done" and run.result is not None:
+            if run.result.cancelled and run.started_at is None:
+                self._release(held)
+            else:
+                self._finish(held, run.result)
+
+    def _finish(self, held: Held, result: RunResult, *, retryable: bool = True) -> None:
+        claimed, run = held.claimed, held.run
+        started_at = utc_from_epoch(run.started_at if run is not None else None)
+        output = result.output
+        if output is not None:
+            try:
+                json.dumps(output)
+            except (TypeError, ValueError):
+                log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
+                output = None
+        finish = plan_finish(
+            claimed,
+            ok=result.ok,
+            cancelled=result.cancelled,
+            error=result.reason,
+            output=output,
+            started_at=started_at,
+            finished_at=datetime.now(UTC),
+            default_max_attempts=self.settings.retry_attempts,
+            backoff_base_s=self.settings.retry_backoff_s,
+            retryable=retryable,
+        )
+        log.info(
+            "job.finished",
+            job=claimed.job.name,
+            run_id=claimed.run_id,
+            status=finish.status,
+            attempt=claimed.attempt,
+            duration_ms=result.duration_ms,
+            retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
+        )
+        self.writer.finish(finish)
+
+    def _release(self, held: Held) -> None:
+        self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
+
+    def _written(self, batch: WriteBatch, outcome: WriteOutcome) -> None:
+        for run_id in [f.run_id for f in batch.finishes] + [r.run_id for r in batch.releases]:
+            held = self.held.pop(run_id, None)
+            if held is not None and run_id in outcome.lost_run_ids:
+                log.warning("job.lease_lost", job=held.claimed.job.name, run_id=run_id)
+        self._wake.set()
+
+    # -- background loops -------------------------------------------------------------------
+    def _notified(self, payload: str) -> None:
+        self._wake.set()
+        if payload != "settings":
+            self.deps.changed()
+
+    async def _listen_loop(self) -> None:
+        backoff = Backoff()
+        while not self._closing.is_set():
+            try:
+                subscription: Subscription = await self.store.listen(self._notified)
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("listen", exc)
+                await wait_event(self._closing, backoff.next_s())
+                continue
+            backoff.reset()
+            self.health.ok()
+            self.writer.nudge()
+            self._notified("listen")  # anything may have happened while we were not listening
+            try:
+                while not subscription.lost and not self._closing.is_set():
+                    await first_of(subscription.wait_lost(), self._closing.wait(), timeout_s=PING_S)
+                    if not subscription.lost and not self._closing.is_set():
+                        await subscription.ping()
+                if subscription.lost:
+                    self.health.failed("listen", StoreUnavailable("LISTEN connection lost"))
+            except StoreUnavailable as exc:
+                self.health.failed("listen", exc)
+            finally:
+                await subscription.close()
+
+    async def _heartbeat_loop(self) -> None:
+        every_s = self.settings.lease_s / 3
+        while not await wait_event(self._closing, every_s if self.health.up else 1.0):
+            job_ids = {h.claimed.job.id for h in self.held.values()}
+            if not job_ids:
+                continue
+            try:
+                kept = await self.store.heartbeat(
+                    self.owner, sorted(job_ids), self.settings.lease_s
+                )
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("heartbeat", exc)
+                continue
+            self.health.ok()
+            for held in list(self.held.values()):
+                if held.claimed.job.id not in kept and not held.lost:
+                    self._lease_lost(held)
+
+    def _lease_lost(self, held: Held) -> None:
+        held.lost = True
+        log.warning("job.lease_lost", job=held.claimed.job.name, run_id=held.claimed.run_id)
+        if held.waiter is not None:
+            held.waiter.cancel()
+            self.held.pop(held.claimed.run_id, None)
+        elif held.run is not None and held.run.state == "queued":
+            self.queue.cancel_waiting(held.run.id, REASON_LEASE_LOST)
+
+    async def _prune_loop(self) -> None:
+        every_s = min(PRUNE_EVERY_S, self.settings.run_retention_s / 4)
+        while not await wait_event(self._closing, every_s):
+            try:
+                pruned = await self.store.prune(self.settings.run_retention_s)
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("prune", exc)
+                continue
+            if pruned:
+                log.info("runs.pruned", runs=pruned)

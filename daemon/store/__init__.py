@@ -1,0 +1,35 @@
+"""Job store: the runner's port (``base``), PostgreSQL (``postgres``), a fake (``memory``)."""
+
+from daemon.store.base import (
+    Claimed,
+    ClaimPlan,
+    Dependency,
+    DependencyState,
+    DueJob,
+    Finish,
+    JobStore,
+    Release,
+    SchedulerFlags,
+    Started,
+    StoreSchemaMissing,
+    StoreUnavailable,
+    WriteBatch,
+    WriteOutcome,
+)
+
+__all__ = [
+    "ClaimPlan",
+    "Claimed",
+    "Dependency",
+    "DependencyState",
+    "DueJob",
+    "Finish",
+    "JobStore",
+    "Release",
+    "SchedulerFlags",
+    "Started",
+    "StoreSchemaMissing",
+    "StoreUnavailable",
+    "WriteBatch",
+    "WriteOutcome",
+]

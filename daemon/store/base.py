@@ -1,0 +1,296 @@
+"""The runner's port to its job store: the records it reads and writes, and ``JobStore``.
+
+The port is narrow on purpose: claim due jobs, heartbeat leases, write run records, read the
+scheduler flags and dependency states, prune, listen. Administration (``jobs add`` and
+friends) lives on ``PostgresStore`` only. Times are aware UTC datetimes; "now" is always the
+database's clock, which ``claim`` hands to the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+Policy = Literal["stop", "skip"]
+Misfire = Literal["coalesce", "skip"]
+RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "abandoned"]
+FinalStatus = Literal["succeeded", "failed", "cancelled"]
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be reached now; the caller retries with backoff."""
+
+
+class StoreSchemaMissing(Exception):
+    """The tables are not there: ``runbroker migrate`` has not been run."""
+
+
+@dataclass(frozen=True)
+class Dependency:
+    job: str
+    policy: Policy = "stop"
+
+
+@dataclass(frozen=True)
+class DueJob:
+    """A job row locked by ``claim``: due for an occurrence, a retry, or an expired lease."""
+
+    id: int
+    name: str
+    task: str
+    payload: Any
+    schedule: str
+    tz: str
+    next_run_at: datetime
+    scheduled_for: datetime | None  # set: the occurrence being retried
+    attempt: int  # attempts already made for scheduled_for
+    max_attempts: int | None
+    misfire: Misfire
+    depends_on: tuple[Dependency, ...]
+    needs_schedule: bool
+    lease_owner: str | None  # set: another replica's lease expired
+    current_run_id: int | None
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What ``claim`` does with one due job, decided by the planner inside the transaction.
+
+    ``run``: insert a run row for (scheduled_for, attempt) and lease the job. Otherwise the job
+    is only rescheduled: next_run_at, scheduled_for and attempt are written as given.
+    ``abandon_error``: the expired lease's run becomes ``abandoned`` with this error.
+    """
+
+    run: bool
+    scheduled_for: datetime | None
+    attempt: int
+    next_run_at: datetime | None = None
+    enabled: bool = True
+    last_status: str | None = None
+    last_error: str | None = None
+    abandon_error: str | None = None
+
+
+Planner = Callable[[DueJob, datetime], ClaimPlan]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A run this replica now owns: the job (as claimed) and its run row."""
+
+    job: DueJob
+    run_id: int
+    scheduled_for: datetime
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A run's result and the job's next state, written in one transaction guarded by owner."""
+
+    job_id: int
+    run_id: int
+    status: FinalStatus
+    started_at: datetime | None
+    finished_at: datetime
+    output: dict[str, Any] | None
+    error: str | None
+    next_run_at: datetime | None  # used when retry_in_s is None
+    retry_in_s: float | None  # a retry: next_run_at = database now + this
+    scheduled_for: datetime | None  # kept for a retry, None when the occurrence is over
+    attempt: int  # kept for a retry, 0 when the occurrence is over
+
+
+@dataclass(frozen=True)
+class Release:
+    """A claimed run that never started: delete its row and give the job back as it was."""
+
+    job_id: int
+    run_id: int
+
+
+@dataclass(frozen=True)
+class Started:
+    run_id: int
+    started_at: datetime
+
+
+@dataclass
+class WriteBatch:
+    starts: list[Started] = field(default_factory=list)
+    finishes: list[Finish] = field(default_factory=list)
+    releases: list[Release] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.starts) + len(self.finishes) + len(self.releases)
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """Run ids whose finish or release was refused: the lease was no longer ours."""
+
+    lost_run_ids: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class SchedulerFlags:
+    paused: bool = False
+    enabled: bool = True
+    interval_s: float | None = None  # scheduler.interval_seconds: the fallback poll interval
+
+    @property
+    def claiming(self) -> bool:
+        return self.enabled and not self.paused
+
+
+@dataclass(frozen=True)
+class DependencyState:
+    """``pending``: the job has a run in flight or an occurrence at or before ours to run."""
+
+    exists: bool
+    pending: bool
+    last_status: str | None
+
+
+class Subscription(Protocol):
+    """A live LISTEN. ``lost`` is set when the connection goes away."""
+
+    @property
+    def lost(self) -> bool: ...
+
+    async def wait_lost(self) -> None: ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class JobStore(Protocol):
+    async def claim(
+        self, owner: str, limit: int, lease_s: float, planner: Planner
+    ) -> list[Claimed]: ...
+
+    async def next_due_in_s(self) -> float | None: ...
+
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]: ...
+
+    async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome: ...
+
+    async def scheduler_flags(self) -> SchedulerFlags: ...
+
+    async def dependency_states(
+        self, names: Sequence[str], scheduled_for: datetime
+    ) -> dict[str, DependencyState]: ...
+
+    async def prune(self, retention_s: float) -> int: ...
+
+    async def listen(self, on_message: Callable[[str], None]) -> Subscription: ...
+
+    async def close(self) -> None: ...
+
+
+TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+
+
+def flag_value(value: Any, default: bool) -> bool:
+    """A settings value as a bool: JSON true/false, or the words above; else the default."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if value is not None else ""
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    return default
+
+
+def interval_value(value: Any) -> float | None:
+    """``scheduler.interval_seconds`` as a positive float, or None when unset or invalid."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds > 0 and seconds == seconds and seconds != float("inf") else None
+
+
+# -- administration records (``runbroker jobs``); not part of the runner's port ----------------
+class JobError(Exception):
+    """A ``jobs`` command that cannot be carried out; ``str()`` is the user's message."""
+
+
+class JobNotFound(JobError):
+    pass
+
+
+class JobExists(JobError):
+    pass
+
+
+class JobBusy(JobError):
+    pass
+
+
+@dataclass(frozen=True)
+class NewJob:
+    name: str
+    task: str
+    schedule: str
+    tz: str
+    next_run_at: datetime | None
+    payload: Any = field(default_factory=dict)
+    enabled: bool = True
+    max_attempts: int | None = None
+    misfire: Misfire = "coalesce"
+    depends_on: tuple[Dependency, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    id: int
+    name: str
+    task: str
+    payload: Any
+    schedule: str
+    tz: str
+    enabled: bool
+    next_run_at: datetime | None
+    scheduled_for: datetime | None
+    attempt: int
+    max_attempts: int | None
+    misfire: str
+    depends_on: tuple[Dependency, ...]
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    last_run_at: datetime | None
+    last_status: str | None
+    last_error: str | None
+
+    @property
+    def state(self) -> str:
+        if self.lease_owner is not None:
+            return "running"
+        if not self.enabled:
+            return "disabled"
+        if self.scheduled_for is not None:
+            return "retrying"
+        return "scheduled" if self.next_run_at is not None else "done"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    job: str
+    scheduled_for: datetime
+    attempt: int
+    status: str
+    owner: str | None
+    claimed_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    output: Any

@@ -1,0 +1,282 @@
+"""An in-memory ``JobStore`` for unit tests: the same rules as the SQL, on dicts, one replica.
+
+Time comes from ``clock`` (a callable returning aware UTC datetimes) so tests can move it.
+``outage`` makes every call raise ``StoreUnavailable`` until cleared; ``notify`` delivers a
+message to the listeners, as a trigger's NOTIFY would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from daemon.store.base import (
+    Claimed,
+    Dependency,
+    DependencyState,
+    DueJob,
+    Planner,
+    SchedulerFlags,
+    StoreUnavailable,
+    WriteBatch,
+    WriteOutcome,
+)
+
+
+@dataclass
+class MemJob:
+    id: int
+    name: str
+    task: str
+    schedule: str
+    next_run_at: datetime | None
+    tz: str = "UTC"
+    payload: Any = field(default_factory=dict)
+    enabled: bool = True
+    needs_schedule: bool = False
+    scheduled_for: datetime | None = None
+    attempt: int = 0
+    max_attempts: int | None = None
+    misfire: str = "coalesce"
+    depends_on: tuple[Dependency, ...] = ()
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    current_run_id: int | None = None
+    last_run_at: datetime | None = None
+    last_status: str | None = None
+    last_error: str | None = None
+
+    def due_at(self) -> datetime | None:
+        return self.lease_expires_at or self.next_run_at
+
+
+@dataclass
+class MemRun:
+    id: int
+    job_id: int
+    scheduled_for: datetime
+    attempt: int
+    owner: str
+    status: str = "queued"
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    output: Any = None
+    error: str | None = None
+
+
+class _MemSubscription:
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._lost = asyncio.Event()
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    async def wait_lost(self) -> None:
+        await self._lost.wait()
+
+    async def ping(self) -> None:
+        if self._store.outage:
+            self._lost.set()
+            raise StoreUnavailable("outage")
+
+    async def close(self) -> None:
+        self._lost.set()
+
+
+class MemoryStore:
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.jobs: dict[int, MemJob] = {}
+        self.runs: dict[int, MemRun] = {}
+        self.flags = SchedulerFlags()
+        self.outage = False
+        self.calls: list[str] = []
+        self._listeners: list[tuple[_MemSubscription, Callable[[str], None]]] = []
+        self._ids = 0
+
+    # -- test helpers -------------------------------------------------------------------------
+    def add(
+        self, name: str, task: str, schedule: str, next_run_at: datetime | None, **kw: Any
+    ) -> MemJob:
+        self._ids += 1
+        job = MemJob(self._ids, name, task, schedule, next_run_at, **kw)
+        self.jobs[job.id] = job
+        return job
+
+    def job(self, name: str) -> MemJob:
+        return next(j for j in self.jobs.values() if j.name == name)
+
+    def runs_of(self, name: str) -> list[MemRun]:
+        job_id = self.job(name).id
+        return [r for r in self.runs.values() if r.job_id == job_id]
+
+    def notify(self, payload: str = "jobs") -> None:
+        for sub, callback in list(self._listeners):
+            if not sub.lost:
+                callback(payload)
+
+    def drop_listeners(self) -> None:
+        for sub, _ in self._listeners:
+            sub._lost.set()
+
+    def _enter(self, name: str) -> datetime:
+        self.calls.append(name)
+        if self.outage:
+            raise StoreUnavailable("outage")
+        return self.clock()
+
+    # -- JobStore -------------------------------------------------------------------------------
+    async def claim(
+        self, owner: str, limit: int, lease_s: float, planner: Planner
+    ) -> list[Claimed]:
+        now = self._enter("claim")
+        if not self.flags.claiming or limit <= 0:
+            return []
+        due = [j for j in self.jobs.values() if j.enabled and (d := j.due_at()) and d <= now]
+        due.sort(key=lambda j: (j.due_at(), j.id))
+        claimed = []
+        for job in due[:limit]:
+            plan = planner(self._due_job(job), now)
+            if plan.abandon_error is not None and job.current_run_id in self.runs:
+                run = self.runs[job.current_run_id]
+                if run.status in ("queued", "running"):
+                    run.status, run.finished_at, run.error = "abandoned", now, plan.abandon_error
+            job.scheduled_for, job.attempt, job.enabled = (
+                plan.scheduled_for,
+                plan.attempt,
+                plan.enabled,
+            )
+            if not plan.run or plan.scheduled_for is None:
+                job.next_run_at, job.needs_schedule = plan.next_run_at, False
+                job.lease_owner = job.lease_expires_at = job.current_run_id = None
+                job.last_status = plan.last_status or job.last_status
+                job.last_error = plan.last_error
+                continue
+            self._ids += 1
+            run = MemRun(self._ids, job.id, plan.scheduled_for, plan.attempt, owner)
+            self.runs[run.id] = run
+            job.lease_owner, job.current_run_id = owner, run.id
+            job.lease_expires_at = now + timedelta(seconds=lease_s)
+            claimed.append(Claimed(self._due_job(job), run.id, plan.scheduled_for, plan.attempt))
+        return claimed
+
+    def _due_job(self, job: MemJob) -> DueJob:
+        assert job.next_run_at is not None or job.lease_owner is not None
+        return DueJob(
+            id=job.id,
+            name=job.name,
+            task=job.task,
+            payload=job.payload,
+            schedule=job.schedule,
+            tz=job.tz,
+            next_run_at=job.next_run_at or self.clock(),
+            scheduled_for=job.scheduled_for,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            misfire="skip" if job.misfire == "skip" else "coalesce",
+            depends_on=job.depends_on,
+            needs_schedule=job.needs_schedule,
+            lease_owner=job.lease_owner,
+            current_run_id=job.current_run_id,
+        )
+
+    async def next_due_in_s(self) -> float | None:
+        now = self._enter("next_due_in_s")
+        times = [d for j in self.jobs.values() if j.enabled and (d := j.due_at())]
+        return (min(times) - now).total_seconds() if times else None
+
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]:
+        now = self._enter("heartbeat")
+        kept = set()
+        for job_id in job_ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.lease_owner == owner:
+                job.lease_expires_at = now + timedelta(seconds=lease_s)
+                kept.add(job_id)
+        return kept
+
+    async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome:
+        now = self._enter("write")
+        for start in batch.starts:
+            run = self.runs.get(start.run_id)
+            if run is not None and run.status == "queued" and run.owner == owner:
+                run.status, run.started_at = "running", start.started_at
+        lost = set()
+        for f in batch.finishes:
+            job = self.jobs.get(f.job_id)
+            if job is None or job.lease_owner != owner or job.current_run_id != f.run_id:
+                lost.add(f.run_id)
+                continue
+            run = self.runs[f.run_id]
+            run.status, run.finished_at, run.output, run.error = (
+                f.status,
+                f.finished_at,
+                f.output,
+                f.error,
+            )
+            run.started_at = run.started_at or f.started_at
+            job.lease_owner = job.lease_expires_at = job.current_run_id = None
+            if f.retry_in_s is not None:
+                job.next_run_at = now + timedelta(seconds=f.retry_in_s)
+            else:
+                job.next_run_at = f.next_run_at
+            job.scheduled_for, job.attempt = f.scheduled_for, f.attempt
+            job.last_run_at, job.last_status, job.last_error = f.finished_at, f.status, f.error
+        for r in batch.releases:
+            job = self.jobs.get(r.job_id)
+            if job is None or job.lease_owner != owner or job.current_run_id != r.run_id:
+                lost.add(r.run_id)
+                continue
+            del self.runs[r.run_id]
+            job.lease_owner = job.lease_expires_at = job.current_run_id = None
+            job.attempt = max(job.attempt - 1, 0)
+            job.scheduled_for = job.scheduled_for if job.attempt else None
+        if batch.finishes or batch.releases:
+            self.notify("jobs")
+        return WriteOutcome(frozenset(lost))
+
+    async def scheduler_flags(self) -> SchedulerFlags:
+        self._enter("scheduler_flags")
+        return replace(self.flags)
+
+    async def dependency_states(
+        self, names: Sequence[str], scheduled_for: datetime
+    ) -> dict[str, DependencyState]:
+        self._enter("dependency_states")
+        states = {}
+        for name in names:
+            job = next((j for j in self.jobs.values() if j.name == name), None)
+            if job is None:
+                states[name] = DependencyState(False, False, None)
+                continue
+            pending = (
+                job.lease_owner is not None
+                or (job.scheduled_for is not None and job.scheduled_for <= scheduled_for)
+                or (
+                    job.enabled and job.next_run_at is not None and job.next_run_at <= scheduled_for
+                )
+            )
+            states[name] = DependencyState(True, pending, job.last_status)
+        return states
+
+    async def prune(self, retention_s: float) -> int:
+        now = self._enter("prune")
+        cutoff = now - timedelta(seconds=retention_s)
+        old = [r.id for r in self.runs.values() if r.finished_at and r.finished_at < cutoff]
+        for run_id in old:
+            del self.runs[run_id]
+        return len(old)
+
+    async def listen(self, on_message: Callable[[str], None]) -> _MemSubscription:
+        self._enter("listen")
+        sub = _MemSubscription(self)
+        self._listeners.append((sub, on_message))
+        return sub
+
+    async def close(self) -> None:
+        self.drop_listeners()

@@ -1,0 +1,629 @@
+"""PostgreSQL job store: the only module that imports asyncpg; every SQL statement is here.
+
+A lazily connecting asyncpg pool serves the runner and the ``jobs`` commands; a dedicated
+connection LISTENs. Connection trouble surfaces as ``StoreUnavailable`` (retry later), a
+schema that was never migrated as ``StoreSchemaMissing``. The DSN is never logged or put in
+an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from daemon.store.base import (
+    Claimed,
+    Dependency,
+    DependencyState,
+    DueJob,
+    JobBusy,
+    JobExists,
+    JobInfo,
+    JobNotFound,
+    NewJob,
+    Planner,
+    RunInfo,
+    SchedulerFlags,
+    StoreSchemaMissing,
+    StoreUnavailable,
+    WriteBatch,
+    WriteOutcome,
+    flag_value,
+    interval_value,
+)
+
+CHANNEL = "runbroker"
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, cannot connect now
+    asyncpg.exceptions.InsufficientResourcesError,  # too many connections
+)
+
+
+def describe(exc: BaseException) -> str:
+    """A short, DSN-free description of a connection error."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for name in ("json", "jsonb"):
+        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _due_job(row: asyncpg.Record) -> DueJob:
+    return DueJob(
+        id=row["id"],
+        name=row["name"],
+        task=row["task_type"],
+        payload=row["payload"],
+        schedule=row["schedule"],
+        tz=row["time_zone"],
+        next_run_at=row["next_run_at"],
+        scheduled_for=row["scheduled_for"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        misfire=row["misfire"],
+        depends_on=parse_dependencies(row["depends_on"]),
+        needs_schedule=row["needs_schedule"],
+        lease_owner=row["lease_owner"],
+        current_run_id=row["current_run_id"],
+    )
+
+
+def parse_dependencies(value: Any) -> tuple[Dependency, ...]:
+    """The ``depends_on`` column; entries that are not {"job": str, ...} are ignored."""
+    deps: list[Dependency] = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("job"), str):
+            deps.append(Dependency(item["job"], "skip" if item.get("policy") == "skip" else "stop"))
+        elif isinstance(item, str):
+            deps.append(Dependency(item))
+    return tuple(deps)
+
+
+class _Listening:
+    """A LISTEN on its own connection; ``lost`` once the connection closes."""
+
+    def __init__(self, conn: asyncpg.Connection, on_message: Callable[[str], None]) -> None:
+        self._conn = conn
+        self._on_message = on_message
+        self._lost = asyncio.Event()
+
+    def _notified(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self._on_message(payload)
+
+    def _terminated(self, _conn: object) -> None:
+        self._lost.set()
+
+    async def start(self) -> None:
+        self._conn.add_termination_listener(self._terminated)
+        await self._conn.add_listener(CHANNEL, self._notified)
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set() or self._conn.is_closed()
+
+    async def wait_lost(self) -> None:
+        await self._lost.wait()
+
+    async def ping(self) -> None:
+        try:
+            await self._conn.fetchval("SELECT 1", timeout=5.0)
+        except UNAVAILABLE as exc:
+            self._lost.set()
+            raise StoreUnavailable(describe(exc)) from None
+
+    async def close(self) -> None:
+        self._lost.set()
+        with contextlib.suppress(*UNAVAILABLE):
+            await asyncio.wait_for(self._conn.close(), timeout=2.0)
+        if not self._conn.is_closed():
+            self._conn.terminate()
+
+
+class PostgresStore:
+    """``JobStore`` on PostgreSQL, plus the administration the ``jobs`` commands need."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        max_size: int = 4,
+        command_timeout_s: float = 15.0,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        self._dsn = dsn
+        self._max_size = max_size
+        self._command_timeout_s = command_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._pool: asyncpg.Pool | None = None
+
+    def __repr__(self) -> str:  # never show the DSN
+        return "PostgresStore(<dsn hidden>)"
+
+    async def _get_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            self._pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=0,
+                max_size=self._max_size,
+                init=_init_connection,
+                command_timeout=self._command_timeout_s,
+                timeout=self._connect_timeout_s,
+            )
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection; maps driver errors onto the store's exceptions."""
+        try:
+            pool = await self._get_pool()
+            async with pool.acquire(timeout=self._connect_timeout_s) as conn:
+                yield conn
+        except asyncpg.exceptions.UndefinedTableError:
+            raise StoreSchemaMissing(
+                "the runbroker tables are missing: run `runbroker migrate`"
+            ) from None
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(describe(exc)) from None
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), timeout=2.0)
+            except Exception:  # a pool that will not close cleanly is cut off
+                pool.terminate()
+
+    # -- the runner's port ------------------------------------------------------------------
+    async def claim(
+        self, owner: str, limit: int, lease_s: float, planner: Planner
+    ) -> list[Claimed]:
+        if limit <= 0:
+            return []
+        async with self.connection() as conn, conn.transaction():
+            rows = await conn.fetch(SELECT_DUE, limit)
+            if not rows:
+                return []
+            now: datetime = rows[0]["db_now"]
+            jobs = [_due_job(row) for row in rows]
+            plans = [planner(job, now) for job in jobs]
+            applied = await conn.fetch(
+                APPLY_CLAIMS,
+                [j.id for j in jobs],
+                [p.run for p in plans],
+                [p.scheduled_for for p in plans],
+                [p.attempt for p in plans],
+                [p.next_run_at for p in plans],
+                [p.enabled for p in plans],
+                [p.last_status for p in plans],
+                [p.last_error for p in plans],
+                [p.abandon_error for p in plans],
+                [j.current_run_id for j in jobs],
+                owner,
+                lease_s,
+            )
+        run_ids = {row["job_id"]: row["run_id"] for row in applied if row["run_id"] is not None}
+        claimed = []
+        for job, plan in zip(jobs, plans, strict=True):
+            if plan.run and job.id in run_ids and plan.scheduled_for is not None:
+                claimed.append(Claimed(job, run_ids[job.id], plan.scheduled_for, plan.attempt))
+        return claimed
+
+    async def next_due_in_s(self) -> float | None:
+        async with self.connection() as conn:
+            value = await conn.fetchval(NEXT_DUE_IN_S)
+        return None if value is None else float(value)
+
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]:
+        if not job_ids:
+            return set()
+        async with self.connection() as conn:
+            rows = await conn.fetch(HEARTBEAT, list(job_ids), owner, lease_s)
+        return {row["id"] for row in rows}
+
+    async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome:
+        finishing = {f.run_id for f in batch.finishes}
+        starts = [s for s in batch.starts if s.run_id not in finishing]
+        written: set[int] = set()
+        async with self.connection() as conn, conn.transaction():
+            if starts:
+                await conn.execute(
+                    MARK_STARTED,
+                    [s.run_id for s in starts],
+                    [s.started_at for s in starts],
+                    owner,
+                )
+            if batch.finishes:
+                fs = batch.finishes
+                rows = await conn.fetch(
+                    FINISH,
+                    [f.job_id for f in fs],
+                    [f.run_id for f in fs],
+                    [f.status for f in fs],
+                    [f.started_at for f in fs],
+                    [f.finished_at for f in fs],
+                    [_json_text(f.output) for f in fs],
+                    [f.error for f in fs],
+                    [f.next_run_at for f in fs],
+                    [f.retry_in_s for f in fs],
+                    [f.scheduled_for for f in fs],
+                    [f.attempt for f in fs],
+                    owner,
+                )
+                written.update(row["run_id"] for row in rows)
+            if batch.releases:
+                rows = await conn.fetch(
+                    RELEASE,
+                    [r.job_id for r in batch.releases],
+                    [r.run_id for r in batch.releases],
+                    owner,
+                )
+                written.update(row["run_id"] for row in rows)
+        wanted = finishing | {r.run_id for r in batch.releases}
+        return WriteOutcome(lost_run_ids=frozenset(wanted - written))
+
+    async def scheduler_flags(self) -> SchedulerFlags:
+        async with self.connection() as conn:
+            rows = await conn.fetch(SCHEDULER_FLAGS)
+        values = {row["key"]: row["value"] for row in rows}
+        return SchedulerFlags(
+            paused=flag_value(values.get("scheduler.paused"), False),
+            enabled=flag_value(values.get("scheduler.enabled"), True),
+            interval_s=interval_value(values.get("scheduler.interval_seconds")),
+        )
+
+    async def dependency_states(
+        self, names: Sequence[str], scheduled_for: datetime
+    ) -> dict[str, DependencyState]:
+        async with self.connection() as conn:
+            rows = await conn.fetch(DEPENDENCY_STATES, list(names), scheduled_for)
+        found = {
+            row["name"]: DependencyState(True, row["pending"], row["last_status"]) for row in rows
+        }
+        missing = DependencyState(exists=False, pending=False, last_status=None)
+        return {name: found.get(name, missing) for name in names}
+
+    async def prune(self, retention_s: float, batch: int = 5000) -> int:
+        total = 0
+        while True:
+            async with self.connection() as conn:
+                deleted = await conn.fetchval(PRUNE, retention_s, batch)
+            total += int(deleted or 0)
+            if not deleted or deleted < batch:
+                return total
+
+    async def listen(self, on_message: Callable[[str], None]) -> _Listening:
+        try:
+            conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout_s)
+        except UNAVAILABLE as exc:
+            raise StoreUnavailable(describe(exc)) from None
+        listening = _Listening(conn, on_message)
+        try:
+            await listening.start()
+        except UNAVAILABLE as exc:
+            await listening.close()
+            raise StoreUnavailable(describe(exc)) from None
+        return listening
+
+    # -- administration (``runbroker migrate`` and ``runbroker jobs``) -----------------------
+    async def migrate(self, migrations: Sequence[tuple[int, str, str, str]]) -> list[str]:
+        """Apply the (version, name, checksum, sql) not yet applied, under an advisory lock."""
+        applied: list[str] = []
+        async with self.connection() as conn:
+            await conn.execute(LOCK_MIGRATIONS)
+            try:
+                await conn.execute(CREATE_MIGRATIONS_TABLE)
+                done = {row["version"] for row in await conn.fetch(APPLIED_MIGRATIONS)}
+                for version, name, checksum, sql in migrations:
+                    if version in done:
+                        continue
+                    async with conn.transaction():
+                        await conn.execute(sql)
+                        await conn.execute(RECORD_MIGRATION, version, name, checksum)
+                    applied.append(name)
+            finally:
+                await conn.execute(UNLOCK_MIGRATIONS)
+        return applied
+
+    async def db_now(self) -> datetime:
+        async with self.connection() as conn:
+            now: datetime = await conn.fetchval("SELECT now()")
+        return now
+
+    async def add_job(self, job: NewJob) -> JobInfo:
+        deps = [{"job": d.job, "policy": d.policy} for d in job.depends_on]
+        try:
+            async with self.connection() as conn:
+                row = await conn.fetchrow(
+                    INSERT_JOB,
+                    job.name,
+                    job.task,
+                    job.payload,
+                    job.schedule,
+                    job.tz,
+                    job.enabled,
+                    job.next_run_at,
+                    job.max_attempts,
+                    job.misfire,
+                    deps,
+                )
+        except asyncpg.exceptions.UniqueViolationError:
+            raise JobExists(f"job {job.name!r} already exists") from None
+        return _job_info(row)
+
+    async def list_jobs(self) -> list[JobInfo]:
+        async with self.connection() as conn:
+            rows = await conn.fetch(LIST_JOBS)
+        return [_job_info(row) for row in rows]
+
+    async def remove_job(self, name: str) -> None:
+        async with self.connection() as conn:
+            if await conn.fetchval(DELETE_JOB, name) is None:
+                raise JobNotFound(f"no job named {name!r}")
+
+    async def set_enabled(self, name: str, enabled: bool) -> JobInfo:
+        async with self.connection() as conn:
+            row = await conn.fetchrow(SET_ENABLED, name, enabled)
+        if row is None:
+            raise JobNotFound(f"no job named {name!r}")
+        return _job_info(row)
+
+    async def run_now(self, name: str) -> JobInfo:
+        """Make the job due now and wake every replica; refused while it runs or is disabled."""
+        async with self.connection() as conn, conn.transaction():
+            row = await conn.fetchrow(LOCK_JOB, name)
+            if row is None:
+                raise JobNotFound(f"no job named {name!r}")
+            if row["lease_owner"] is not None:
+                raise JobBusy(f"job {name!r} is running now; run-now again when it has finished")
+            if not row["enabled"]:
+                raise JobBusy(f"job {name!r} is disabled; enable it first")
+            updated = await conn.fetchrow(RUN_NOW, row["id"])
+            await conn.execute("SELECT pg_notify($1, 'run-now')", CHANNEL)
+        return _job_info(updated)
+
+    async def history(self, name: str | None, limit: int) -> list[RunInfo]:
+        async with self.connection() as conn:
+            if name is not None and await conn.fetchval(JOB_ID, name) is None:
+                raise JobNotFound(f"no job named {name!r}")
+            rows = await conn.fetch(HISTORY, name, limit)
+        return [RunInfo(**dict(row)) for row in rows]
+
+
+def _job_info(row: asyncpg.Record) -> JobInfo:
+    return JobInfo(
+        id=row["id"],
+        name=row["name"],
+        task=row["task_type"],
+        payload=row["payload"],
+        schedule=row["schedule"],
+        tz=row["time_zone"],
+        enabled=row["enabled"],
+        next_run_at=row["next_run_at"],
+        scheduled_for=row["scheduled_for"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        misfire=row["misfire"],
+        depends_on=parse_dependencies(row["depends_on"]),
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        last_run_at=row["last_run_at"],
+        last_status=row["last_status"],
+        last_error=row["last_error"],
+    )
+
+
+# == SQL ====================================================================================
+# The runner's claim. The due condition and ORDER BY match scheduled_jobs_due_idx (partial on
+# enabled, expression coalesce(lease_expires_at, next_run_at)), so it is an index range scan
+# whatever the table's size. An expired lease is due like an occurrence.
+
+SELECT_DUE = """
+SELECT id, name, task_type, payload, schedule, time_zone, next_run_at, scheduled_for, attempt,
+       max_attempts, misfire, depends_on, needs_schedule, lease_owner, current_run_id,
+       now() AS db_now
+FROM scheduled_jobs
+WHERE enabled AND coalesce(lease_expires_at, next_run_at) <= now() AND NOT EXISTS (
+    SELECT 1 FROM runbroker_settings
+    WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
+       OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+ORDER BY coalesce(lease_expires_at, next_run_at)
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+"""
+
+# One statement applies every plan of a claim: abandon expired runs, insert run rows, lease or
+# reschedule the jobs. Data-modifying CTEs all run, whether or not they are read.
+APPLY_CLAIMS = """
+WITH p AS (
+    SELECT * FROM unnest($1::bigint[], $2::bool[], $3::timestamptz[], $4::int[],
+                         $5::timestamptz[], $6::bool[], $7::text[], $8::text[], $9::text[],
+                         $10::bigint[])
+        AS p(job_id, run, scheduled_for, attempt, next_run_at, enabled, last_status,
+             last_error, abandon_error, abandon_run_id)
+), abandoned AS (
+    UPDATE job_runs r SET status = 'abandoned', finished_at = now(), error = p.abandon_error
+    FROM p
+    WHERE p.abandon_error IS NOT NULL AND r.id = p.abandon_run_id
+      AND r.status IN ('queued', 'running')
+    RETURNING r.id
+), inserted AS (
+    INSERT INTO job_runs (job_id, scheduled_for, attempt, status, owner)
+    SELECT p.job_id, p.scheduled_for, p.attempt, 'queued', $11 FROM p WHERE p.run
+    RETURNING id, job_id
+)
+UPDATE scheduled_jobs s SET
+    lease_owner = CASE WHEN p.run THEN $11 END,
+    lease_expires_at = CASE WHEN p.run THEN now() + $12 * interval '1 second' END,
+    current_run_id = i.id,
+    scheduled_for = p.scheduled_for,
+    attempt = p.attempt,
+    next_run_at = CASE WHEN p.run THEN s.next_run_at ELSE p.next_run_at END,
+    needs_schedule = p.run AND s.needs_schedule,
+    enabled = p.enabled,
+    last_status = coalesce(p.last_status, s.last_status),
+    last_error = CASE WHEN p.run THEN s.last_error ELSE p.last_error END,
+    updated_at = now()
+FROM p LEFT JOIN inserted i ON i.job_id = p.job_id
+WHERE s.id = p.job_id
+RETURNING s.id AS job_id, i.id AS run_id
+"""
+
+NEXT_DUE_IN_S = """
+SELECT extract(epoch FROM min(coalesce(lease_expires_at, next_run_at)) - now())::float8
+FROM scheduled_jobs WHERE enabled AND coalesce(lease_expires_at, next_run_at) IS NOT NULL
+"""
+
+HEARTBEAT = """
+UPDATE scheduled_jobs SET lease_expires_at = now() + $3 * interval '1 second'
+WHERE id = ANY($1::bigint[]) AND lease_owner = $2
+RETURNING id
+"""
+
+MARK_STARTED = """
+UPDATE job_runs r SET status = 'running', started_at = x.started_at
+FROM unnest($1::bigint[], $2::timestamptz[]) AS x(id, started_at)
+WHERE r.id = x.id AND r.status = 'queued' AND r.owner = $3
+"""
+
+# A finish is written only while the job is still leased by us for this very run; a schedule
+# edited by hand meanwhile (needs_schedule) is recomputed by the next claim.
+FINISH = """
+WITH f AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::timestamptz[],
+                         $5::timestamptz[], $6::text[], $7::text[], $8::timestamptz[],
+                         $9::float8[], $10::timestamptz[], $11::int[])
+        AS f(job_id, run_id, status, started_at, finished_at, output, error, next_run_at,
+             retry_in_s, scheduled_for, attempt)
+), jobs AS (
+    UPDATE scheduled_jobs s SET
+        lease_owner = NULL, lease_expires_at = NULL, current_run_id = NULL,
+        next_run_at = CASE
+            WHEN s.needs_schedule THEN now()
+            WHEN f.retry_in_s IS NOT NULL THEN now() + f.retry_in_s * interval '1 second'
+            ELSE f.next_run_at END,
+        scheduled_for = CASE WHEN s.needs_schedule THEN NULL ELSE f.scheduled_for END,
+        attempt = CASE WHEN s.needs_schedule THEN 0 ELSE f.attempt END,
+        last_run_at = f.finished_at, last_status = f.status, last_error = f.error,
+        updated_at = now()
+    FROM f
+    WHERE s.id = f.job_id AND s.lease_owner = $12 AND s.current_run_id = f.run_id
+    RETURNING f.run_id
+)
+UPDATE job_runs r SET
+    status = f.status, started_at = coalesce(r.started_at, f.started_at),
+    finished_at = f.finished_at, output = f.output::jsonb, error = f.error
+FROM f JOIN jobs ON jobs.run_id = f.run_id
+WHERE r.id = f.run_id
+RETURNING r.id AS run_id
+"""
+
+# A claimed run that never started: the job goes back as it was before the claim.
+RELEASE = """
+WITH x AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS x(job_id, run_id)
+), jobs AS (
+    UPDATE scheduled_jobs s SET
+        lease_owner = NULL, lease_expires_at = NULL, current_run_id = NULL,
+        attempt = greatest(s.attempt - 1, 0),
+        scheduled_for = CASE WHEN s.attempt <= 1 THEN NULL ELSE s.scheduled_for END,
+        next_run_at = CASE WHEN s.needs_schedule THEN now() ELSE s.next_run_at END,
+        updated_at = now()
+    FROM x
+    WHERE s.id = x.job_id AND s.lease_owner = $3 AND s.current_run_id = x.run_id
+    RETURNING x.run_id
+)
+DELETE FROM job_runs r USING jobs WHERE r.id = jobs.run_id
+RETURNING r.id AS run_id
+"""
+
+SCHEDULER_FLAGS = "SELECT key, value FROM runbroker_settings WHERE key LIKE 'scheduler.%'"
+
+# pending: a run in flight, a retry, or an occurrence due at or before the dependant's.
+DEPENDENCY_STATES = """
+SELECT name, last_status,
+       (lease_owner IS NOT NULL
+        OR (scheduled_for IS NOT NULL AND scheduled_for <= $2)
+        OR (enabled AND next_run_at <= $2)) AS pending
+FROM scheduled_jobs WHERE name = ANY($1::text[])
+"""
+
+PRUNE = """
+WITH old AS (
+    SELECT id FROM job_runs
+    WHERE finished_at < now() - $1 * interval '1 second'
+    ORDER BY finished_at LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM job_runs r USING old WHERE r.id = old.id RETURNING 1
+)
+SELECT count(*) FROM gone
+"""
+
+# -- migrations -------------------------------------------------------------------------------
+LOCK_MIGRATIONS = "SELECT pg_advisory_lock(hashtext('runbroker.migrate'))"
+UNLOCK_MIGRATIONS = "SELECT pg_advisory_unlock(hashtext('runbroker.migrate'))"
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS runbroker_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+APPLIED_MIGRATIONS = "SELECT version, name, checksum FROM runbroker_migrations ORDER BY version"
+RECORD_MIGRATION = "INSERT INTO runbroker_migrations (version, name, checksum) VALUES ($1, $2, $3)"
+
+# -- jobs commands ----------------------------------------------------------------------------
+
+INSERT_JOB = """
+INSERT INTO scheduled_jobs (name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+                            max_attempts, misfire, depends_on)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10::jsonb)
+RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error
+"""
+LIST_JOBS = """
+SELECT id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error FROM scheduled_jobs ORDER BY name
+"""
+DELETE_JOB = "DELETE FROM scheduled_jobs WHERE name = $1 RETURNING id"
+SET_ENABLED = """
+UPDATE scheduled_jobs SET enabled = $2, updated_at = now() WHERE name = $1
+RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error
+"""
+LOCK_JOB = "SELECT id, enabled, lease_owner FROM scheduled_jobs WHERE name = $1 FOR UPDATE"
+RUN_NOW = """
+UPDATE scheduled_jobs SET next_run_at = now(), updated_at = now() WHERE id = $1
+RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error
+"""
+JOB_ID = "SELECT id FROM scheduled_jobs WHERE name = $1"
+HISTORY = """
+SELECT r.id, j.name AS job, r.scheduled_for, r.attempt, r.status, r.owner, r.claimed_at,
+       r.started_at, r.finished_at, r.error, r.output
+FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id
+WHERE $1::text IS NULL OR j.name = $1
+ORDER BY r.id DESC
+LIMIT $2
+"""

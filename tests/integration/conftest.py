@@ -1,0 +1,102 @@
+"""Integration tests on a real PostgreSQL: one migrated template per session, a fresh clone per
+test (``CREATE DATABASE ... TEMPLATE``), dropped WITH (FORCE) afterwards.
+
+``RUNBROKER_TEST_DSN`` names a server and a database to connect to for administration
+(default ``postgresql://postgres@127.0.0.1:5432/postgres``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from daemon.migrate import as_tuples, load_migrations
+from daemon.store.postgres import PostgresStore
+
+ADMIN_DSN = os.environ.get(
+    "RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def dsn_for(database: str) -> str:
+    parts = urlsplit(ADMIN_DSN)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _make_template(name: str) -> None:
+    await _admin(f'CREATE DATABASE "{name}"')
+    store = PostgresStore(dsn_for(name))
+    try:
+        await store.migrate(as_tuples(load_migrations()))
+    finally:
+        await store.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def template_db() -> Iterator[str]:
+    name = f"rb_tmpl_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_make_template(name))
+    yield name
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def db_dsn(template_db: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex}"
+    await _admin(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        yield dsn_for(name)
+    finally:
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def empty_dsn() -> AsyncIterator[str]:
+    """A fresh database with no schema at all (for migration tests)."""
+    name = f"t_{uuid.uuid4().hex}"
+    await _admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield dsn_for(name)
+    finally:
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def store(db_dsn: str) -> AsyncIterator[PostgresStore]:
+    pg = PostgresStore(db_dsn)
+    try:
+        yield pg
+    finally:
+        await pg.close()
+
+
+@pytest.fixture
+async def sql(db_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection to the test database, for setting up and checking rows."""
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()
