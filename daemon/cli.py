@@ -8,8 +8,6 @@ modules are imported only on the ``run`` path, after the signal handlers are in 
 from __future__ import annotations
 
 import argparse
-import json
-import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -106,6 +104,8 @@ def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, A
 
 
 def _status(args: argparse.Namespace) -> int:
+    import json
+
     from daemon.status_text import render_status
 
     answer = _control(args, "status")
@@ -141,6 +141,8 @@ def _cancel(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import signal
+
     early_signals = [0]
 
     def remember(_signum: int, _frame: FrameType | None) -> None:
@@ -157,8 +159,35 @@ def _run(args: argparse.Namespace) -> int:
     return daemon_main(argv, early_signals)
 
 
+def _fast_trigger(words: list[str]) -> int | None:
+    """``trigger`` without argparse when the arguments are plain; None to fall back."""
+    from daemon.fastargs import parse_trigger
+
+    parsed = parse_trigger(words)
+    if parsed is None:
+        return None
+    timeout_s = None
+    if parsed.timeout is not None:
+        try:
+            timeout_s = _duration_arg(parsed.timeout)
+        except argparse.ArgumentTypeError:
+            return None  # argparse reports it
+    from daemon import client
+    from daemon.protocol import SubmitRequest
+
+    request = SubmitRequest(task=parsed.task, args=parsed.args, env=dict(parsed.env))
+    path = parsed.socket or client.socket_path_from_env()
+    return client.trigger(
+        path, request, detach=parsed.detach, as_json=parsed.as_json, timeout_s=timeout_s
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] == "trigger":
+        code = _fast_trigger(words[1:])
+        if code is not None:
+            return code
     if words and words[0] in ("jobs", "migrate"):
         from daemon import jobs_cli
 

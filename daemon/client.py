@@ -12,7 +12,6 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from daemon.protocol import ControlRequest, Request, SubmitRequest, decode_event, encode_request
@@ -39,10 +38,10 @@ class Unreachable(Exception):
     pass
 
 
-@dataclass
 class Connection:
-    sock: socket.socket
-    buffer: bytes = b""
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
 
     def events(self, deadline: float | None) -> Iterator[dict[str, Any]]:
         """Answer lines as dicts until the server closes; unknown lines are skipped."""

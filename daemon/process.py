@@ -157,6 +157,8 @@ class ChildSupervisor:
         """Wait for zombie children that are not ours; returns the pids reaped."""
         if self._spawning:
             return []  # a pid we are about to record may already be a zombie
+        if not _has_zombie_child():
+            return []  # the common case, without scanning /proc
         reaped = []
         for pid in zombie_children(os.getpid()):
             if pid in self._owned:
@@ -175,6 +177,15 @@ class ChildSupervisor:
         while True:
             self.reap_orphans()
             await asyncio.sleep(period_s)
+
+
+def _has_zombie_child() -> bool:
+    """Peek, without reaping, whether any child of ours has exited."""
+    try:
+        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return info is not None
 
 
 def zombie_children(parent_pid: int) -> list[int]:

@@ -5,15 +5,15 @@ One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
 ``health``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
 
-This module imports only the standard library's ``json``: the thin client loads it on every
+This module imports only the standard library's ``json`` and ``typing`` (not ``dataclasses``,
+which costs a cold process more than everything else here): the thin client loads it on every
 cold ``docker exec``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 REQUEST_DEADLINE_S = 30.0
@@ -35,15 +35,16 @@ class ProtocolError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class SubmitRequest:
+_NO_ENV: dict[str, str] = {}
+
+
+class SubmitRequest(NamedTuple):
     task: str = "default"
     args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = _NO_ENV  # never mutated
 
 
-@dataclass(frozen=True)
-class ControlRequest:
+class ControlRequest(NamedTuple):
     op: str
     id: str = ""
 

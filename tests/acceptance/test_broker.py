@@ -15,10 +15,12 @@ from tests.acceptance.harness import Daemon, wait_until
 StartDaemon = Callable[..., Daemon]
 
 # A job that blocks until the test creates the file named by its first argument.
-WAIT_FOR_FILE = "while [ ! -e \"$1\" ]; do sleep 0.02; done"
+WAIT_FOR_FILE = 'while [ ! -e "$1" ]; do sleep 0.02; done'
 
 
-def _raw_request(path: Path, payload: bytes, read_timeout_s: float = 10.0) -> list[dict[str, object]]:
+def _raw_request(
+    path: Path, payload: bytes, read_timeout_s: float = 10.0
+) -> list[dict[str, object]]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(read_timeout_s)
         sock.connect(str(path))
@@ -137,10 +139,7 @@ def test_second_signal_forces_exit(start_daemon: StartDaemon, workdir: Path) -> 
 def test_orphans_leave_no_zombies(start_daemon: StartDaemon, workdir: Path) -> None:
     # 25 orphans stay in the job's process group, 25 escape it with setsid; all are
     # reparented to PID 1 when the job's shell exits.
-    job = (
-        "for i in $(seq 25); do (sleep 0.3 &) ; (setsid sleep 0.3 &) ; done; "
-        "echo spawned"
-    )
+    job = "for i in $(seq 25); do (sleep 0.3 &) ; (setsid sleep 0.3 &) ; done; echo spawned"
     daemon = start_daemon("sh", "-c", job)
     result = daemon.exec("trigger")
     assert result.returncode == 0

@@ -1,0 +1,149 @@
+"""Broker benchmarks: cold trigger start-up, socket round trips, daemon memory.
+
+Run: ``.venv/bin/python bench/bench_broker.py``. Figures are printed; ratios are measured
+within the same run because the machine is shared and noisy.
+
+1. ``runbroker trigger noop`` as a cold process, alternated with ``python -c pass``: median ratio
+   (goal <= 2.0).
+2. Round trips per second with 64 concurrent socket clients on a no-op task, p50/p99 latency.
+3. The daemon's idle RSS (goal <= 40 MiB) and its RSS after 10,000 runs (goal: growth <= 2 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
+TASKS = '[tasks.noop]\nhandler = "daemon.builtin_tasks:noop"\n'
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def start_daemon(workdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    socket_path = workdir / "rb.sock"
+    (workdir / "tasks.toml").write_text(TASKS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNBROKER_")}
+    env.update(
+        RUNBROKER_SOCKET=str(socket_path),
+        RUNBROKER_TASKS_FILE=str(workdir / "tasks.toml"),
+        RUNBROKER_QUEUE_CAPACITY="256",
+        RUNBROKER_LOG_LEVEL="warning",
+        RUNBROKER_LOG_FORMAT="json",
+    )
+    proc = subprocess.Popen([RUNBROKER, "run"], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not socket_path.exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError("daemon did not start")
+        time.sleep(0.01)
+    return proc, socket_path
+
+
+def cold_start(socket_path: Path, rounds: int) -> None:
+    env = dict(os.environ, RUNBROKER_SOCKET=str(socket_path))
+    trigger_ms: list[float] = []
+    python_ms: list[float] = []
+    ratios: list[float] = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        subprocess.run([RUNBROKER, "trigger", "noop"], env=env, check=True, capture_output=True)
+        t1 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        t2 = time.perf_counter()
+        trigger_ms.append((t1 - t0) * 1000)
+        python_ms.append((t2 - t1) * 1000)
+        ratios.append((t1 - t0) / (t2 - t1))
+    print(
+        f"cold trigger: median {statistics.median(trigger_ms):.1f} ms, "
+        f"python -c pass: median {statistics.median(python_ms):.1f} ms, "
+        f"median ratio {statistics.median(ratios):.2f} (goal <= 2.0), rounds {rounds}"
+    )
+
+
+async def _round_trip(socket_path: Path) -> float:
+    t0 = time.perf_counter()
+    reader, writer = await asyncio.open_unix_connection(str(socket_path))
+    writer.write(b'{"task":"noop"}\n')
+    await writer.drain()
+    done = None
+    while line := await reader.readline():
+        event = json.loads(line)
+        if event["event"] == "done":
+            done = event
+    writer.close()
+    await writer.wait_closed()
+    if done is None or not done["ok"]:
+        raise RuntimeError(f"run failed: {done}")
+    return time.perf_counter() - t0
+
+
+async def concurrent(socket_path: Path, clients: int, total: int) -> None:
+    latencies: list[float] = []
+    remaining = total
+
+    async def client() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            latencies.append(await _round_trip(socket_path))
+
+    t0 = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(clients):
+            group.create_task(client())
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    p50 = latencies[len(latencies) // 2] * 1000
+    p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
+    print(
+        f"{clients} concurrent clients: {len(latencies)} round trips in {elapsed:.2f} s = "
+        f"{len(latencies) / elapsed:.0f}/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=10_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rbb-", dir="/tmp") as tmp:
+        proc, socket_path = start_daemon(Path(tmp))
+        try:
+            subprocess.run(
+                [RUNBROKER, "trigger", "noop"],
+                env=dict(os.environ, RUNBROKER_SOCKET=str(socket_path)),
+                check=True,
+                capture_output=True,
+            )
+            idle_kib = rss_kib(proc.pid)
+            print(f"idle RSS after one run: {idle_kib / 1024:.1f} MiB (goal <= 40 MiB)")
+            cold_start(socket_path, args.rounds)
+            warm_kib = rss_kib(proc.pid)
+            asyncio.run(concurrent(socket_path, 64, args.runs))
+            after_kib = rss_kib(proc.pid)
+            print(
+                f"RSS before {args.runs} runs: {warm_kib / 1024:.1f} MiB, after: "
+                f"{after_kib / 1024:.1f} MiB, growth {(after_kib - warm_kib) / 1024:.2f} MiB "
+                "(goal <= 2 MiB)"
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The trigger fast path agrees with argparse whenever it answers at all."""
+
+from __future__ import annotations
+
+import argparse
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from daemon.cli import build_parser
+from daemon.fastargs import parse_trigger
+
+tokens = st.sampled_from(
+    [
+        "--arg",
+        "--env",
+        "--detach",
+        "--json",
+        "--timeout",
+        "--socket",
+        "--arg=x",
+        "--env=K=V",
+        "--timeout=5s",
+        "-h",
+        "--det",
+        "--",
+        "report",
+        "K=V",
+        "A=",
+        "=V",
+        "5s",
+        "-x",
+        "/tmp/s.sock",
+        "",
+    ]
+)
+
+
+def _argparse(words: list[str]) -> argparse.Namespace | None:
+    try:
+        return build_parser().parse_args(["trigger", *words])
+    except SystemExit:
+        return None
+
+
+@given(st.lists(tokens, max_size=8))
+def test_fast_path_matches_argparse(words: list[str]) -> None:
+    fast = parse_trigger(words)
+    if fast is None:
+        return  # argparse decides; nothing to compare
+    slow = _argparse(words)
+    assert slow is not None, f"fast path accepted what argparse rejects: {words}"
+    assert fast.task == slow.task
+    assert list(fast.args) == slow.args
+    assert list(fast.env) == slow.env
+    assert fast.detach == slow.detach
+    assert fast.as_json == slow.json
+    assert fast.socket == slow.socket
+    if fast.timeout is None:
+        assert slow.timeout is None
+
+
+def test_plain_forms_take_the_fast_path() -> None:
+    parsed = parse_trigger(["report", "--arg", "a", "--env", "K=V", "--detach", "--json"])
+    assert parsed is not None
+    assert parsed.task == "report"
+    assert parsed.args == ("a",)
+    assert parsed.env == (("K", "V"),)
+    assert parsed.detach and parsed.as_json
+
+
+def test_unusual_forms_fall_back() -> None:
+    for words in (["-h"], ["--det"], ["a", "b"], ["--arg"], ["--env", "novalue"], ["--arg", "-x"]):
+        assert parse_trigger(words) is None, words
