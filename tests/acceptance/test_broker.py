@@ -38,7 +38,7 @@ command = ["true"]
 [tasks.fail]
 command = ["sh", "-c", "echo failing >&2; exit 7"]
 [tasks.echo]
-command = ["sh", "-c", "echo \\"arg=$1 env=$GREETING run=$RUNBROKER_TASK/$RUNBROKER_TRIGGER\\"", "x"]
+command = ["sh", "-c", 'echo "arg=$1 env=$GREETING $RUNBROKER_TASK/$RUNBROKER_TRIGGER"', "x"]
 allow_args = true
 allow_env = ["GREETING"]
 """
@@ -51,14 +51,15 @@ allow_env = ["GREETING"]
     assert "exit status 7" in failed.stderr
     echoed = daemon.exec("trigger", "echo", "--arg", "one", "--env", "GREETING=hi")
     assert echoed.returncode == 0, echoed.stderr
-    assert echoed.stdout.strip() == "arg=one env=hi run=echo/external"
+    assert echoed.stdout.strip() == "arg=one env=hi echo/external"
     unknown = daemon.exec("trigger", "nope")
     assert unknown.returncode == 1
     assert "unknown task 'nope'" in unknown.stderr
     not_allowed = daemon.exec("trigger", "ok", "--env", "SECRET=x")
     assert not_allowed.returncode == 1
     assert "does not allow env 'SECRET'" in not_allowed.stderr
-    assert daemon.log.events("run.started") and len(daemon.log.events("run.started")) == 3
+    assert daemon.log.events("run.started")
+    assert len(daemon.log.events("run.started")) == 3
 
 
 def test_live_output_reaches_the_client_before_the_job_ends(

@@ -66,7 +66,8 @@ def test_plain_forms_take_the_fast_path() -> None:
     assert parsed.task == "report"
     assert parsed.args == ("a",)
     assert parsed.env == (("K", "V"),)
-    assert parsed.detach and parsed.as_json
+    assert parsed.detach
+    assert parsed.as_json
 
 
 def test_unusual_forms_fall_back() -> None:

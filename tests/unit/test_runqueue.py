@@ -78,7 +78,8 @@ async def test_cancel_all_gives_each_waiting_run_the_shutdown_reason() -> None:
     for run in runs:
         result = await run.wait()
         assert result.reason == REASON_SHUTDOWN_CANCEL
-        assert result.cancelled and not result.ok
+        assert result.cancelled
+        assert not result.ok
 
 
 async def test_events_in_order_and_exactly_one_done() -> None:
@@ -148,7 +149,8 @@ def test_model_every_accepted_run_gets_one_result_in_fifo_order(
                     assert exc.reason == (REASON_CLOSED if closed else REASON_FULL)
                     assert closed or len(model) >= capacity
                 else:
-                    assert not closed and len(model) < capacity
+                    assert not closed
+                    assert len(model) < capacity
                     model.append(run)
                     accepted.append(run)
             elif op[0] == "take" and model:
