@@ -183,7 +183,13 @@ def _fast_trigger(words: list[str]) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(words: list[str]) -> int:
     if words and words[0] == "trigger":
         code = _fast_trigger(words[1:])
         if code is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -39,6 +40,8 @@ def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
     env["RUNBROKER_TRIGGER"] = run.request.trigger
     for key, value in run.request.context.items():
         env[f"RUNBROKER_{key}"] = value
+    if run.request.payload is not None:
+        env["RUNBROKER_PAYLOAD"] = json.dumps(run.request.payload, separators=(",", ":"))
     return env
 
 
