@@ -98,6 +98,7 @@ class MemoryStore:
         self.calls: list[str] = []
         self._listeners: list[tuple[_MemSubscription, Callable[[str], None]]] = []
         self._ids = 0
+        self._changed = asyncio.Event()
 
     # -- test helpers -------------------------------------------------------------------------
     def add(
@@ -124,8 +125,21 @@ class MemoryStore:
         for sub, _ in self._listeners:
             sub._lost.set()
 
+    async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+        """Wait (on store calls, not a timer loop) until ``predicate()``; TimeoutError if not."""
+        async with asyncio.timeout(timeout_s):
+            while not predicate():
+                changed = self._changed
+                await changed.wait()
+
+    def bump(self) -> None:
+        """Wake ``wait_for`` callers: something they may be waiting for changed."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
     def _enter(self, name: str) -> datetime:
         self.calls.append(name)
+        self.bump()
         if self.outage:
             raise StoreUnavailable("outage")
         return self.clock()

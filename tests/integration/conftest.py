@@ -20,9 +20,7 @@ import pytest
 from daemon.migrate import as_tuples, load_migrations
 from daemon.store.postgres import PostgresStore
 
-ADMIN_DSN = os.environ.get(
-    "RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 def dsn_for(database: str) -> str:

@@ -1,0 +1,105 @@
+"""Helpers for the Postgres runner's unit tests: a fake executor and a running harness."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.pgrunner import PgRunner
+from daemon.runqueue import Run, RunQueue, RunResult
+from daemon.settings import Settings
+from daemon.store.memory import MemoryStore
+
+Handler = Callable[[Run], Awaitable[RunResult]]
+
+
+async def succeed(_run: Run) -> RunResult:
+    return RunResult(ok=True, output={"done": True})
+
+
+async def fail(_run: Run) -> RunResult:
+    return RunResult(ok=False, reason="exit status 3", exit_code=3)
+
+
+@dataclass
+class FakeExecutor:
+    """Runs queued runs one at a time with a handler per task, like the real executor."""
+
+    queue: RunQueue
+    handlers: dict[str, Handler] = field(default_factory=dict)
+    started: list[Run] = field(default_factory=list)
+    release_gate: asyncio.Event | None = None  # when set: each run waits for it
+
+    async def run_forever(self) -> None:
+        while (run := await self.queue.take()) is not None:
+            run.mark_started()
+            self.started.append(run)
+            if self.release_gate is not None:
+                await self.release_gate.wait()
+            handler = self.handlers.get(run.request.task, succeed)
+            run.finish(await handler(run))
+            self.queue.release(run)
+
+
+def make_settings(**overrides: Any) -> Settings:
+    base: dict[str, Any] = {
+        "poll_interval_s": 5.0,
+        "batch_size": 20,
+        "retry_attempts": 3,
+        "retry_backoff_s": 0.0,
+        "lease_s": 30.0,
+        "queue_capacity": 16,
+        "shutdown_timeout_s": 5.0,
+    }
+    base.update(overrides)
+    return Settings().model_copy(update=base)
+
+
+@dataclass
+class Harness:
+    store: MemoryStore
+    queue: RunQueue
+    executor: FakeExecutor
+    runner: PgRunner
+    stopping: asyncio.Event
+
+
+@asynccontextmanager
+async def running(
+    store: MemoryStore,
+    *,
+    tasks: tuple[str, ...] = ("default", "bad", "slow"),
+    handlers: dict[str, Handler] | None = None,
+    gate: asyncio.Event | None = None,
+    dependency_wait_s: float = 5.0,
+    **settings: Any,
+) -> AsyncIterator[Harness]:
+    """Runs a PgRunner and a fake executor; on exit stops the runner, then the executor."""
+    config = make_settings(**settings)
+    queue = RunQueue(config.queue_capacity)
+    executor = FakeExecutor(queue, dict(handlers or {}), release_gate=gate)
+    runner = PgRunner(
+        store=store,
+        queue=queue,
+        settings=config,
+        known_tasks=frozenset(tasks),
+        owner="me",
+        dependency_wait_s=dependency_wait_s,
+    )
+    stopping = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        exec_task = group.create_task(executor.run_forever())
+        runner_task = group.create_task(runner.run(stopping))
+        try:
+            yield Harness(store, queue, executor, runner, stopping)
+        finally:
+            stopping.set()
+            queue.close()
+            queue.cancel_all()
+            if gate is not None:
+                gate.set()
+            await runner_task
+            await exec_task

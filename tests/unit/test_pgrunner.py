@@ -1,0 +1,269 @@
+"""PgRunner against the in-memory store: claim, run, record, retry, release, dependencies."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from daemon.runqueue import Run, RunResult
+from daemon.store.base import Dependency, SchedulerFlags
+from daemon.store.memory import MemoryStore, MemRun
+from tests.unit.pgfakes import fail, running
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def test_due_job_runs_once_with_context_and_is_recorded() -> None:
+    store = MemoryStore()
+    due = now() - timedelta(seconds=1)
+    store.add("nightly", "default", "every 1h", due, payload={"k": [1, 2]})
+    async with running(store) as h:
+        await store.wait_for(lambda: store.job("nightly").last_status == "succeeded")
+    (run,) = store.runs_of("nightly")
+    assert (run.status, run.attempt, run.scheduled_for) == ("succeeded", 1, due)
+    assert run.output == {"done": True}
+    assert run.started_at is not None
+    job = store.job("nightly")
+    assert job.next_run_at == due + timedelta(hours=1)
+    assert (job.lease_owner, job.scheduled_for, job.attempt) == (None, None, 0)
+    (started,) = h.executor.started
+    assert started.request.trigger == "schedule"
+    assert started.request.payload == {"k": [1, 2]}
+    assert started.request.context["JOB"] == "nightly"
+    assert started.request.context["ATTEMPT"] == "1"
+    assert started.request.context["SCHEDULED_FOR"].endswith("Z")
+
+
+async def test_failures_retry_up_to_the_budget_then_the_schedule_carries_on() -> None:
+    store = MemoryStore()
+    due = now() - timedelta(seconds=1)
+    store.add("flaky", "bad", "every 1h", due)
+    async with running(store, handlers={"bad": fail}, retry_attempts=3):
+        await store.wait_for(
+            lambda: len(store.runs_of("flaky")) == 3 and store.job("flaky").attempt == 0
+        )
+    runs = sorted(store.runs_of("flaky"), key=lambda r: r.attempt)
+    assert [(r.attempt, r.status) for r in runs] == [(1, "failed"), (2, "failed"), (3, "failed")]
+    assert all(r.scheduled_for == due and r.error == "exit status 3" for r in runs)
+    job = store.job("flaky")
+    assert job.last_status == "failed"
+    assert job.next_run_at == due + timedelta(hours=1)
+
+
+async def test_a_jobs_max_attempts_overrides_the_default() -> None:
+    store = MemoryStore()
+    store.add("once", "bad", "every 1h", now(), max_attempts=1)
+    async with running(store, handlers={"bad": fail}, retry_attempts=5):
+        await store.wait_for(lambda: store.job("once").last_status == "failed")
+    assert len(store.runs_of("once")) == 1
+    assert store.job("once").scheduled_for is None
+
+
+async def test_retry_waits_for_its_backoff() -> None:
+    store = MemoryStore()
+    store.add("slowretry", "bad", "every 1h", now())
+    async with running(store, handlers={"bad": fail}, retry_backoff_s=3600.0):
+        await store.wait_for(lambda: store.job("slowretry").last_status == "failed")
+        job = store.job("slowretry")
+        assert job.attempt == 1
+        assert job.scheduled_for is not None
+        assert job.next_run_at is not None
+        assert timedelta(minutes=29) < job.next_run_at - now() <= timedelta(hours=1)
+    assert len(store.runs_of("slowretry")) == 1
+
+
+async def test_unknown_task_fails_clearly_and_runs_nothing() -> None:
+    store = MemoryStore()
+    store.add("typo", "defualt", "every 1h", now())
+    async with running(store) as h:
+        await store.wait_for(lambda: store.job("typo").last_status == "failed")
+    assert h.executor.started == []
+    (run,) = store.runs_of("typo")
+    assert run.error is not None
+    assert "unknown task 'defualt'" in run.error
+    assert "default" in run.error
+    assert store.job("typo").attempt == 0  # no retries: another attempt cannot help
+
+
+async def test_claims_never_exceed_the_queue_room() -> None:
+    store = MemoryStore()
+    for i in range(10):
+        store.add(f"j{i}", "default", "every 1h", now())
+    gate = asyncio.Event()
+    async with running(store, gate=gate, queue_capacity=2, batch_size=20) as h:
+        await store.wait_for(lambda: len(store.runs) == 3)  # one running, two waiting
+        calls = store.calls.count("claim")
+        store.notify()  # wake the claim loop: it must not claim more
+        await store.wait_for(lambda: store.calls.count("scheduler_flags") > calls + 1)
+        assert len(store.runs) == 3
+        assert h.queue.room() == 0
+        gate.set()
+        await store.wait_for(lambda: all(j.last_status == "succeeded" for j in store.jobs.values()))
+    assert len(store.runs) == 10
+
+
+async def test_shutdown_releases_claimed_runs_that_did_not_start() -> None:
+    store = MemoryStore()
+    for name in ("a", "b", "c"):
+        store.add(name, "default", "every 1h", now())
+    gate = asyncio.Event()
+    async with running(store, gate=gate) as h:
+        await store.wait_for(lambda: len(store.runs) == 3 and len(h.executor.started) == 1)
+        first = h.executor.started[0].request.context["JOB"]
+        h.stopping.set()
+        await store.wait_for(lambda: len(store.runs) == 1)  # released at once, job running
+        gate.set()
+    assert store.job(first).last_status == "succeeded"
+    for name in {"a", "b", "c"} - {first}:
+        job = store.job(name)
+        assert (job.lease_owner, job.attempt, job.scheduled_for) == (None, 0, None)
+        assert store.runs_of(name) == []
+
+
+async def test_expired_lease_run_is_abandoned_and_retried() -> None:
+    store = MemoryStore()
+    due = now() - timedelta(minutes=2)
+    job = store.add("crashy", "default", "every 1h", due, scheduled_for=due, attempt=1)
+    store.runs[99] = dead = MemRun(99, job.id, due, 1, "dead-replica", status="running")
+    job.lease_owner, job.current_run_id = "dead-replica", 99
+    job.lease_expires_at = now() - timedelta(seconds=1)
+    async with running(store):
+        await store.wait_for(lambda: store.job("crashy").last_status == "succeeded")
+    assert dead.status == "abandoned"
+    assert "dead-replica" in (dead.error or "")
+    retried = next(r for r in store.runs_of("crashy") if r.id != 99)
+    assert (retried.attempt, retried.status, retried.scheduled_for) == (2, "succeeded", due)
+
+
+async def test_a_job_that_keeps_crashing_its_replica_ends_failed() -> None:
+    store = MemoryStore()
+    due = now() - timedelta(minutes=2)
+    job = store.add("doomed", "default", "every 1h", due, scheduled_for=due, attempt=3)
+    job.lease_owner, job.lease_expires_at = "dead", now() - timedelta(seconds=1)
+    async with running(store, retry_attempts=3) as h:
+        await store.wait_for(lambda: store.job("doomed").last_status == "failed")
+    assert h.executor.started == []
+    job = store.job("doomed")
+    assert job.next_run_at == due + timedelta(hours=1)
+    assert job.attempt == 0
+    assert "3 of 3 attempts" in (job.last_error or "")
+
+
+async def test_missed_occurrences_coalesce_into_one_run() -> None:
+    store = MemoryStore()
+    start = now() - timedelta(minutes=10, seconds=30)
+    store.add("catchup", "default", "every 1m", start)
+    async with running(store):
+        await store.wait_for(lambda: store.job("catchup").last_status == "succeeded")
+    (run,) = store.runs_of("catchup")
+    assert run.scheduled_for == start + timedelta(minutes=10)
+    next_run = store.job("catchup").next_run_at
+    assert next_run == start + timedelta(minutes=11)
+    assert next_run > now()
+
+
+async def test_missed_occurrences_with_skip_do_not_run() -> None:
+    store = MemoryStore()
+    start = now() - timedelta(minutes=10, seconds=30)
+    store.add("skipper", "default", "every 1m", start, misfire="skip")
+    async with running(store):
+        await store.wait_for(lambda: (store.job("skipper").next_run_at or start) > now())
+    assert store.runs_of("skipper") == []
+    assert store.job("skipper").next_run_at == start + timedelta(minutes=11)
+
+
+async def test_paused_scheduler_claims_nothing_until_resumed() -> None:
+    store = MemoryStore()
+    store.flags = SchedulerFlags(paused=True)
+    store.add("held", "default", "every 1h", now())
+    async with running(store):
+        await store.wait_for(lambda: store.calls.count("scheduler_flags") >= 2)
+        store.notify()
+        await store.wait_for(lambda: store.calls.count("scheduler_flags") >= 3)
+        assert store.runs == {}
+        store.flags = SchedulerFlags(paused=False, enabled=False)
+        store.notify()
+        await store.wait_for(lambda: store.calls.count("scheduler_flags") >= 4)
+        assert store.runs == {}
+        store.flags = SchedulerFlags()
+        store.notify()
+        await store.wait_for(lambda: store.job("held").last_status == "succeeded")
+
+
+async def test_interval_seconds_setting_replaces_the_poll_interval() -> None:
+    store = MemoryStore()
+    store.flags = SchedulerFlags(interval_s=0.05)
+    async with running(store, poll_interval_s=3600.0):
+        # Nothing is due and no NOTIFY comes: only the 50 ms fallback poll can call again.
+        await store.wait_for(lambda: store.calls.count("scheduler_flags") >= 4, timeout_s=3.0)
+
+
+async def test_result_finished_during_an_outage_is_written_when_the_store_returns() -> None:
+    store = MemoryStore()
+    store.add("outage", "default", "every 1h", now())
+    written = asyncio.Event()
+
+    async def during_outage(_run: Run) -> RunResult:
+        store.outage = True
+        return RunResult(ok=True, output={"n": 1})
+
+    async with running(store, handlers={"default": during_outage}):
+        await store.wait_for(lambda: store.outage and store.calls[-1] == "write")
+        fails = store.calls.count("write")
+        await store.wait_for(lambda: store.calls.count("write") > fails)  # it keeps trying
+        store.outage = False
+        await store.wait_for(lambda: store.job("outage").last_status == "succeeded")
+        written.set()
+    assert written.is_set()
+    (run,) = store.runs_of("outage")
+    assert run.output == {"n": 1}
+
+
+async def test_dependency_policies_stop_and_skip() -> None:
+    store = MemoryStore()
+    t = now()
+    store.add("extract", "bad", "every 1h", t)
+    store.add("load", "default", "every 1h", t, depends_on=(Dependency("extract"),))
+    store.add("report", "default", "every 1h", t, depends_on=(Dependency("extract", "skip"),))
+    async with running(store, handlers={"bad": fail}, retry_attempts=1) as h:
+        await store.wait_for(
+            lambda: (
+                store.job("load").last_status is not None
+                and store.job("report").last_status is not None
+            )
+        )
+    assert store.job("extract").last_status == "failed"
+    assert store.job("load").last_status == "failed"
+    assert store.job("load").last_error == "dependency extract failed"
+    assert store.job("report").last_status == "succeeded"
+    ran = [r.request.context["JOB"] for r in h.executor.started]
+    assert "load" not in ran
+    assert ran.index("extract") < ran.index("report")
+
+
+async def test_dependency_waits_for_the_other_job_to_run_first() -> None:
+    store = MemoryStore()
+    t = now()
+    # "after" is claimed first (earlier due time) but must wait for "before".
+    store.add(
+        "after", "default", "every 1h", t - timedelta(seconds=1), depends_on=(Dependency("before"),)
+    )
+    store.add("before", "default", "every 1h", t)
+    async with running(store) as h:
+        await store.wait_for(lambda: store.job("after").last_status == "succeeded")
+    ran = [r.request.context["JOB"] for r in h.executor.started]
+    assert ran == ["before", "after"]
+
+
+async def test_dependency_wait_is_bounded() -> None:
+    store = MemoryStore()
+    t = now()
+    stuck = store.add("stuck", "default", "every 1h", t)
+    stuck.lease_owner, stuck.lease_expires_at = "elsewhere", t + timedelta(hours=1)
+    store.add("waiter", "default", "every 1h", t, depends_on=(Dependency("stuck"),))
+    async with running(store, dependency_wait_s=0.2) as h:
+        await store.wait_for(lambda: store.job("waiter").last_status == "failed")
+    assert store.job("waiter").last_error == "dependency stuck failed: not settled within 200ms"
+    assert h.executor.started == []
