@@ -58,12 +58,14 @@ class Executor:
         *,
         default_grace_s: float,
         base_env: Mapping[str, str] | None = None,
+        log_output: bool = True,
     ) -> None:
         self.queue = queue
         self.tasks = tasks
         self.children = children
         self.default_grace_s = default_grace_s
         self.base_env = dict(os.environ if base_env is None else base_env)
+        self.log_output = log_output
         self._current_task: asyncio.Task[RunResult] | None = None
         self._cancel_reason = ""
         self.grace_cap_s: float | None = None
@@ -203,7 +205,10 @@ class Executor:
 
         def sink(stream: str, line: str) -> None:
             run.emit("output", ok=True, id=run.id, stream=stream, line=line)
-            log.info("run.output", run_id=run.id, task=run.request.task, stream=stream, line=line)
+            if self.log_output:
+                log.info(
+                    "run.output", run_id=run.id, task=run.request.task, stream=stream, line=line
+                )
 
         outcome = await self.children.run_command(
             (*task.command, *run.request.args),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Literal, TextIO
 
 import structlog
 from structlog.typing import Processor
@@ -22,8 +22,7 @@ from structlog.typing import Processor
 LogFormat = Literal["auto", "json", "console"]
 
 
-def _renderer(log_format: LogFormat) -> Processor:
-    use_console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
+def _renderer(use_console: bool) -> Processor:
     if use_console:
         return structlog.dev.ConsoleRenderer(
             exception_formatter=structlog.dev.plain_traceback, colors=False
@@ -31,8 +30,13 @@ def _renderer(log_format: LogFormat) -> Processor:
     return structlog.processors.JSONRenderer()
 
 
-def configure_logging(log_format: LogFormat = "auto", level: str = "info") -> None:
-    """Install one processor chain for structlog and stdlib logging; safe to call again."""
+def configure_logging(
+    log_format: LogFormat = "auto", level: str = "info", stream: TextIO | None = None
+) -> None:
+    """Install one processor chain for structlog and stdlib logging; safe to call again.
+
+    Lines go to ``stream`` (default stdout; ``runbroker once`` keeps stdout for the job)."""
+    out = sys.stdout if stream is None else stream
     level_no = logging.getLevelNamesMapping()[level.upper()]
     timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     shared: list[Processor] = [
@@ -41,7 +45,7 @@ def configure_logging(log_format: LogFormat = "auto", level: str = "info") -> No
         structlog.stdlib.add_logger_name,
         timestamper,
     ]
-    is_console = log_format == "console" or (log_format == "auto" and sys.stdout.isatty())
+    is_console = log_format == "console" or (log_format == "auto" and out.isatty())
     exception_processors: list[Processor] = (
         []
         if is_console
@@ -67,10 +71,10 @@ def configure_logging(log_format: LogFormat = "auto", level: str = "info") -> No
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             *exception_processors,
-            _renderer(log_format),
+            _renderer(is_console),
         ],
     )
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,0 +1,125 @@
+"""``runbroker once [TASK] [--skip]``: run a task once in this process, for external schedulers.
+
+Concurrent callers (host cron, Ofelia, CI) are coalesced through ``coord.Exclusive`` in
+``RUNBROKER_LOCK_DIR/once-TASK``: the caller that finds the lock free runs the task, then one
+rerun per request queued meanwhile; a caller that finds a run in flight records a rerun request
+(or finds one already queued) and exits 0 at once, since that run covers it. With ``--skip`` a
+busy lock means exit 0 without recording anything.
+
+Exit codes: the runner exits with its last run's status (0 or 1); queued, discarded and skipped
+callers exit 0; 2 for a configuration error or an unknown task; 75 when a signal arrived before
+the run could start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import signal
+import sys
+
+from daemon.coord import Exclusive, Outcome
+from daemon.executor import Executor
+from daemon.logs import configure_logging, get_logger
+from daemon.process import ChildSupervisor
+from daemon.runqueue import Event, Run, RunQueue, RunRequest, RunResult
+from daemon.settings import Settings, SettingsError, load_settings
+from daemon.tasks import TaskConfigError, TaskRegistry, build_registry
+
+EXIT_CONFIG = 2
+EXIT_TEMPFAIL = 75
+REASON_INTERRUPTED = "cancelled: interrupted by a signal"
+
+log = get_logger("runbroker.once")
+
+
+class _Interrupts:
+    """SIGTERM/SIGINT only set a flag here; the gate and the running executor read it."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self.executor: Executor | None = None
+
+    def handle(self, _signum: int, _frame: object) -> None:
+        self.received = True
+
+    def open(self) -> bool:
+        return not self.received
+
+
+def _print_output(_run: Run, event: Event) -> None:
+    if event.kind == "output":
+        stream = sys.stderr if event.fields.get("stream") == "stderr" else sys.stdout
+        print(event.fields.get("line", ""), file=stream, flush=True)
+
+
+async def run_single(
+    tasks: TaskRegistry, request: RunRequest, settings: Settings, interrupts: _Interrupts
+) -> RunResult:
+    """One run through the same executor the daemon uses, in this process."""
+    queue = RunQueue(capacity=1)
+    executor = Executor(
+        queue, tasks, ChildSupervisor(), default_grace_s=settings.grace_s, log_output=False
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if interrupts.received:
+        stop.set()
+    run = queue.submit(request, _print_output)
+    queue.close()
+
+    async def cancel_on_signal() -> None:
+        await stop.wait()
+        interrupts.received = True
+        executor.cancel_current(None, REASON_INTERRUPTED)
+
+    watcher = asyncio.create_task(cancel_on_signal())
+    try:
+        await executor.run_forever()
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, interrupts.handle)  # for the time between reruns
+    return await run.wait()
+
+
+def main(task: str, *, skip: bool = False) -> int:
+    interrupts = _Interrupts()
+    signal.signal(signal.SIGTERM, interrupts.handle)
+    signal.signal(signal.SIGINT, interrupts.handle)
+    try:
+        settings = load_settings()
+        command = tuple(shlex.split(settings.command)) if settings.command else ()
+        tasks = build_registry(
+            command, settings.tasks_file, file_required="tasks_file" in settings.model_fields_set
+        )
+    except (SettingsError, TaskConfigError, ValueError) as exc:
+        print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log_format, settings.log_level, stream=sys.stderr)
+    refusal = tasks.refusal(RunRequest(task=task))
+    if refusal is not None:
+        print(f"runbroker: {refusal}", file=sys.stderr)
+        return EXIT_CONFIG
+
+    import uvloop
+
+    def job() -> bool:
+        request = RunRequest(task=task, trigger="once")
+        result = uvloop.run(run_single(tasks, request, settings, interrupts))
+        if not result.ok:
+            print(f"runbroker: failed: {result.reason}", file=sys.stderr)
+        return result.ok
+
+    exclusive = Exclusive(settings.lock_directory / f"once-{task}", gate=interrupts.open)
+    result = exclusive.run_or_skip(job) if skip else exclusive.run(job)
+    log.info("once.done", task=task, outcome=str(result.outcome), runs=result.runs)
+    if result.outcome in (Outcome.RAN, Outcome.RAN_QUEUED):
+        return 0 if result.last_ok else 1
+    if result.outcome == Outcome.GATED:
+        return EXIT_TEMPFAIL
+    return 0  # queued, discarded or skipped: the run in flight covers this call

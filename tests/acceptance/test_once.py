@@ -1,0 +1,97 @@
+"""``runbroker once`` as external schedulers use it: concurrent callers coalesce."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.acceptance.harness import RUNBROKER, wait_until
+
+# Records each run's start and end, and any overlap (mkdir is atomic), then waits for `go`.
+JOB = (
+    'mkdir "$D/inrun" 2>/dev/null || echo overlap >> "$D/overlaps"; '
+    'echo start >> "$D/runs"; '
+    'while [ ! -e "$D/go" ]; do sleep 0.02; done; '
+    'rmdir "$D/inrun"'
+)
+
+
+def _env(workdir: Path, command: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")}
+    env.update(
+        RUNBROKER_LOCK_DIR=str(workdir / "locks"),
+        RUNBROKER_SOCKET=str(workdir / "rb.sock"),
+        RUNBROKER_COMMAND=command,
+        RUNBROKER_LOG_FORMAT="json",
+        D=str(workdir),
+    )
+    return env
+
+
+def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
+    env = _env(workdir, f"sh -c '{JOB}'")
+    callers = [
+        subprocess.Popen(
+            [RUNBROKER, "once"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(8)
+    ]
+    # Every caller but the runner decides at once (queued or discarded) and exits 0.
+    wait_until(lambda: sum(c.poll() is not None for c in callers) >= 7, "7 callers to exit")
+    assert [c.returncode for c in callers if c.returncode is not None] == [0] * 7
+    (workdir / "go").touch()
+    outcomes = []
+    for caller in callers:
+        _out, err = caller.communicate(timeout=30)
+        assert caller.returncode == 0
+        done = [json.loads(line) for line in err.splitlines() if '"once.done"' in line]
+        outcomes.append(done[0]["outcome"])
+    # One runner ran the first run and one coalesced rerun; one caller queued that rerun and
+    # the other six found it already queued.
+    assert sorted(outcomes) == sorted(["ran-queued", "queued"] + ["discarded"] * 6)
+    assert (workdir / "runs").read_text().split() == ["start", "start"]
+    assert not (workdir / "overlaps").exists()
+    assert not (workdir / "inrun").exists()
+
+
+def test_the_runner_exits_with_the_job_status(workdir: Path) -> None:
+    failing = subprocess.run(
+        [RUNBROKER, "once"],
+        env=_env(workdir, "sh -c 'echo out; echo err >&2; exit 3'"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert failing.returncode == 1
+    assert failing.stdout == "out\n"  # stdout is the job's; logs go to stderr
+    assert "exit status 3" in failing.stderr
+    ok = subprocess.run(
+        [RUNBROKER, "once"], env=_env(workdir, "true"), capture_output=True, timeout=30, check=False
+    )
+    assert ok.returncode == 0
+
+
+def test_skip_mode_skips_while_a_run_is_in_flight(workdir: Path) -> None:
+    env = _env(workdir, f"sh -c '{JOB}'")
+    runner = subprocess.Popen([RUNBROKER, "once"], env=env, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: (workdir / "runs").exists(), "the first run to start")
+    skipped = subprocess.run(
+        [RUNBROKER, "once", "--skip"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert skipped.returncode == 0
+    assert '"outcome": "skipped"' in skipped.stderr
+    (workdir / "go").touch()
+    runner.communicate(timeout=30)
+    assert runner.returncode == 0
+    assert (workdir / "runs").read_text().split() == ["start"]
+
+
+def test_unknown_task_is_a_usage_error(workdir: Path) -> None:
+    result = subprocess.run(
+        [RUNBROKER, "once", "nope"], env=_env(workdir, "true"), capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "unknown task 'nope'" in result.stderr
