@@ -145,8 +145,10 @@ class PostgresStore:
         max_size: int = 4,
         command_timeout_s: float = 15.0,
         connect_timeout_s: float = 5.0,
+        application_name: str = "runbroker",
     ) -> None:
         self._dsn = dsn
+        self._server_settings = {"application_name": application_name}
         self._max_size = max_size
         self._command_timeout_s = command_timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -164,6 +166,7 @@ class PostgresStore:
                 init=_init_connection,
                 command_timeout=self._command_timeout_s,
                 timeout=self._connect_timeout_s,
+                server_settings=self._server_settings,
             )
         return self._pool
 
@@ -309,7 +312,9 @@ class PostgresStore:
 
     async def listen(self, on_message: Callable[[str], None]) -> _Listening:
         try:
-            conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout_s)
+            conn = await asyncpg.connect(
+                self._dsn, timeout=self._connect_timeout_s, server_settings=self._server_settings
+            )
         except UNAVAILABLE as exc:
             raise StoreUnavailable(describe(exc)) from None
         listening = _Listening(conn, on_message)
