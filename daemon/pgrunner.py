@@ -90,6 +90,7 @@ class PgRunner:
         self.owner = owner or new_owner()
         self.health = DbHealth()
         self.flags = SchedulerFlags()
+        self.listening = False  # LISTEN is up: NOTIFY wakes this runner
         self.held: dict[int, Held] = {}  # by run id
         self.writer = ResultWriter(store, self.owner, self.health, self._written)
         self.deps = DependencyWaiter(store, self.health, dependency_wait_s)
@@ -321,6 +322,7 @@ class PgRunner:
                 continue
             backoff.reset()
             self.health.ok()
+            self.listening = True
             self.writer.nudge()
             self._notified("listen")  # anything may have happened while we were not listening
             try:
@@ -333,6 +335,7 @@ class PgRunner:
             except StoreUnavailable as exc:
                 self.health.failed("listen", exc)
             finally:
+                self.listening = False
                 await subscription.close()
 
     async def _heartbeat_loop(self) -> None:

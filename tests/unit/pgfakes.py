@@ -6,12 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from daemon.pgrunner import PgRunner
 from daemon.runqueue import Run, RunQueue, RunResult
 from daemon.settings import Settings
-from daemon.store.memory import MemoryStore
+from daemon.store.base import JobStore
+
+S = TypeVar("S", bound=JobStore)
 
 Handler = Callable[[Run], Awaitable[RunResult]]
 
@@ -59,8 +61,8 @@ def make_settings(**overrides: Any) -> Settings:
 
 
 @dataclass
-class Harness:
-    store: MemoryStore
+class Harness(Generic[S]):
+    store: S
     queue: RunQueue
     executor: FakeExecutor
     runner: PgRunner
@@ -69,14 +71,15 @@ class Harness:
 
 @asynccontextmanager
 async def running(
-    store: MemoryStore,
+    store: S,
     *,
     tasks: tuple[str, ...] = ("default", "bad", "slow"),
     handlers: dict[str, Handler] | None = None,
     gate: asyncio.Event | None = None,
     dependency_wait_s: float = 5.0,
+    owner: str = "me",
     **settings: Any,
-) -> AsyncIterator[Harness]:
+) -> AsyncIterator[Harness[S]]:
     """Runs a PgRunner and a fake executor; on exit stops the runner, then the executor."""
     config = make_settings(**settings)
     queue = RunQueue(config.queue_capacity)
@@ -86,7 +89,7 @@ async def running(
         queue=queue,
         settings=config,
         known_tasks=frozenset(tasks),
-        owner="me",
+        owner=owner,
         dependency_wait_s=dependency_wait_s,
     )
     stopping = asyncio.Event()
