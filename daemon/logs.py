@@ -67,7 +67,8 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        # Stdlib records (asyncio, asyncpg, coord) keep their ``extra`` fields as keys.
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             *exception_processors,
