@@ -1,0 +1,165 @@
+"""The Dockerfile, checked without an engine: hadolint (no finding at any level), then the facts
+the image must have for runbroker to be a correct PID 1."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from tests.static.support import (
+    DOCKERFILE,
+    REPO,
+    RUNBROKER_UID,
+    Instruction,
+    dockerfile_stages,
+    final_stage,
+    hadolint,
+    parse_dockerfile,
+    run_tool,
+)
+
+
+def _env(stage_instructions: list[Instruction]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for ins in stage_instructions:
+        if ins.keyword == "ENV":
+            for key, value in re.findall(r'([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S+)', ins.args):
+                env[key] = value.strip('"')
+    return env
+
+
+def test_hadolint_finds_nothing() -> None:
+    result = run_tool([hadolint(), "--failure-threshold", "info", DOCKERFILE])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_hadolint_is_really_checking(tmp_path: Path) -> None:
+    """A control: the same binary fails a Dockerfile with known findings, so a pass above means
+    something."""
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN pip install requests\nUSER root\n")
+    result = run_tool([hadolint(), "--failure-threshold", "info", bad])
+    assert result.returncode != 0
+    for rule in ("DL3006", "DL3013", "DL3042", "DL3002"):
+        assert rule in result.stdout, result.stdout
+
+
+def test_multi_stage_with_slim_python_runtime_last() -> None:
+    stages = dockerfile_stages()
+    names = [stage.name for stage in stages]
+    assert names[-1] == "runtime", "the runtime stage must be the last (the default target)"
+    assert "build" in names and names.index("build") < names.index("runtime")
+    runtime = stages[-1]
+    assert re.fullmatch(r"python:3\.\d+-slim(-\w+)?", runtime.base), runtime.base
+    # Every stage is tagged (no :latest, no untagged base).
+    for stage in stages:
+        assert stage.base in names or re.search(r":[\w.-]+$", stage.base), stage.base
+        assert not stage.base.endswith(":latest"), stage.base
+
+
+def test_final_image_has_no_build_tools_wheels_or_caches() -> None:
+    runtime = final_stage()
+    assert not runtime.all("COPY") and not runtime.all("ADD"), (
+        "the runtime stage installs straight from the build stage through a bind mount; a COPY"
+        " would leave wheels in a layer"
+    )
+    env = _env(runtime.instructions)
+    assert env.get("PIP_NO_CACHE_DIR") == "1"
+    for run in runtime.all("RUN"):
+        text = run.args
+        assert "apt-get" not in text and "apk " not in text, f"line {run.line}: package manager"
+        for tool in ("gcc", "build-essential", "make ", "git "):
+            assert tool not in text, f"line {run.line}: {tool.strip()} in the final image"
+        if "pip install" in text:
+            assert "--mount=type=bind,from=build" in text, f"line {run.line}: wheels not mounted"
+            assert "--no-index" in text, f"line {run.line}: the runtime must not reach PyPI"
+    assert any("pip uninstall --yes setuptools wheel" in run.args for run in runtime.all("RUN"))
+
+
+def test_non_root_numeric_user() -> None:
+    user = final_stage().last("USER")
+    assert user is not None, "no USER in the final stage: the daemon would run as root"
+    uid, _, gid = user.args.partition(":")
+    assert uid.isdigit() and int(uid) != 0, f"USER {user.args!r} is not a numeric non-root uid"
+    assert int(uid) == RUNBROKER_UID
+    assert gid == "" or (gid.isdigit() and int(gid) != 0)
+
+
+def test_socket_directory_owned_by_the_user_with_mode_0700() -> None:
+    runs = " ".join(run.args for run in final_stage().all("RUN"))
+    made = re.search(r"install -d -o (\d+) -g (\d+) -m (0?\d{3,4}) /run/runbroker(?:\s|$)", runs)
+    assert made is not None, "the socket directory /run/runbroker is not created"
+    owner, group, mode = made.groups()
+    assert int(owner) == RUNBROKER_UID and int(group) == RUNBROKER_UID
+    assert int(mode, 8) == 0o700
+
+
+def test_environment_entrypoint_stopsignal_healthcheck() -> None:
+    runtime = final_stage()
+    assert _env(runtime.instructions).get("PYTHONUNBUFFERED") == "1"
+    entrypoint = runtime.last("ENTRYPOINT")
+    assert entrypoint is not None
+    assert entrypoint.exec_form() == ["runbroker", "run"], (
+        "ENTRYPOINT must be the exec form: the shell form makes /bin/sh PID 1, and sh neither"
+        " forwards SIGTERM nor reaps"
+    )
+    assert runtime.last("CMD") is None, "a CMD would be appended to `runbroker run`"
+    stopsignal = runtime.last("STOPSIGNAL")
+    assert stopsignal is not None and stopsignal.args == "SIGTERM"
+    health = runtime.last("HEALTHCHECK")
+    assert health is not None
+    options, _, command = health.args.partition("CMD")
+    assert Instruction("CMD", command, health.line).exec_form() == ["runbroker", "health"]
+    timeout = re.search(r"--timeout=(\d+)s", options)
+    assert timeout is not None and int(timeout.group(1)) >= 2
+    # Nothing runs after USER: every RUN of the final stage is part of the image's set-up.
+    keywords = [ins.keyword for ins in runtime.instructions]
+    assert "RUN" not in keywords[keywords.index("USER") :]
+
+
+def test_oci_labels_and_version_agree_with_pyproject() -> None:
+    runtime = final_stage()
+    labels = " ".join(ins.args for ins in runtime.all("LABEL"))
+    keys = set(re.findall(r"(org\.opencontainers\.image\.[a-z.]+)=", labels))
+    required = {"title", "description", "version", "revision", "created", "licenses"}
+    assert {f"org.opencontainers.image.{key}" for key in required} <= keys
+    version_arg = next(ins for ins in runtime.all("ARG") if ins.args.startswith("VERSION="))
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert version_arg.args == f"VERSION={project['version']}"
+    assert f'org.opencontainers.image.licenses="{project["license"]["text"]}"' in labels
+
+
+def test_context_is_an_allow_list_that_holds_what_is_copied() -> None:
+    lines = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*", ".dockerignore must exclude everything first (no .git, no .venv)"
+    allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    for stage in dockerfile_stages():
+        for copy in stage.all("COPY"):
+            if "--from=" in copy.args:
+                continue
+            *sources, _dest = copy.args.split()
+            for source in sources:
+                assert source.rstrip("/") in allowed, f"COPY {source}: not in the build context"
+                assert (REPO / source).exists(), f"COPY {source}: missing from the repository"
+
+
+def test_parser_joins_continuations_and_reads_stages() -> None:
+    stages = parse_dockerfile(
+        "# syntax=docker/dockerfile:1\n"
+        "FROM a:1 AS one\n"
+        "RUN x \\\n"
+        "    # a comment inside\n"
+        "    && y\n"
+        "FROM one\n"
+        'ENTRYPOINT ["p", "q"]\n'
+    )
+    assert [(stage.name, stage.base) for stage in stages] == [("one", "a:1"), ("1", "one")]
+    assert stages[0].instructions[0].args == "x && y"
+    assert stages[1].instructions[0].exec_form() == ["p", "q"]
+    assert Instruction("ENTRYPOINT", "p q", 1).exec_form() is None
