@@ -1,0 +1,168 @@
+"""``runbroker jobs`` and ``runbroker migrate`` against a real database (argv in, exit code out)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import asyncpg
+import pytest
+
+from daemon.jobs_cli import main, migrate_main
+from daemon.store.postgres import PostgresStore
+
+
+@pytest.fixture
+def cli_env(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", db_dsn)
+    return db_dsn
+
+
+async def jobs(*argv: str) -> int:
+    return await asyncio.to_thread(main, list(argv))
+
+
+async def test_migrate_reports_up_to_date(cli_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await asyncio.to_thread(migrate_main, ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["applied"] == []
+    assert out["version"] >= 2
+
+
+async def test_add_list_and_json(
+    cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await jobs(
+        "add", "nightly", "--task", "backup", "--daily", "02:30", "--tz", "Europe/Berlin",
+        "--payload", '{"bucket": "b1"}', "--depends-on", "extract", "--depends-on",
+        "report:skip", "--max-attempts", "5", "--misfire", "skip", "--json",
+    )  # fmt: skip
+    assert code == 0
+    added = json.loads(capsys.readouterr().out)
+    assert added["schedule"] == "daily 02:30"
+    assert added["depends_on"] == [
+        {"job": "extract", "policy": "stop"},
+        {"job": "report", "policy": "skip"},
+    ]
+    row = await sql.fetchrow("SELECT * FROM scheduled_jobs WHERE name = 'nightly'")
+    assert (row["task_type"], row["time_zone"], row["max_attempts"]) == (
+        "backup",
+        "Europe/Berlin",
+        5,
+    )
+    assert json.loads(row["payload"]) == {"bucket": "b1"}
+    assert row["next_run_at"] > await sql.fetchval("SELECT now()")
+    assert await jobs("add", "asap", "--task", "default", "--at", "now") == 0
+    assert await jobs("list") == 0
+    table = capsys.readouterr().out
+    assert "NEXT RUN" in table
+    assert "nightly" in table
+    assert "daily 02:30 (Europe/Berlin)" in table
+    assert await jobs("list", "--json") == 0
+    listed = json.loads(capsys.readouterr().out)["jobs"]
+    assert [j["name"] for j in listed] == ["asap", "nightly"]
+    assert listed[0]["next_run_at"] is not None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add", "x", "--task", "t", "--daily", "24:00"],
+        ["add", "x", "--task", "t", "--every", "1m", "--tz", "Mars/Olympus"],
+        ["add", "x", "--task", "t", "--cron", "61 * * * *"],
+        ["add", "x", "--task", "t", "--every", "1m", "--payload", "{nope"],
+        ["add", "x", "--task", "t", "--every", "1m", "--depends-on", "x"],
+        ["add", "x", "--task", "t", "--every", "1m", "--depends-on", "y:sometimes"],
+        ["add", "x", "--task", "t", "--at", "2001-01-01T00:00:00Z"],
+        ["add", "x", "--task", "t", "--every", "1m", "--max-attempts", "0"],
+        ["add", "x", "--task", "t"],
+        ["add", "x", "--task", "t", "--every", "1m", "--daily", "03:00"],
+        ["frobnicate"],
+    ],
+)
+async def test_bad_input_exits_2_and_writes_nothing(
+    cli_env: str, sql: asyncpg.Connection, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await jobs(*argv) == 2
+    assert capsys.readouterr().err.strip() != ""
+    assert await sql.fetchval("SELECT count(*) FROM scheduled_jobs") == 0
+
+
+async def test_unknown_jobs_and_duplicates_exit_1(
+    cli_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["remove", "ghost"], ["enable", "ghost"], ["run-now", "ghost"]):
+        assert await jobs(*argv) == 1
+        assert "no job named 'ghost'" in capsys.readouterr().err
+    assert await jobs("history", "ghost", "--json") == 1
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": "no job named 'ghost'"}
+    assert await jobs("add", "twice", "--task", "t", "--every", "1m") == 0
+    assert await jobs("add", "twice", "--task", "t", "--every", "1m") == 1
+    assert "already exists" in capsys.readouterr().err
+
+
+async def test_enable_disable_remove(cli_env: str, sql: asyncpg.Connection) -> None:
+    assert await jobs("add", "j", "--task", "t", "--every", "1m") == 0
+    assert await jobs("disable", "j") == 0
+    assert await sql.fetchval("SELECT enabled FROM scheduled_jobs") is False
+    assert await jobs("run-now", "j") == 1  # disabled jobs do not run
+    assert await jobs("enable", "j") == 0
+    assert await sql.fetchval("SELECT enabled FROM scheduled_jobs") is True
+    assert await jobs("remove", "j") == 0
+    assert await sql.fetchval("SELECT count(*) FROM scheduled_jobs") == 0
+
+
+async def test_run_now_makes_it_due_and_notifies(cli_env: str, sql: asyncpg.Connection) -> None:
+    assert await jobs("add", "later", "--task", "t", "--daily", "03:00") == 0
+    store = PostgresStore(cli_env)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    sub = await store.listen(heard.put_nowait)
+    try:
+        assert await jobs("run-now", "later") == 0
+        assert await asyncio.wait_for(heard.get(), 5.0) in {"jobs", "run-now"}
+    finally:
+        await sub.close()
+        await store.close()
+    assert await sql.fetchval("SELECT next_run_at <= now() FROM scheduled_jobs")
+
+
+async def test_history_shows_runs(
+    cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await jobs("add", "h", "--task", "t", "--every", "1m") == 0
+    await sql.execute(
+        "INSERT INTO job_runs (job_id, scheduled_for, attempt, status, started_at, finished_at,"
+        " error) SELECT id, now(), 1, 'failed', now() - interval '2 seconds', now(), 'exit 3'"
+        " FROM scheduled_jobs"
+    )
+    capsys.readouterr()
+    assert await jobs("history", "h") == 0
+    out = capsys.readouterr().out
+    assert "failed" in out
+    assert "2000ms" in out
+    assert await jobs("history", "--json", "--limit", "5") == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert (run["job"], run["status"], run["error"], run["duration_ms"]) == (
+        "h",
+        "failed",
+        "exit 3",
+        2000,
+    )
+
+
+async def test_without_a_database_url_it_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("RUNBROKER_DATABASE_URL", raising=False)
+    assert await jobs("list") == 2
+    assert "RUNBROKER_DATABASE_URL" in capsys.readouterr().err
+
+
+async def test_unreachable_database_exits_1_without_showing_the_dsn(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", "postgresql://u:s3cret@127.0.0.1:1/x")
+    assert await jobs("list") == 1
+    err = capsys.readouterr().err
+    assert "database unreachable" in err
+    assert "s3cret" not in err
