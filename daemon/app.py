@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon import status
 from daemon.executor import Executor
@@ -25,6 +25,9 @@ from daemon.server import SocketServer
 from daemon.settings import Settings
 from daemon.tasks import TaskRegistry
 from daemon.ticker import Ticker, TickPlan
+
+if TYPE_CHECKING:
+    from daemon.metrics import MetricsServer
 
 log = get_logger("runbroker.app")
 
@@ -103,6 +106,15 @@ class Broker:
         self.started_at = time.time()
         self.pgrunner: Any = None
         self.queue.on_finish(self._finished)
+        self.metrics_server: MetricsServer | None = None
+        if settings.metrics_addr:
+            from daemon.metrics import Metrics, MetricsServer  # prometheus only when asked
+
+            metrics = Metrics(self.queue, lambda: self.pgrunner)
+            self.queue.on_finish(metrics.run_finished)
+            self.metrics_server = MetricsServer(
+                metrics, settings.metrics_addr, lambda: status.health_problem(self)
+            )
 
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
@@ -134,6 +146,8 @@ class Broker:
         for warning in self.interval_warnings:
             log.warning("settings.interval", warning=warning)
         await self.server.start()
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         database = None
         if self.settings.database_dsn():
             from daemon.pgrunner import PgRunner  # only with a database
@@ -206,6 +220,8 @@ class Broker:
                 task.cancel()
             await asyncio.wait(pending, timeout=1.0)
         await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         self.children.reap_orphans()
         log.info("broker.stopped", clean=clean)
         return EXIT_CLEAN if clean else EXIT_FATAL

@@ -104,7 +104,7 @@ class Settings(BaseSettings):
         if value is None or value == "":
             return None
         host, sep, port = value.rpartition(":")
-        if not sep or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError("expected host:port, for example 0.0.0.0:9464")
         return f"{host or '0.0.0.0'}:{int(port)}"
 

@@ -12,8 +12,11 @@
      "ticks": [{"task", "next_at", "last_at"}],
      "database": null | {...}}
 
-``health``: ``{"event": "health", "ok": bool, "reason": str}``; unhealthy when the executor has
-died or a run is wedged well past its task's timeout.
+``health``: ``{"event": "health", "ok": bool, "reason": str}`` (``reason`` omitted when
+healthy). Unhealthy, with the reason in one line, when: the daemon is shutting down; a run is
+wedged past its task's timeout + grace + 30 s; a ticking task has not fired within two of its
+intervals (or a schedule is over a minute late); the database has been unreachable longer than
+the runner's threshold.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from daemon.app import Broker
 
 WEDGED_MARGIN_S = 30.0
+STALL_SLACK_S = 1.0
+SCHEDULE_STALL_S = 60.0
 
 
 def _iso(timestamp: float | None) -> str | None:
@@ -107,10 +112,32 @@ def health_problem(broker: Broker) -> str | None:
             if current.elapsed_s() > limit_s:
                 elapsed_s = current.elapsed_s()
                 return f"executor wedged: run {current.id} at {elapsed_s:.0f}s, past its timeout"
+    stalled = ticker_stall(broker, time.time())
+    if stalled is not None:
+        return stalled
     if broker.pgrunner is not None:
         problem: str | None = broker.pgrunner.health_problem()
         if problem:
             return problem
+    return None
+
+
+def ticker_stall(broker: Broker, now: float) -> str | None:
+    """A ticking task that has not fired within two of its intervals (jitter allowed for), or a
+    schedule whose due time passed long ago without a tick."""
+    for plan in broker.ticker.plans:
+        if plan.once:
+            continue
+        if plan.interval_s is not None:
+            limit_s = 2 * plan.interval_s * (1 + broker.ticker.jitter) + STALL_SLACK_S
+            reference = plan.last_fired_at or broker.started_at
+            if now - reference > limit_s:
+                return (
+                    f"ticker stalled: task {plan.task!r} has not fired for "
+                    f"{now - reference:.0f}s (interval {plan.interval_s:g}s)"
+                )
+        elif plan.next_fire_at is not None and now - plan.next_fire_at > SCHEDULE_STALL_S:
+            return f"ticker stalled: task {plan.task!r} was due {now - plan.next_fire_at:.0f}s ago"
     return None
 
 
