@@ -61,6 +61,29 @@ async def _pump(stream: asyncio.StreamReader | None, name: str, sink: OutputSink
         sink(name, chunk[:-1].decode("utf-8", "replace").removesuffix("\r"))
 
 
+async def _exited(pid: int) -> None:
+    """Return once our child ``pid`` has exited. Not ``proc.wait()``: the stdlib loop's (not
+    uvloop's) also waits until every holder of the child's stdout and stderr is gone, so a
+    background process left in the group would keep the run open."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # already exited and collected
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def on_exit() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(pidfd, on_exit)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+
+
 def _signal_group(pgid: int, signum: int) -> bool:
     """Signal a whole process group; False when it no longer exists."""
     try:
@@ -117,12 +140,13 @@ class ChildSupervisor:
         )
         try:
             try:
+                await _exited(pid)
+                # The leader is gone: what it left in its group does not outlive the run.
+                _signal_group(pid, signal.SIGTERM)
                 returncode = await proc.wait()
             except asyncio.CancelledError:
                 await self._terminate(proc, grace_s())
                 raise
-            # The leader is gone: what it left in its group does not outlive the run.
-            _signal_group(pid, signal.SIGTERM)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pumps), DRAIN_AFTER_EXIT_S)
             return describe_returncode(returncode)
