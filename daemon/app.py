@@ -34,6 +34,7 @@ log = get_logger("runbroker.app")
 EXIT_CLEAN = 0
 EXIT_FATAL = 1
 RECENT_RESULTS = 20
+MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
 
 
 class Signals:
@@ -62,7 +63,10 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
     default = tasks.get("default")
     if default is not None and default.interval_s is None and default.schedule is None:
         decision = parse_interval(
-            settings.interval, default_s=settings.default_interval_s, zero_as_once=True
+            settings.interval,
+            default_s=settings.default_interval_s,
+            zero_as_once=True,
+            min_s=MIN_INTERVAL_S,
         )
         warnings.extend(decision.warnings)
         if decision.mode == "builtin":
