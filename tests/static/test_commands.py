@@ -48,13 +48,15 @@ def test_every_command_exists_and_its_arguments_parse(invocation: Invocation) ->
     try:
         build_parser().parse_args(argv)
     except SystemExit as exc:
-        raise AssertionError(f"{invocation.where}: `runbroker {' '.join(argv)}` is refused") from exc
+        refused = " ".join(argv)
+        raise AssertionError(f"{invocation.where}: `runbroker {refused}` is refused") from exc
 
 
 def test_the_own_parser_commands_exist_in_the_package() -> None:
     from daemon import jobs_cli
 
-    assert callable(jobs_cli.main) and callable(jobs_cli.migrate_main)
+    assert callable(jobs_cli.main)
+    assert callable(jobs_cli.migrate_main)
 
 
 def test_the_wheel_holds_every_module_and_migration(tmp_path: Path) -> None:

@@ -93,7 +93,8 @@ def test_postgres_is_healthchecked_on_tcp_and_keeps_its_data(path: Path) -> None
     # init-only server (no TCP) is still running.
     assert test[test.index("-h") + 1] == "127.0.0.1"
     data = [v for v in postgres["volumes"] if v["target"] == "/var/lib/postgresql/data"]
-    assert data and data[0]["type"] == "volume", "the database must live in a named volume"
+    assert len(data) == 1, "no volume for the database's data"
+    assert data[0]["type"] == "volume", "the database must live in a named volume"
 
 
 @pytest.mark.parametrize("path", COMPOSE_FILES, ids=lambda p: str(p.relative_to(REPO)))
@@ -183,7 +184,7 @@ def test_dev_stack_second_replica_and_tests_service() -> None:
     assert tests["build"]["target"] == "test"
     assert tests["command"] == ["tests/integration", "tests/acceptance"]
     assert tests["environment"]["RUNBROKER_TEST_BACKEND"] == "local"
-    assert tests["environment"]["PGHOST"] == "postgres"
+    assert "@postgres:5432/" in tests["environment"]["RUNBROKER_TEST_DSN"]
     assert _depends(tests) == {
         "postgres": "service_healthy",
         "migrate": "service_completed_successfully",
@@ -199,7 +200,7 @@ def test_production_example_uses_secrets_not_environment() -> None:
         env = service.get("environment", {})
         assert "RUNBROKER_DATABASE_URL" not in env, f"{name}: the URL belongs in a secret"
         targets = [secret["target"] for secret in service.get("secrets", [])]
-        assert targets == [str(DOCKER_SECRET_PATH)], f"{name}: the daemon reads {DOCKER_SECRET_PATH}"
+        assert targets == [str(DOCKER_SECRET_PATH)], f"{name}: must mount {DOCKER_SECRET_PATH}"
     postgres = services["postgres"]
     assert "POSTGRES_PASSWORD" not in postgres["environment"]
     assert postgres["environment"]["POSTGRES_PASSWORD_FILE"].startswith("/run/secrets/")

@@ -8,7 +8,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
 from daemon.tasks import parse_tasks_toml
@@ -63,7 +63,9 @@ def test_every_manifest_is_valid_yaml_with_unique_keys() -> None:
         docs = load_yaml_documents(path)
         assert docs, f"{path.name} is empty"
         for doc in docs:
-            assert isinstance(doc, dict) and doc.get("apiVersion") and doc.get("kind"), path.name
+            assert isinstance(doc, dict), path.name
+            assert doc.get("apiVersion"), path.name
+            assert doc.get("kind"), path.name
 
 
 def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
@@ -76,7 +78,7 @@ def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_manifests_match_the_kubernetes_schemas_strictly(version: str) -> None:
     checked = 0
-    for path, doc in k8s_documents():
+    for _path, doc in k8s_documents():
         if doc["kind"] == "Kustomization":
             continue  # not an API object; checked below
         kubernetes_validate.validate(doc, version, strict=True)
@@ -194,6 +196,7 @@ def test_tasks_come_from_the_config_map_where_the_daemon_reads_them() -> None:
     text = config_map["data"][tasks_path.name]
     tasks = parse_tasks_toml(text, "ConfigMap runbroker-tasks")
     assert "default" in tasks
-    assert "command" not in daemon and "args" not in daemon, (
+    overrides = {"command", "args"} & set(daemon)
+    assert not overrides, (
         "the image's ENTRYPOINT (runbroker run) starts the daemon; tasks come from the file"
     )
