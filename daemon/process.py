@@ -47,6 +47,7 @@ def describe_returncode(returncode: int) -> CommandOutcome:
 async def _pump(stream: asyncio.StreamReader | None, name: str, sink: OutputSink) -> None:
     if stream is None:
         return
+    cut = False  # the last piece was cut at the line limit
     while True:
         try:
             chunk = await stream.readuntil(b"\n")
@@ -57,7 +58,12 @@ async def _pump(stream: asyncio.StreamReader | None, name: str, sink: OutputSink
         except asyncio.LimitOverrunError as exc:
             chunk = await stream.readexactly(exc.consumed)
             sink(name, chunk.decode("utf-8", "replace"))
+            cut = True
             continue
+        if cut and chunk == b"\n":
+            cut = False  # the cut fell just before this line's end: no empty piece
+            continue
+        cut = False
         sink(name, chunk[:-1].decode("utf-8", "replace").removesuffix("\r"))
 
 
