@@ -10,6 +10,7 @@ robbed of an exit status (see FIELD-NOTES: a ``waitpid(-1)`` reaper makes uvloop
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import signal
@@ -47,24 +48,29 @@ def describe_returncode(returncode: int) -> CommandOutcome:
 async def _pump(stream: asyncio.StreamReader | None, name: str, sink: OutputSink) -> None:
     if stream is None:
         return
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a cut may split a character
     cut = False  # the last piece was cut at the line limit
     while True:
         try:
             chunk = await stream.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                sink(name, exc.partial.decode("utf-8", "replace"))
+            text = decoder.decode(exc.partial, final=True)
+            if text:
+                sink(name, text)
             return
         except asyncio.LimitOverrunError as exc:
             chunk = await stream.readexactly(exc.consumed)
-            sink(name, chunk.decode("utf-8", "replace"))
+            sink(name, decoder.decode(chunk))
             cut = True
             continue
         if cut and chunk == b"\n":
             cut = False  # the cut fell just before this line's end: no empty piece
+            text = decoder.decode(b"", final=True)
+            if text:
+                sink(name, text)
             continue
         cut = False
-        sink(name, chunk[:-1].decode("utf-8", "replace").removesuffix("\r"))
+        sink(name, decoder.decode(chunk[:-1], final=True).removesuffix("\r"))
 
 
 async def _exited(pid: int) -> None:
