@@ -1,0 +1,292 @@
+"""The command runner (output streaming, process groups, termination) and the PID-1 reaper."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from daemon.process import (
+    LINE_LIMIT_BYTES,
+    ChildSupervisor,
+    CommandOutcome,
+    _pump,
+    describe_returncode,
+    zombie_children,
+)
+from tests.unit.conftest import JOB_ENV, wait_readable
+
+Lines = list[tuple[str, str]]
+
+# A shell runs a TERM trap only once its foreground child has ended, so "ready" is printed by
+# that child itself: when it is seen, the signal to the group ends the child and the trap runs.
+BUSY_LOOP = "while :; do sh -c 'echo ready; exec sleep 1'; done"
+
+
+def _grace(seconds: float = 5.0) -> float:
+    return seconds
+
+
+async def _run(argv: list[str], lines: Lines | None = None) -> CommandOutcome:
+    sink_lines: Lines = [] if lines is None else lines
+    supervisor = ChildSupervisor()
+    async with asyncio.timeout(20):
+        return await supervisor.run_command(
+            argv,
+            JOB_ENV,
+            lambda stream, line: sink_lines.append((stream, line)),
+            grace_s=_grace,
+        )
+
+
+def _release(fifo: Path) -> None:
+    """Unblock a job waiting in ``read x < fifo`` (the open pairs with the job's own)."""
+    with open(fifo, "w") as writer:
+        writer.write("go\n")
+
+
+def test_describe_returncode() -> None:
+    assert describe_returncode(0) == CommandOutcome(0)
+    assert describe_returncode(3) == CommandOutcome(3)
+    assert describe_returncode(-signal.SIGTERM) == CommandOutcome(143, "SIGTERM")
+    assert describe_returncode(-signal.SIGKILL) == CommandOutcome(137, "SIGKILL")
+
+
+async def test_stdout_and_stderr_are_both_streamed_in_order() -> None:
+    lines: Lines = []
+    outcome = await _run(
+        ["sh", "-c", "echo one; echo two >&2; printf 'crlf\\r\\n'; printf 'no newline'; exit 4"],
+        lines,
+    )
+    assert outcome == CommandOutcome(4)
+    assert [line for stream, line in lines if stream == "stdout"] == ["one", "crlf", "no newline"]
+    assert [line for stream, line in lines if stream == "stderr"] == ["two"]
+
+
+async def test_long_lines_arrive_in_pieces_without_loss() -> None:
+    # 100 000 bytes ends with its newline just past the limit; 200 001 spans several pieces.
+    script = (
+        "head -c 100000 /dev/zero | tr '\\0' a; echo;"
+        "head -c 200001 /dev/zero | tr '\\0' b; echo;"
+        "echo tail"
+    )
+    lines: Lines = []
+    assert await _run(["sh", "-c", script], lines) == CommandOutcome(0)
+    pieces = [line for _stream, line in lines]
+    assert pieces[-1] == "tail"
+    assert all(pieces), f"an empty piece was emitted: {[len(p) for p in pieces]}"
+    body = pieces[:-1]
+    assert len(body) >= 3, "the long lines were not split"
+    assert "".join(body) == "a" * 100_000 + "b" * 200_001
+    # No piece mixes the two lines: a piece never straddles a newline.
+    assert all(set(piece) in ({"a"}, {"b"}) for piece in body)
+
+
+async def test_multibyte_characters_survive_the_cut_at_the_limit() -> None:
+    # Three lines of 3-byte characters behind 0, 1 and 2 ASCII bytes: whatever the offsets of
+    # the cuts, at least one of them falls inside a character.
+    texts = [prefix + "\u20ac" * 70_000 for prefix in ("", "a", "ab")]
+    code = "import sys\nfor p in ('', 'a', 'ab'): sys.stdout.write(p + '\\u20ac' * 70000 + '\\n')"
+    lines: Lines = []
+    assert await _run(["python3", "-c", code], lines) == CommandOutcome(0)
+    pieces = [line for _stream, line in lines]
+    assert "\ufffd" not in "".join(pieces)
+    assert len(pieces) > 3, "no line was cut"
+    assert "".join(pieces) == "".join(texts)
+
+
+async def _pumped(first: bytes, rest: bytes) -> list[str]:
+    """Pump ``first`` (which must overrun the limit) on its own, then ``rest`` and EOF."""
+    reader = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+    pieces: list[str] = []
+    got_piece = asyncio.Event()
+
+    def sink(_stream: str, line: str) -> None:
+        pieces.append(line)
+        got_piece.set()
+
+    pump = asyncio.create_task(_pump(reader, "stdout", sink))
+    async with asyncio.timeout(10):
+        reader.feed_data(first)
+        await got_piece.wait()
+        reader.feed_data(rest)
+        reader.feed_eof()
+        await pump
+    return pieces
+
+
+async def test_a_cut_just_before_the_newline_gives_no_empty_piece() -> None:
+    pieces = await _pumped(b"a" * 100_000 + b"\n" + b"\n", b"tail\n")
+    assert pieces == ["a" * 100_000, "", "tail"]  # the empty line is the job's own
+
+
+async def test_a_cut_inside_a_character_does_not_break_it() -> None:
+    encoded = ("a" + "\u20ac" * 30_000).encode()
+    first, rest = encoded[: LINE_LIMIT_BYTES + 2], encoded[LINE_LIMIT_BYTES + 2 :]
+    assert (len(first) - 1) % 3, "the cut must fall inside a character"
+    pieces = await _pumped(first, rest + b"\nnext\n")
+    assert "".join(pieces[:-1]) == "a" + "\u20ac" * 30_000
+    assert pieces[-1] == "next"
+
+
+async def test_group_leftovers_are_terminated_when_the_leader_exits(short_dir: Path) -> None:
+    fifo = short_dir / "go"
+    os.mkfifo(fifo)
+    pidfds: list[int] = []
+
+    def sink(_stream: str, line: str) -> None:
+        pidfds.append(os.pidfd_open(int(line)))  # the background sleep, before the leader exits
+        _release(fifo)
+
+    supervisor = ChildSupervisor()
+    try:
+        async with asyncio.timeout(20):
+            outcome = await supervisor.run_command(
+                ["sh", "-c", 'sleep 60 & echo $!; read x < "$1"', "job", str(fifo)],
+                JOB_ENV,
+                sink,
+                grace_s=_grace,
+            )
+        assert outcome == CommandOutcome(0)
+        assert len(pidfds) == 1
+        await wait_readable(pidfds[0], timeout_s=10)  # the 60 s sleep is gone
+    finally:
+        for fd in pidfds:
+            os.close(fd)
+
+
+async def test_cancelling_terminates_the_group_and_delivers_last_words() -> None:
+    lines: Lines = []
+    ready = asyncio.Event()
+    pidfds: list[int] = []
+
+    def sink(stream: str, line: str) -> None:
+        lines.append((stream, line))
+        if line.startswith("child "):
+            pidfds.append(os.pidfd_open(int(line.split()[1])))
+        if line == "ready":
+            ready.set()
+
+    script = f"sleep 60 & echo child $!; trap 'echo bye; exit 3' TERM; {BUSY_LOOP}"
+    supervisor = ChildSupervisor()
+    task = asyncio.create_task(
+        supervisor.run_command(["sh", "-c", script], JOB_ENV, sink, grace_s=_grace)
+    )
+    try:
+        async with asyncio.timeout(20):
+            await ready.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert ("stdout", "bye") in lines
+            await wait_readable(pidfds[0])
+    finally:
+        for fd in pidfds:
+            os.close(fd)
+
+
+async def test_term_ignoring_command_is_killed_after_the_grace() -> None:
+    ready = asyncio.Event()
+    lines: list[str] = []
+
+    def sink(_stream: str, line: str) -> None:
+        lines.append(line)
+        if line == "ready":
+            ready.set()
+
+    script = f"trap 'echo got-term' TERM; {BUSY_LOOP}"
+    supervisor = ChildSupervisor()
+    task = asyncio.create_task(
+        supervisor.run_command(["sh", "-c", script], JOB_ENV, sink, grace_s=lambda: 0.3)
+    )
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(20):
+        await ready.wait()
+        cancelled_at = loop.time()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert loop.time() - cancelled_at >= 0.3, "killed before its grace was over"
+    assert "got-term" in lines, "SIGTERM was not sent before SIGKILL"
+
+
+async def test_kill_all_kills_every_group() -> None:
+    ready = asyncio.Event()
+    supervisor = ChildSupervisor()
+
+    def sink(_stream: str, line: str) -> None:
+        if line == "ready":
+            ready.set()
+
+    task = asyncio.create_task(
+        supervisor.run_command(
+            ["sh", "-c", "trap '' TERM; echo ready; exec sleep 60"], JOB_ENV, sink, grace_s=_grace
+        )
+    )
+    async with asyncio.timeout(20):
+        await ready.wait()
+        supervisor.kill_all()
+        assert await task == CommandOutcome(137, "SIGKILL")
+
+
+async def _exited(pid: int) -> None:
+    pidfd = os.pidfd_open(pid)
+    try:
+        await wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+async def test_reaper_reaps_a_zombie_that_is_not_its_own() -> None:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(5)
+    await _exited(pid)
+    assert pid in zombie_children(os.getpid())
+    assert pid in ChildSupervisor().reap_orphans()
+    assert pid not in zombie_children(os.getpid())
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG does not block)
+
+
+def test_reaper_never_takes_a_zombie_the_supervisor_owns(short_dir: Path) -> None:
+    """uvloop (what the daemon runs) collects its children only on the loop's thread, so while
+    this sink blocks the loop the job's leader is an owned zombie: the reaper must leave it,
+    or ``proc.wait()`` would never return and the exit status would be lost."""
+    fifo = short_dir / "go"
+    os.mkfifo(fifo)
+    seen: dict[str, list[int]] = {}
+    supervisor = ChildSupervisor()
+
+    def sink(_stream: str, line: str) -> None:
+        leader = int(line)
+        pidfd = os.pidfd_open(leader)
+        try:
+            _release(fifo)
+            readable, _, _ = select.select([pidfd], [], [], 10)
+            assert readable, "the job did not exit"
+        finally:
+            os.close(pidfd)
+        seen["leader"] = [leader]
+        seen["zombies"] = zombie_children(os.getpid())
+        seen["reaped"] = supervisor.reap_orphans()
+
+    async def scenario() -> CommandOutcome:
+        async with asyncio.timeout(20):
+            return await supervisor.run_command(
+                ["sh", "-c", 'echo $$; read x < "$1"; exit 7', "job", str(fifo)],
+                JOB_ENV,
+                sink,
+                grace_s=_grace,
+            )
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        outcome = runner.run(scenario())
+    assert seen["leader"][0] in seen["zombies"], "the scenario did not produce an owned zombie"
+    assert seen["reaped"] == []
+    assert outcome == CommandOutcome(7)
