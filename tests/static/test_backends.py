@@ -1,0 +1,198 @@
+"""The acceptance suite's backends (tests/acceptance/backends.py).
+
+``local`` is run for real. ``compose`` cannot run here (no Docker engine): what is checked is
+everything it would hand to the engine: the override file it generates is valid compose and
+resolves to the hardened ``daemon`` service with the test's command and environment, and every
+flag of every ``docker compose`` command line it builds is one the shipped compose binary
+accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acceptance import backends
+from tests.acceptance.backends import (
+    BROKER_SERVICE,
+    COMPOSE_FILE,
+    DAEMON_SERVICE,
+    ComposeBackend,
+    ComposeCLI,
+    LocalBackend,
+    daemon_environment,
+    get_backend,
+    override_document,
+)
+from tests.acceptance.harness import Workdir
+from tests.static.support import (
+    DEV_COMPOSE,
+    RUNBROKER_UID,
+    compose_config,
+    docker_compose,
+    run_tool,
+)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    work = Workdir()
+    try:
+        yield work.path
+    finally:
+        work.cleanup()
+
+
+def test_backend_comes_from_the_environment() -> None:
+    assert isinstance(get_backend({}), LocalBackend)
+    assert isinstance(get_backend({"RUNBROKER_TEST_BACKEND": "local"}), LocalBackend)
+    assert isinstance(get_backend({"RUNBROKER_TEST_BACKEND": "compose"}), ComposeBackend)
+    with pytest.raises(ValueError, match=r"'kubernetes' is not a backend \(known: compose, local"):
+        get_backend({"RUNBROKER_TEST_BACKEND": "kubernetes"})
+
+
+@pytest.mark.acceptance
+def test_local_backend_starts_a_daemon_that_runs_and_stops(workdir: Path) -> None:
+    daemon = LocalBackend().start(workdir, ("echo", "from the backend"))
+    try:
+        result = daemon.exec("trigger")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "from the backend"
+        assert daemon.exec_argv("health")[:2] == ["nsenter", "-t"]
+        daemon.signal(15)
+        assert daemon.wait() == 0
+        assert daemon.zombies() == []
+    finally:
+        daemon.stop()
+
+
+def test_the_backend_agrees_with_the_image_and_the_compose_file() -> None:
+    assert backends.DAEMON_UID == RUNBROKER_UID
+    assert COMPOSE_FILE == DEV_COMPOSE
+    services = compose_config(DEV_COMPOSE)["services"]
+    assert services[DAEMON_SERVICE]["profiles"] == [backends.COMPOSE_PROFILE]
+    assert BROKER_SERVICE in services
+
+
+def _resolved_daemon(workdir: Path, command: tuple[str, ...], tasks: bool) -> dict[str, Any]:
+    tasks_file = workdir / "tasks.toml" if tasks else None
+    env = daemon_environment(workdir, {"RUNBROKER_GRACE": "7s", "PRICE": "$5"}, tasks_file)
+    override = workdir / "compose.override.json"
+    override.write_text(json.dumps(override_document(workdir, command, env)))
+    cli = ComposeCLI("rbtest-static", (COMPOSE_FILE, override), (backends.COMPOSE_PROFILE,))
+    argv = [str(docker_compose()), *cli.argv("config", "--format", "json")[2:]]
+    result = run_tool(argv, workdir)
+    assert result.returncode == 0, result.stderr
+    service: dict[str, Any] = json.loads(result.stdout)["services"][DAEMON_SERVICE]
+    return service
+
+
+def test_generated_override_makes_the_hardened_daemon_of_the_test(workdir: Path) -> None:
+    job = 'while [ ! -e "$1" ]; do echo "$HOME ${RUNBROKER_TASK}"; done'
+    service = _resolved_daemon(workdir, ("sh", "-c", job, "job"), tasks=True)
+    # `config` prints a literal $ as $$; HOME=/nonexistent in the tool's environment would
+    # show here had compose interpolated it.
+    assert service["command"] == ["--", "sh", "-c", job.replace("$", "$$"), "job"]
+    assert service.get("entrypoint") is None, "the image's `runbroker run` must stay"
+    assert service["environment"] == {
+        "RUNBROKER_SOCKET": str(workdir / "rb.sock"),
+        "RUNBROKER_LOG_FORMAT": "json",
+        "RUNBROKER_INTERVAL": "off",
+        "RUNBROKER_TASKS_FILE": str(workdir / "tasks.toml"),
+        "RUNBROKER_GRACE": "7s",
+        "PRICE": "$$5",
+        "PYTHONUNBUFFERED": "1",
+    }
+    volumes = service["volumes"]
+    assert isinstance(volumes, list)
+    assert [(v["type"], v["source"], v["target"]) for v in volumes] == [
+        ("bind", str(workdir), str(workdir))
+    ]
+    # Inherited from the base file: the same hardening as the broker.
+    assert service["read_only"] is True
+    assert service["user"] == f"{RUNBROKER_UID}:{RUNBROKER_UID}"
+    assert "/run/runbroker:mode=0700,uid=10001,gid=10001" in service["tmpfs"]
+    assert "RUNBROKER_DATABASE_URL" not in service["environment"]
+
+
+def test_no_command_keeps_the_image_default(workdir: Path) -> None:
+    service = _resolved_daemon(workdir, (), tasks=False)
+    assert service.get("command") is None
+    assert "RUNBROKER_TASKS_FILE" not in service["environment"]
+
+
+_OPTION = re.compile(r"^\s+(?:-(\w), )?(--[a-z][\w-]*)(?: (\w+))?", re.MULTILINE)
+
+
+def _options(help_text: str) -> dict[str, bool]:
+    """The flags a `--help` lists (long and short), each with whether it takes a value."""
+    found: dict[str, bool] = {}
+    for short, long, value_type in _OPTION.findall(help_text):
+        takes_value = bool(value_type)
+        found[long] = takes_value
+        if short:
+            found["-" + short] = takes_value
+    return found
+
+
+def _check_flags(argv: list[str]) -> None:
+    """Every flag of a `docker compose ...` argv, up to the service name, is one the shipped
+    compose binary accepts at that place (what follows the service is the container's)."""
+    assert argv[:2] == ["docker", "compose"]
+    words = argv[2:]
+    known = _options(run_tool([docker_compose(), "--help"]).stdout)
+    index = 0
+    while words[index].startswith("-"):
+        assert words[index] in known, f"docker compose {words[index]}"
+        index += 2 if known[words[index]] else 1
+    subcommand = words[index]
+    sub_help = run_tool([docker_compose(), subcommand, "--help"])
+    assert sub_help.returncode == 0, f"no subcommand {subcommand}"
+    known = _options(sub_help.stdout)
+    index += 1
+    while index < len(words) and words[index].startswith("-"):
+        assert words[index] in known, f"docker compose {subcommand} {words[index]}"
+        index += 2 if known[words[index]] else 1
+    assert index == len(words) or not words[index].startswith("-")
+
+
+def test_every_compose_command_line_uses_real_flags(workdir: Path) -> None:
+    cli = ComposeCLI("p", (COMPOSE_FILE, workdir / "o.json"), ("backend",))
+    lines = [
+        cli.up_argv(DAEMON_SERVICE),
+        cli.logs_argv(DAEMON_SERVICE),
+        cli.container_id_argv(DAEMON_SERVICE),
+        cli.down_argv(),
+        cli.exec_argv(DAEMON_SERVICE, "health", as_user="nobody"),
+        ComposeBackend().broker_argv("trigger", "--json"),
+    ]
+    for argv in lines:
+        _check_flags(argv)
+
+
+def test_broker_argv_is_docker_compose_exec_into_the_broker() -> None:
+    argv = ComposeBackend().broker_argv("health")
+    assert argv == [
+        "docker",
+        "compose",
+        "--project-name",
+        "runbroker",
+        "--file",
+        str(COMPOSE_FILE),
+        "exec",
+        "-T",
+        "broker",
+        "runbroker",
+        "health",
+    ]
+    assert compose_config(DEV_COMPOSE)["name"] == "runbroker"
+
+
+def test_flag_check_is_really_checking() -> None:
+    with pytest.raises(AssertionError, match="--detatch"):
+        _check_flags(["docker", "compose", "up", "--detatch", "x"])
