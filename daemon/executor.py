@@ -114,21 +114,26 @@ class Executor:
         log.info("run.started", **_run_fields(run))
         started = time.monotonic()
         self._cancel_reason = ""
-        self._current_task = asyncio.create_task(self._attempt(run, task))
+        attempt = self._current_task = asyncio.create_task(self._attempt(run, task))
         overdue = self._watch_soft_timeout(run, task)
         try:
-            result = await asyncio.shield(self._current_task)
+            await asyncio.wait({attempt})  # unlike shield(), not raising if attempt is cancelled
         except asyncio.CancelledError:
             # The executor itself is being cancelled (forced exit): stop the run too.
-            self._current_task.cancel()
+            attempt.cancel()
             with contextlib.suppress(BaseException):
-                await self._current_task
+                await attempt
             run.finish(RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True))
             raise
         finally:
             if overdue is not None:
                 overdue.cancel()
             self._current_task = None
+        if attempt.cancelled():  # cancel_current() came before the attempt's first step
+            reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
+            result = RunResult(ok=False, reason=reason, cancelled=True)
+        else:
+            result = attempt.result()
         duration_ms = max(1, round((time.monotonic() - started) * 1000))
         result = RunResult(
             ok=result.ok,
