@@ -1,0 +1,410 @@
+"""The executor: one run at a time in arrival order, and exactly one true result for each."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from daemon.executor import Executor, job_environment
+from daemon.process import ChildSupervisor
+from daemon.runqueue import (
+    REASON_SHUTDOWN_CANCEL,
+    REASON_USER_CANCEL,
+    Event,
+    Run,
+    RunQueue,
+    RunRequest,
+    RunResult,
+)
+from daemon.tasks import Handler, RunContext, Task, TaskRegistry
+from tests.unit.conftest import JOB_ENV
+
+# Settings of the daemon that must never reach a job, next to what should.
+DAEMON_ENV = {
+    **JOB_ENV,
+    "HOME": "/root",
+    "RUNBROKER_DATABASE_URL": "postgres://app:hunter2@db/app",
+    "RUNBROKER_GRACE": "5s",
+    "RUNBROKER_SOCKET": "/run/runbroker/runbroker.sock",
+}
+
+
+@dataclass
+class Recorder:
+    """A run listener: every event, and asyncio events to wait on."""
+
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    seen: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def saw(self, name: str) -> asyncio.Event:
+        return self.seen.setdefault(name, asyncio.Event())
+
+    def __call__(self, _run: Run, event: Event) -> None:
+        self.events.append((event.kind, dict(event.fields)))
+        self.saw(event.kind).set()
+        if event.kind == "output":
+            line = str(event.fields["line"])
+            self.lines.append(line)
+            self.saw(f"line:{line}").set()
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _fields in self.events]
+
+
+def _registry(*tasks: Task) -> TaskRegistry:
+    return TaskRegistry({task.name: task for task in tasks})
+
+
+def _sh(name: str, script: str, **options: Any) -> Task:
+    return Task(name=name, command=("sh", "-c", script, name), **options)
+
+
+@asynccontextmanager
+async def executing(
+    *tasks: Task, base_env: Mapping[str, str] | None = None, grace_s: float = 5.0
+) -> AsyncIterator[tuple[RunQueue, Executor]]:
+    queue = RunQueue(capacity=16)
+    executor = Executor(
+        queue,
+        _registry(*tasks),
+        ChildSupervisor(),
+        default_grace_s=grace_s,
+        base_env=JOB_ENV if base_env is None else base_env,
+    )
+    consumer = asyncio.create_task(executor.run_forever())
+    try:
+        async with asyncio.timeout(20):
+            yield queue, executor
+    finally:
+        queue.close()
+        queue.cancel_all()
+        executor.shutdown_running(0.0)
+        async with asyncio.timeout(10):
+            await consumer
+
+
+async def _result(run: Run) -> RunResult:
+    async with asyncio.timeout(15):
+        return await run.wait()
+
+
+def _handler_task(name: str, handler: Handler, **options: Any) -> Task:
+    return Task(name=name, handler=handler, handler_ref=f"tests:{name}", **options)
+
+
+async def test_handler_output_dict_and_its_context() -> None:
+    seen: list[RunContext] = []
+
+    async def handler(run: RunContext) -> dict[str, Any] | None:
+        seen.append(run)
+        return {"rows": 3, "task": run.task}
+
+    task = _handler_task("report", handler, allow_args=True, allow_env=frozenset({"LEVEL"}))
+    async with executing(task) as (queue, _executor):
+        recorder = Recorder()
+        request = RunRequest(
+            task="report",
+            trigger="schedule",
+            args=("-v",),
+            env={"LEVEL": "2"},
+            payload={"day": "mon"},
+            context={"JOB": "nightly"},
+        )
+        run = queue.submit(request, recorder)
+        result = await _result(run)
+    assert result.ok
+    assert result.output == {"rows": 3, "task": "report"}
+    assert result.duration_ms >= 1
+    assert recorder.kinds() == ["queued", "started", "done"]
+    assert recorder.events[-1][1]["output"] == {"rows": 3, "task": "report"}
+    context = seen[0]
+    assert (context.run_id, context.task, context.trigger) == (run.id, "report", "schedule")
+    assert context.args == ("-v",)
+    assert dict(context.env) == {"LEVEL": "2"}
+    assert context.payload == {"day": "mon"}
+    assert dict(context.context) == {"JOB": "nightly"}
+
+
+async def test_a_raising_handler_fails_its_run_and_the_executor_goes_on() -> None:
+    async def boom(_run: RunContext) -> dict[str, Any] | None:
+        raise ValueError("no such customer")
+
+    async def fine(_run: RunContext) -> dict[str, Any] | None:
+        return None
+
+    async with executing(_handler_task("boom", boom), _handler_task("fine", fine)) as (queue, _):
+        failed = queue.submit(RunRequest(task="boom"))
+        after = queue.submit(RunRequest(task="fine"))
+        failing = await _result(failed)
+        assert not failing.ok
+        assert failing.reason == "ValueError: no such customer"
+        assert not failing.cancelled
+        following = await _result(after)
+    assert following.ok
+    assert following.output is None
+
+
+async def test_a_handler_returning_a_non_dict_fails() -> None:
+    async def bad(_run: RunContext) -> Any:
+        return [1, 2]
+
+    async with executing(_handler_task("bad", bad)) as (queue, _):
+        result = await _result(queue.submit(RunRequest(task="bad")))
+    assert not result.ok
+    assert result.reason == "handler returned a non-dict value"
+
+
+async def test_unknown_task_gets_a_failed_result_without_starting() -> None:
+    async with executing(_sh("known", "true")) as (queue, _):
+        recorder = Recorder()
+        result = await _result(queue.submit(RunRequest(task="ghost"), recorder))
+        assert not result.ok
+        assert result.reason == "unknown task 'ghost'"
+        assert recorder.kinds() == ["queued", "done"]
+        # A request its task does not allow is refused the same way, even if it got queued.
+        refused = await _result(queue.submit(RunRequest(task="known", args=("x",))))
+        assert refused.reason == "task 'known' does not accept args"
+        assert (await _result(queue.submit(RunRequest(task="known")))).ok
+
+
+async def test_runs_execute_one_at_a_time_in_arrival_order() -> None:
+    order: list[str] = []
+    active = 0
+    overlap = False
+
+    def make(name: str) -> Task:
+        async def handler(_run: RunContext) -> dict[str, Any] | None:
+            nonlocal active, overlap
+            active += 1
+            overlap = overlap or active > 1
+            await asyncio.sleep(0)  # give a second consumer a chance to interleave
+            order.append(name)
+            active -= 1
+            return None
+
+        return _handler_task(name, handler)
+
+    names = ["c", "a", "d", "b", "a"]
+    async with executing(*(make(name) for name in "abcd")) as (queue, _):
+        runs = [queue.submit(RunRequest(task=name)) for name in names]
+        for run in runs:
+            assert (await _result(run)).ok
+    assert order == names
+    assert not overlap
+
+
+async def test_timeout_of_a_handler_and_of_a_command() -> None:
+    async def forever(_run: RunContext) -> dict[str, Any] | None:
+        await asyncio.Event().wait()
+        return None
+
+    tasks = (
+        _handler_task("stuck", forever, timeout_s=0.1),
+        _sh("slow", "exec sleep 30", timeout_s=0.2),
+    )
+    async with executing(*tasks) as (queue, _):
+        stuck = await _result(queue.submit(RunRequest(task="stuck")))
+        slow = await _result(queue.submit(RunRequest(task="slow")))
+    assert (stuck.ok, stuck.reason) == (False, "timed out after 0.1s")
+    assert (slow.ok, slow.reason) == (False, "timed out after 0.2s")
+    assert slow.duration_ms < 5000  # sleep took its SIGTERM; not the 30 s
+
+
+async def test_soft_timeout_emits_overdue_and_the_run_goes_on() -> None:
+    release = asyncio.Event()
+
+    async def slow(_run: RunContext) -> dict[str, Any] | None:
+        await release.wait()
+        return {"finished": True}
+
+    async with executing(_handler_task("slow", slow, soft_timeout_s=0.05)) as (queue, _):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="slow"), recorder)
+        await recorder.saw("overdue").wait()
+        assert not run.is_done
+        release.set()
+        result = await _result(run)
+    assert result.ok
+    assert result.output == {"finished": True}
+    assert recorder.kinds() == ["queued", "started", "overdue", "done"]
+    overdue = recorder.events[2][1]
+    assert overdue["reason"] == "running longer than 0.05s"
+    assert overdue["id"] == run.id
+
+
+async def test_cancel_current_gives_cancelled_by_request() -> None:
+    entered = asyncio.Event()
+
+    async def forever(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        await asyncio.Event().wait()
+        return None
+
+    async with executing(_handler_task("wait", forever)) as (queue, executor):
+        run = queue.submit(RunRequest(task="wait"))
+        await entered.wait()
+        assert not executor.cancel_current("some-other-id")
+        assert executor.cancel_current(run.id)
+        result = await _result(run)
+        assert not executor.cancel_current(run.id)  # nothing running any more
+    assert (result.ok, result.cancelled, result.reason) == (False, True, REASON_USER_CANCEL)
+
+
+@pytest.mark.parametrize("kind", ["handler", "command"])
+async def test_cancel_right_after_started_keeps_the_executor_alive(kind: str) -> None:
+    """The ``started`` listener runs before the attempt's first step: a cancel from there
+    must still give ``cancelled by request`` and leave the executor serving."""
+
+    async def forever(_run: RunContext) -> dict[str, Any] | None:
+        await asyncio.Event().wait()
+        return None
+
+    target = _handler_task("wait", forever) if kind == "handler" else _sh("wait", "sleep 60")
+    async with executing(target, _sh("next", "true")) as (queue, executor):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="wait"), recorder)
+        following = queue.submit(RunRequest(task="next"))
+        await recorder.saw("started").wait()
+        assert executor.cancel_current(run.id)
+        result = await _result(run)
+        assert (result.cancelled, result.reason) == (True, REASON_USER_CANCEL)
+        assert (await _result(following)).ok
+
+
+async def test_command_exit_codes_and_reasons() -> None:
+    tasks = (
+        _sh("zero", "exit 0"),
+        _sh("three", "exit 3"),
+        _sh("term", "kill -TERM $$"),
+        _sh("kill", "kill -KILL $$"),
+    )
+    async with executing(*tasks) as (queue, _):
+        results = {
+            name: await _result(queue.submit(RunRequest(task=name)))
+            for name in ("zero", "three", "term", "kill")
+        }
+    assert (results["zero"].ok, results["zero"].exit_code, results["zero"].reason) == (True, 0, "")
+    assert (results["three"].ok, results["three"].exit_code) == (False, 3)
+    assert results["three"].reason == "exit status 3"
+    assert (results["term"].exit_code, results["term"].reason) == (143, "killed by SIGTERM")
+    assert (results["kill"].exit_code, results["kill"].reason) == (137, "killed by SIGKILL")
+
+
+async def test_command_output_is_streamed_as_events() -> None:
+    async with executing(_sh("talk", "echo out; echo err >&2")) as (queue, _):
+        recorder = Recorder()
+        assert (await _result(queue.submit(RunRequest(task="talk"), recorder))).ok
+    outputs = [(f["stream"], f["line"]) for kind, f in recorder.events if kind == "output"]
+    assert sorted(outputs) == [("stderr", "err"), ("stdout", "out")]
+    assert recorder.kinds()[-1] == "done"
+
+
+# A shell runs its TERM trap only after its foreground child ends, so "ready" comes from that
+# child: once it is seen, SIGTERM to the group ends the child and the trap runs at once.
+IGNORE_TERM = (
+    "trap 'echo got-term' TERM; echo $$; while :; do sh -c 'echo ready; exec sleep 1'; done"
+)
+
+
+async def test_a_term_ignoring_command_is_killed_after_its_grace() -> None:
+    async with executing(_sh("stubborn", IGNORE_TERM, grace_s=0.3)) as (queue, executor):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="stubborn"), recorder)
+        await recorder.saw("line:ready").wait()
+        loop = asyncio.get_running_loop()
+        cancelled_at = loop.time()
+        assert executor.cancel_current(run.id)
+        result = await _result(run)
+        waited_s = loop.time() - cancelled_at
+    assert result.reason == REASON_USER_CANCEL
+    assert "got-term" in recorder.lines, "no SIGTERM first"
+    assert 0.3 <= waited_s < 5, "SIGKILL did not come after the task's grace"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(recorder.lines[0]), 0)
+
+
+async def test_shutdown_running_caps_the_grace() -> None:
+    task = _sh("stubborn", "trap '' TERM; echo ready; exec sleep 60", grace_s=60.0)
+    async with executing(task) as (queue, executor):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="stubborn"), recorder)
+        await recorder.saw("line:ready").wait()
+        loop = asyncio.get_running_loop()
+        stopped_at = loop.time()
+        assert executor.shutdown_running(grace_cap_s=0.2)
+        result = await _result(run)
+        assert loop.time() - stopped_at < 5, "the task's 60 s grace was not capped"
+    assert (result.ok, result.cancelled, result.reason) == (False, True, REASON_SHUTDOWN_CANCEL)
+
+
+async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
+    started = asyncio.Event()
+
+    async def forever(_run: RunContext) -> dict[str, Any] | None:
+        started.set()
+        await asyncio.Event().wait()
+        return None
+
+    queue = RunQueue(capacity=1)
+    executor = Executor(
+        queue, _registry(_handler_task("wait", forever)), ChildSupervisor(), default_grace_s=1.0
+    )
+    consumer = asyncio.create_task(executor.run_forever())
+    run = queue.submit(RunRequest(task="wait"))
+    async with asyncio.timeout(10):
+        await started.wait()
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+    assert run.result is not None
+    assert run.result.reason == REASON_SHUTDOWN_CANCEL
+    assert executor.idle.is_set()
+
+
+async def test_job_environment_has_the_run_context_and_no_daemon_settings() -> None:
+    task = _sh("env", "env", allow_env=frozenset({"GREETING"}))
+    async with executing(task, base_env=DAEMON_ENV) as (queue, _):
+        recorder = Recorder()
+        request = RunRequest(
+            task="env",
+            trigger="schedule",
+            env={"GREETING": "hi"},
+            context={"JOB": "nightly", "ATTEMPT": "2", "SCHEDULED_FOR": "2026-01-01T00:00:00Z"},
+        )
+        run = queue.submit(request, recorder)
+        assert (await _result(run)).ok
+    env = dict(line.split("=", 1) for line in recorder.lines if "=" in line)
+    assert env["RUNBROKER_RUN_ID"] == run.id
+    assert env["RUNBROKER_TASK"] == "env"
+    assert env["RUNBROKER_TRIGGER"] == "schedule"
+    assert env["RUNBROKER_JOB"] == "nightly"
+    assert env["RUNBROKER_ATTEMPT"] == "2"
+    assert env["RUNBROKER_SCHEDULED_FOR"] == "2026-01-01T00:00:00Z"
+    assert env["GREETING"] == "hi"
+    assert env["HOME"] == "/root"
+    assert "RUNBROKER_DATABASE_URL" not in env
+    assert "RUNBROKER_GRACE" not in env
+    assert "RUNBROKER_SOCKET" not in env
+    assert "hunter2" not in "\n".join(recorder.lines)
+
+
+def test_job_environment_context_wins_over_what_a_trigger_sets() -> None:
+    run = Run(
+        RunRequest(task="t", trigger="tick", env={"RUNBROKER_TASK": "forged", "A": "1"}),
+        run_id="r1",
+    )
+    env = job_environment({"RUNBROKER_DATABASE_URL": "secret", "PATH": "/bin"}, run)
+    assert env == {
+        "PATH": "/bin",
+        "A": "1",
+        "RUNBROKER_RUN_ID": "r1",
+        "RUNBROKER_TASK": "t",
+        "RUNBROKER_TRIGGER": "tick",
+    }
