@@ -4,6 +4,8 @@ and migration of the package (an editable install would hide a missing one)."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -83,3 +85,56 @@ def test_the_wheel_holds_every_module_and_migration(tmp_path: Path) -> None:
     }
     missing = sorted(wanted - shipped)
     assert not missing, f"the wheel (and so the image) lacks: {missing}"
+
+
+OPERATIONS = REPO / "deploy" / "OPERATIONS.md"
+
+
+def _doc_commands() -> list[list[str]]:
+    """``runbroker ...`` command lines in the shell blocks of the operations page."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+    found: list[list[str]] = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            words: list[str] = []
+            for token in [*lexer, ";"]:
+                if token not in ("|", "||", "&&", ";", "&"):
+                    words.append(token)
+                    continue
+                # The program, not a container or a file named runbroker (`-c runbroker`).
+                starts = [
+                    i
+                    for i, word in enumerate(words)
+                    if word == "runbroker" and (i == 0 or words[i - 1] not in ("-c", "-f"))
+                ]
+                if starts:
+                    found.append(words[starts[-1] + 1 :])
+                words = []
+    return found
+
+
+def test_the_operations_page_shows_only_commands_that_exist() -> None:
+    commands = _doc_commands()
+    assert len(commands) >= 10, "the extraction found too little"
+    assert {argv[0] for argv in commands} >= {"trigger", "status", "health", "jobs", "migrate"}
+    for argv in commands:
+        assert argv[0] in _subcommands(), argv
+        if argv[0] == "jobs":
+            usage = subprocess.run(
+                [sys.executable, "-m", "daemon", "jobs", argv[1], "--help"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert usage.returncode == 0, f"runbroker jobs {argv[1]}: {usage.stderr}"
+            for flag in (word for word in argv[2:] if word.startswith("--")):
+                assert flag in usage.stdout, f"runbroker jobs {argv[1]} {flag}"
+        elif argv[0] not in OWN_PARSERS:
+            try:
+                build_parser().parse_args(argv)
+            except SystemExit as exc:
+                raise AssertionError(f"`runbroker {' '.join(argv)}` is refused") from exc
