@@ -1,0 +1,394 @@
+"""The socket server: owner-only binding, peer checks, bad requests, and streaming that a slow
+or vanished client cannot stall."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.executor import Executor
+from daemon.process import ChildSupervisor
+from daemon.protocol import MAX_REQUEST_BYTES, ControlRequest
+from daemon.runqueue import Run, RunQueue
+from daemon.server import BUFFERED_EVENTS_MAX, SocketInUse, SocketServer, bind_owner_only
+from daemon.tasks import RunContext, Task, TaskRegistry
+from tests.unit.conftest import JOB_ENV
+
+Answer = list[dict[str, Any]]
+
+
+def _sh(name: str, script: str, **options: Any) -> Task:
+    return Task(name=name, command=("sh", "-c", script, name), **options)
+
+
+def _no_control(request: ControlRequest) -> dict[str, Any]:
+    raise AssertionError(f"unexpected control request {request}")
+
+
+class Finished:
+    """Runs as the queue releases them, with an event per task name."""
+
+    def __init__(self, queue: RunQueue) -> None:
+        self.runs: list[Run] = []
+        self._events: dict[str, asyncio.Event] = {}
+        queue.on_finish(self._on_finish)
+
+    def _on_finish(self, run: Run) -> None:
+        self.runs.append(run)
+        self.event(run.request.task).set()
+
+    def event(self, task: str) -> asyncio.Event:
+        return self._events.setdefault(task, asyncio.Event())
+
+    async def wait(self, task: str) -> Run:
+        await self.event(task).wait()
+        return next(run for run in self.runs if run.request.task == task)
+
+
+@asynccontextmanager
+async def serving(
+    path: Path,
+    *tasks: Task,
+    capacity: int = 4,
+    control: Any = _no_control,
+    **server_options: Any,
+) -> AsyncIterator[tuple[SocketServer, RunQueue, Finished]]:
+    queue = RunQueue(capacity)
+    registry = TaskRegistry({task.name: task for task in tasks})
+    executor = Executor(queue, registry, ChildSupervisor(), default_grace_s=1.0, base_env=JOB_ENV)
+    server = SocketServer(path, queue, registry, control, **server_options)
+    finished = Finished(queue)
+    await server.start()
+    consumer = asyncio.create_task(executor.run_forever())
+    try:
+        async with asyncio.timeout(30):
+            yield server, queue, finished
+    finally:
+        queue.close()
+        queue.cancel_all()
+        executor.shutdown_running(0.0)
+        async with asyncio.timeout(10):
+            await consumer
+            await server.close(timeout_s=1.0)
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> Answer:
+    answer = []
+    while True:
+        try:
+            line = await reader.readline()
+        except ConnectionResetError:
+            break
+        if not line:
+            break
+        answer.append(json.loads(line))
+    return answer
+
+
+async def exchange(path: Path, payload: bytes) -> Answer:
+    """Send one request and read every answer line until the server closes."""
+    reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 20)
+    try:
+        writer.write(payload)
+        return await _read_answer(reader)
+    finally:
+        writer.close()
+        with suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+# -- binding --------------------------------------------------------------------------------
+
+
+@contextmanager
+def _bound(path: Path) -> Iterator[socket.socket]:
+    sock, lock_fd = bind_owner_only(path)
+    try:
+        yield sock
+    finally:
+        sock.close()
+        os.close(lock_fd)
+
+
+def _connects(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            return False
+    return True
+
+
+def test_socket_is_0600_even_with_a_permissive_umask(short_dir: Path) -> None:
+    path = short_dir / "sub" / "rb.sock"
+    old_umask = os.umask(0)
+    try:
+        with _bound(path):
+            info = os.lstat(path)
+            assert stat.S_ISSOCK(info.st_mode)
+            assert stat.S_IMODE(info.st_mode) == 0o600
+            assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+            assert _connects(path)
+    finally:
+        os.umask(old_umask)
+
+
+def test_a_stale_socket_is_replaced(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()  # bound, never listening: connecting is refused
+    assert not _connects(path)
+    with _bound(path):
+        assert _connects(path)
+
+
+def test_a_live_socket_is_refused_and_left_alone(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
+        live.bind(str(path))
+        live.listen(1)
+        inode = os.lstat(path).st_ino
+        with pytest.raises(SocketInUse, match="live daemon"):
+            bind_owner_only(path)
+        assert os.lstat(path).st_ino == inode
+        assert _connects(path)
+    # The failed attempt released its lock: once the live one is stale, binding works.
+    with _bound(path):
+        assert _connects(path)
+
+
+@pytest.mark.parametrize("kind", ["file", "directory", "symlink"])
+def test_a_path_that_is_not_a_socket_is_refused_and_kept(short_dir: Path, kind: str) -> None:
+    path = short_dir / "rb.sock"
+    target = short_dir / "precious"
+    if kind == "file":
+        path.write_text("precious")
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        target.write_text("precious")
+        path.symlink_to(target)
+    with pytest.raises(SocketInUse, match="not a socket"):
+        bind_owner_only(path)
+    if kind == "file":
+        assert path.read_text() == "precious"
+    elif kind == "directory":
+        assert path.is_dir()
+    else:
+        assert path.is_symlink()
+        assert target.read_text() == "precious"
+
+
+def test_a_second_binder_is_blocked_by_the_lock(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with _bound(path):
+        inode = os.lstat(path).st_ino
+        with pytest.raises(SocketInUse, match="owns"):
+            bind_owner_only(path)
+        assert os.lstat(path).st_ino == inode
+        assert _connects(path)
+
+
+async def test_close_removes_the_socket_and_frees_the_path(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    async with serving(path):
+        assert _connects(path)
+    assert not path.exists()
+    with _bound(path):
+        assert _connects(path)
+
+
+# -- requests -------------------------------------------------------------------------------
+
+
+async def test_a_run_streams_queued_started_output_done(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    task = _sh("hello", 'echo "hello $1"; echo oops >&2', allow_args=True)
+    async with serving(path, task):
+        answer = await exchange(path, b'{"task":"hello","args":["world"]}\n')
+    kinds = [event["event"] for event in answer]
+    assert kinds[0] == "queued"
+    assert kinds[1] == "started"
+    assert kinds[-1] == "done"
+    outputs = {(event["stream"], event["line"]) for event in answer if event["event"] == "output"}
+    assert outputs == {("stdout", "hello world"), ("stderr", "oops")}
+    assert answer[0]["position"] == 1
+    assert {event["id"] for event in answer} == {answer[0]["id"]}
+    done = answer[-1]
+    assert done["ok"] is True
+    assert done["exit_code"] == 0
+    assert done["duration_ms"] >= 1
+    assert "reason" not in done
+
+
+async def test_a_peer_of_another_uid_is_refused_and_nothing_queued(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    others = frozenset({os.getuid() + 4242})
+    async with serving(path, _sh("default", "true"), allowed_uids=others) as (_, queue, _f):
+        answer = await exchange(path, b"{}\n")
+        assert queue.statistics().accepted == 0
+    assert answer == [{"event": "done", "ok": False, "reason": "permission denied"}]
+
+
+async def test_an_oversized_request_is_refused(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    async with serving(path, _sh("default", "true")) as (_, queue, _f):
+        payload = b'{"task":"' + b"x" * MAX_REQUEST_BYTES + b'"}\n'
+        answer = await exchange(path, payload)
+        assert queue.statistics().accepted == 0
+    assert answer == [{"event": "done", "ok": False, "reason": "request too large"}]
+
+
+async def test_a_slow_request_is_cut_off_while_others_are_served(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    async with serving(path, _sh("default", "echo served"), request_deadline_s=0.3):
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(b'{"task":')  # and nothing more
+        served = await exchange(path, b"{}\n")
+        assert served[-1]["ok"] is True
+        slow = await _read_answer(reader)
+        writer.close()
+    assert slow == [{"event": "done", "ok": False, "reason": "request not received in time"}]
+
+
+async def test_a_request_without_newline_is_read_at_half_close(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    async with serving(path, _sh("default", "true")):
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(b"{}")
+        writer.write_eof()
+        answer = await _read_answer(reader)
+        writer.close()
+    assert [event["event"] for event in answer] == ["queued", "started", "done"]
+    assert answer[-1]["ok"] is True
+    assert answer[-1]["exit_code"] == 0
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b'{"task":"ghost"}\n', "unknown task 'ghost'"),
+        (b'{"args":["x"]}\n', "task 'default' does not accept args"),
+        (b'{"env":{"SECRET":"x"}}\n', "task 'default' does not allow env 'SECRET'"),
+        (b"nonsense\n", "undecodable request"),
+    ],
+)
+async def test_refused_requests_queue_nothing(short_dir: Path, payload: bytes, reason: str) -> None:
+    path = short_dir / "rb.sock"
+    async with serving(path, _sh("default", "true")) as (_, queue, _f):
+        answer = await exchange(path, payload)
+        assert queue.statistics().accepted == 0
+    assert answer == [{"event": "done", "ok": False, "reason": reason}]
+
+
+async def test_rejections_full_then_shutting_down(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    async with serving(path, _sh("default", "true"), capacity=0) as (_, queue, _f):
+        full = await exchange(path, b"{}\n")
+        queue.close()
+        closed = await exchange(path, b"{}\n")
+    assert full == [{"event": "done", "ok": False, "reason": "run queue is full"}]
+    assert closed == [{"event": "done", "ok": False, "reason": "scheduler is shutting down"}]
+
+
+async def test_control_requests_get_the_handlers_single_answer(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    seen: list[ControlRequest] = []
+
+    def control(request: ControlRequest) -> dict[str, Any]:
+        seen.append(request)
+        return {"event": request.op, "ok": request.op != "cancel", "id": request.id}
+
+    async with serving(path, _sh("default", "true"), control=control) as (_, queue, _f):
+        status = await exchange(path, b'{"op":"status"}\n')
+        health = await exchange(path, b'{"op":"health"}\n')
+        cancel = await exchange(path, b'{"op":"cancel","id":"r9"}\n')
+        assert queue.statistics().accepted == 0
+    assert seen == [
+        ControlRequest("status"),
+        ControlRequest("health"),
+        ControlRequest("cancel", "r9"),
+    ]
+    assert status == [{"event": "status", "ok": True, "id": ""}]
+    assert health == [{"event": "health", "ok": True, "id": ""}]
+    assert cancel == [{"event": "cancel", "ok": False, "id": "r9"}]
+
+
+# -- clients that do not keep up ------------------------------------------------------------
+
+
+async def test_a_client_that_never_reads_does_not_block_the_executor(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    lines = 20_000
+    flood = _sh("flood", f"seq 1 {lines}")
+    loop = asyncio.get_running_loop()
+    async with serving(path, flood, _sh("default", "echo next")) as (_, queue, finished):
+        lazy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lazy.setblocking(False)
+        try:
+            await loop.sock_connect(lazy, str(path))
+            await loop.sock_sendall(lazy, b'{"task":"flood"}\n')
+            flooded = await finished.wait("flood")
+            assert flooded.result is not None
+            assert flooded.result.ok
+            # Other clients are served while the lazy one still has not read a byte.
+            other = await exchange(path, b"{}\n")
+            assert other[-1]["ok"] is True
+            assert {"stdout"} == {e["stream"] for e in other if e["event"] == "output"}
+            assert queue.statistics().finished == 2
+            data = b""
+            while chunk := await loop.sock_recv(lazy, 1 << 20):
+                data += chunk
+        finally:
+            lazy.close()
+    answer = [json.loads(line) for line in data.splitlines()]
+    assert [answer[0]["event"], answer[1]["event"], answer[-1]["event"]] == [
+        "queued",
+        "started",
+        "done",
+    ]
+    done = answer[-1]
+    assert done["ok"] is True
+    delivered = [e for e in answer if e["event"] == "output"]
+    assert done["dropped_lines"] > 0
+    assert len(delivered) + done["dropped_lines"] == lines
+    assert len(delivered) >= BUFFERED_EVENTS_MAX
+    assert delivered[0]["line"] == "1"  # what was kept is in order, from the start
+    numbers = [int(e["line"]) for e in delivered]
+    assert numbers == sorted(numbers)
+
+
+async def test_a_client_that_disconnects_does_not_cancel_its_run(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    release = asyncio.Event()
+
+    async def gated(_run: RunContext) -> dict[str, Any] | None:
+        await release.wait()
+        return {"finished": True}
+
+    task = Task(name="gated", handler=gated, handler_ref="tests:gated")
+    async with serving(path, task, _sh("default", "true")) as (_, _queue, finished):
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(b'{"task":"gated"}\n')
+        assert json.loads(await reader.readline())["event"] == "queued"
+        assert json.loads(await reader.readline())["event"] == "started"
+        writer.close()
+        await writer.wait_closed()
+        release.set()
+        run = await finished.wait("gated")
+        assert run.result is not None
+        assert run.result.ok
+        assert not run.result.cancelled
+        assert run.result.output == {"finished": True}
+        answer = await exchange(path, b"{}\n")
+        assert answer[-1]["ok"] is True
