@@ -105,10 +105,13 @@ def trigger(
     detach: bool = False,
     as_json: bool = False,
     timeout_s: float | None = None,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
-    """Submit one run, stream its events, and return the exit code of the contract."""
+    """Submit one run, stream its events, and return the exit code of the contract.
+    ``out``/``err`` default to ``sys.stdout``/``sys.stderr`` as they are at the call."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     deadline = time.monotonic() + timeout_s if timeout_s else None
     try:
         conn = connect(path, request)
