@@ -1,0 +1,318 @@
+"""The thin client against a fake daemon speaking the wire protocol: exit codes, output,
+detach, JSON, tolerance of unknown events, time-outs; and what a cold client imports."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon import cli, client
+from daemon.protocol import ControlRequest, SubmitRequest
+
+Answer = dict[str, Any] | bytes
+
+QUEUED = {"event": "queued", "ok": True, "id": "r1", "position": 1, "task": "default"}
+STARTED = {"event": "started", "ok": True, "id": "r1", "task": "default"}
+
+
+def _line(answer: Answer) -> bytes:
+    if isinstance(answer, bytes):
+        return answer if answer.endswith(b"\n") else answer + b"\n"
+    return json.dumps(answer).encode() + b"\n"
+
+
+@contextmanager
+def fake_daemon(path: Path, *answers: Answer, hold: bool = False) -> Iterator[list[Any]]:
+    """Serve one connection: record its request, send ``answers``, then close (or, with
+    ``hold``, keep the connection open until the test is over)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    listener.settimeout(10)
+    requests: list[Any] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            requests.append(json.loads(data))
+            for answer in answers:
+                conn.sendall(_line(answer))
+            if hold:
+                done.wait(10)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield requests
+    finally:
+        done.set()
+        thread.join(10)
+        listener.close()
+
+
+def _trigger(
+    path: Path, request: SubmitRequest | None = None, **options: Any
+) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = client.trigger(str(path), request or SubmitRequest(), out=out, err=err, **options)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_success_streams_output_and_exits_0(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    answers: list[Answer] = [
+        QUEUED,
+        STARTED,
+        {"event": "output", "ok": True, "id": "r1", "stream": "stdout", "line": "hello"},
+        {"event": "output", "ok": True, "id": "r1", "stream": "stderr", "line": "careful"},
+        {"event": "done", "ok": True, "id": "r1", "exit_code": 0, "duration_ms": 12},
+    ]
+    request = SubmitRequest(task="report", args=("a1",), env={"LEVEL": "2"})
+    with fake_daemon(path, *answers) as requests:
+        code, out, err = _trigger(path, request)
+    assert code == client.EXIT_OK
+    assert requests == [{"task": "report", "args": ["a1"], "env": {"LEVEL": "2"}}]
+    assert out == "hello\n"
+    assert err.splitlines() == [
+        "runbroker: queued r1 (position 1)",
+        "runbroker: started r1",
+        "careful",
+        "runbroker: done in 12 ms",
+    ]
+
+
+def test_a_failed_run_exits_1_with_its_reason(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": False, "id": "r1", "reason": "exit status 3", "exit_code": 3}
+    with fake_daemon(path, QUEUED, STARTED, done):
+        code, _out, err = _trigger(path)
+    assert code == client.EXIT_FAILED
+    assert "runbroker: failed: exit status 3" in err
+
+
+@pytest.mark.parametrize("reason", ["run queue is full", "scheduler is shutting down"])
+def test_rejections_exit_75(short_dir: Path, reason: str) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, {"event": "done", "ok": False, "reason": reason}):
+        code, _out, err = _trigger(path)
+    assert code == client.EXIT_TEMPFAIL == 75
+    assert reason in err
+
+
+def test_a_cancelled_run_exits_1_not_75(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": False, "reason": "cancelled: scheduler shutting down"}
+    with fake_daemon(path, QUEUED, done):
+        assert _trigger(path)[0] == client.EXIT_FAILED
+
+
+def test_unreachable_daemon_exits_69(short_dir: Path) -> None:
+    code, _out, err = _trigger(short_dir / "missing.sock")
+    assert code == client.EXIT_UNAVAILABLE == 69
+    assert "daemon unreachable at" in err
+    stale = short_dir / "stale.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bound:
+        bound.bind(str(stale))  # a socket file nobody listens on
+        assert _trigger(stale)[0] == client.EXIT_UNAVAILABLE
+
+
+def test_a_connection_closed_before_the_result_exits_69(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, QUEUED, STARTED):
+        code, _out, err = _trigger(path)
+    assert code == client.EXIT_UNAVAILABLE
+    assert "closed before the run's result" in err
+
+
+def test_detach_returns_once_queued_and_prints_the_id(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, QUEUED, hold=True):
+        code, out, _err = _trigger(path, detach=True, timeout_s=5)
+    assert code == client.EXIT_OK
+    assert out == "r1\n"
+
+
+def test_detach_with_json_prints_the_queued_event_only(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, QUEUED, hold=True):
+        code, out, _err = _trigger(path, detach=True, as_json=True, timeout_s=5)
+    assert code == client.EXIT_OK
+    assert [json.loads(line) for line in out.splitlines()] == [QUEUED]
+
+
+def test_detach_still_reports_a_rejection(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, {"event": "done", "ok": False, "reason": "run queue is full"}):
+        assert _trigger(path, detach=True)[0] == client.EXIT_TEMPFAIL
+
+
+def test_json_prints_the_raw_events(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    events: list[dict[str, Any]] = [
+        QUEUED,
+        STARTED,
+        {"event": "output", "ok": True, "id": "r1", "stream": "stderr", "line": "é"},
+        {"event": "done", "ok": True, "id": "r1", "exit_code": 0},
+    ]
+    with fake_daemon(path, *events):
+        code, out, err = _trigger(path, as_json=True)
+    assert code == client.EXIT_OK
+    assert [json.loads(line) for line in out.splitlines()] == events
+    assert err == ""
+
+
+def test_unknown_events_fields_and_garbage_are_ignored(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    answers: list[Answer] = [
+        {**QUEUED, "colour": "red"},
+        {"event": "progress", "ok": True, "percent": 50},
+        b"this is not json",
+        b'{"no": "event"}',
+        b"[1, 2]",
+        {**STARTED, "host": "x"},
+        {"event": "done", "ok": True, "id": "r1", "future": {"nested": [1]}},
+    ]
+    with fake_daemon(path, *answers):
+        code, out, err = _trigger(path)
+    assert code == client.EXIT_OK
+    assert out == ""
+    assert err.splitlines() == [
+        "runbroker: queued r1 (position 1)",
+        "runbroker: started r1",
+        "runbroker: done",
+    ]
+
+
+def test_timeout_gives_up_and_says_the_run_goes_on(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, QUEUED, STARTED, hold=True):
+        code, _out, err = _trigger(path, timeout_s=0.2)
+    assert code == client.EXIT_FAILED
+    assert "gave up waiting; run r1 goes on" in err
+
+
+def test_an_interrupt_exits_130(short_dir: Path) -> None:
+    class Interrupting(io.StringIO):
+        def write(self, text: str) -> int:
+            if "hello" in text:
+                raise KeyboardInterrupt
+            return super().write(text)
+
+    path = short_dir / "rb.sock"
+    output = {"event": "output", "ok": True, "id": "r1", "stream": "stdout", "line": "hello"}
+    with fake_daemon(path, QUEUED, STARTED, output, hold=True):
+        err = io.StringIO()
+        code = client.trigger(str(path), SubmitRequest(), out=Interrupting(), err=err)
+    assert code == client.EXIT_INTERRUPTED == 130
+    assert "interrupted; run r1 goes on" in err.getvalue()
+
+
+def test_control_returns_the_single_answer(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    answer = {"event": "cancel", "ok": True, "id": "r7", "state": "queued"}
+    with fake_daemon(path, answer) as requests:
+        assert client.control(str(path), ControlRequest("cancel", "r7")) == answer
+    assert requests == [{"op": "cancel", "id": "r7"}]
+
+
+def test_control_without_an_answer_is_unreachable(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path), pytest.raises(client.Unreachable, match="no answer"):
+        client.control(str(path), ControlRequest("health"))
+    with pytest.raises(client.Unreachable, match="unreachable"):
+        client.control(str(short_dir / "missing.sock"), ControlRequest("health"))
+
+
+def test_socket_path_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUNBROKER_SOCKET", raising=False)
+    assert client.socket_path_from_env() == "/run/runbroker/runbroker.sock"
+    monkeypatch.setenv("RUNBROKER_SOCKET", "/tmp/x/rb.sock")
+    assert client.socket_path_from_env() == "/tmp/x/rb.sock"
+
+
+# -- through the command line ---------------------------------------------------------------
+
+
+def test_cli_trigger_builds_the_request(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": True, "id": "r1"}
+    argv = ["trigger", "report", "--arg", "a1", "--arg", "a2", "--env", "K=v=w", "--timeout", "5s"]
+    with fake_daemon(path, QUEUED, done) as requests:
+        code = cli.main([*argv, "--socket", str(path), "--json"])
+    assert code == 0
+    assert requests == [{"task": "report", "args": ["a1", "a2"], "env": {"K": "v=w"}}]
+    assert [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()] == [
+        "queued",
+        "done",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "answer", "code", "printed"),
+    [
+        (["health"], {"event": "health", "ok": True}, 0, "healthy"),
+        (["health"], {"event": "health", "ok": False, "reason": "shutting down"}, 1, "unhealthy"),
+        (["cancel", "r7"], {"event": "cancel", "ok": True, "state": "running"}, 0, "cancelled r7"),
+        (["cancel", "r7"], {"event": "cancel", "ok": False, "reason": "no run"}, 1, "no run"),
+    ],
+)
+def test_cli_control_commands(
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    answer: dict[str, Any],
+    code: int,
+    printed: str,
+) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, answer):
+        assert cli.main([*argv, "--socket", str(path)]) == code
+    captured = capsys.readouterr()
+    assert printed in captured.out + captured.err
+
+
+def test_cli_health_of_an_unreachable_daemon_is_1(short_dir: Path) -> None:
+    assert cli.main(["health", "--socket", str(short_dir / "missing.sock")]) == 1
+
+
+def test_cli_bad_timeout_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["trigger", "--timeout", "soon", "--socket", "/nonexistent/x.sock"])
+    assert exit_info.value.code == 2
+    assert "--timeout" in capsys.readouterr().err
+
+
+def test_a_cold_trigger_never_imports_asyncio_pydantic_or_structlog() -> None:
+    code = (
+        "import daemon.cli, json, sys\n"
+        "rc = daemon.cli.main(['trigger', '--socket', '/nonexistent/x.sock'])\n"
+        "heavy = ('asyncio', 'pydantic', 'pydantic_settings', 'structlog', 'uvloop')\n"
+        "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
+        "sys.exit(rc)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 69, result.stderr
+    assert "daemon unreachable" in result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == []
