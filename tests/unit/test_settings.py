@@ -1,0 +1,224 @@
+"""Settings from ``RUNBROKER_*``: values, Go durations, one-line errors that name the variable
+and never show a secret, unknown variables, the database URL from a file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from daemon import settings as settings_module
+from daemon.settings import SettingsError, load_settings, unknown_variables
+
+DSN = "postgres://app:hunter2@db.internal/app"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("RUNBROKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+
+
+def _error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as excinfo:
+        load_settings()
+    error = excinfo.value
+    # No ValidationError (which could carry the input) is chained behind it in a traceback.
+    assert error.__cause__ is None
+    assert error.__context__ is None or error.__suppress_context__
+    return str(error)
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.interval == ""
+    assert settings.default_interval_s == 3600.0
+    assert settings.jitter == 0.1
+    assert settings.fire_on_start is True
+    assert settings.socket == Path("/run/runbroker/runbroker.sock")
+    assert settings.tasks_file == Path("/etc/runbroker/tasks.toml")
+    assert settings.queue_capacity == 16
+    assert settings.grace_s == 5.0
+    assert settings.shutdown_timeout_s == 25.0
+    assert settings.poll_interval_s == 60.0
+    assert settings.batch_size == 20
+    assert settings.retry_attempts == 3
+    assert settings.retry_backoff_s == 60.0
+    assert settings.lease_s == 60.0
+    assert (settings.log_format, settings.log_level) == ("auto", "info")
+    assert settings.metrics_addr is None
+    assert settings.database_dsn() is None
+    assert settings.lock_directory == Path("/run/runbroker")
+    assert "tasks_file" not in settings.model_fields_set
+
+
+def test_values_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {
+        "RUNBROKER_INTERVAL": "5m",
+        "RUNBROKER_JITTER": "0.25",
+        "RUNBROKER_FIRE_ON_START": "false",
+        "RUNBROKER_COMMAND": "backup --all",
+        "RUNBROKER_TASKS_FILE": "/srv/tasks.toml",
+        "RUNBROKER_SOCKET": "/tmp/rb/rb.sock",
+        "RUNBROKER_QUEUE_CAPACITY": "3",
+        "RUNBROKER_GRACE": "1m30s",
+        "RUNBROKER_SHUTDOWN_TIMEOUT": "9s",
+        "RUNBROKER_REQUEST_TIMEOUT": "2s",
+        "RUNBROKER_POLL_INTERVAL": "15s",
+        "RUNBROKER_BATCH_SIZE": "7",
+        "RUNBROKER_RETRY_ATTEMPTS": "5",
+        "RUNBROKER_RETRY_BACKOFF": "250ms",
+        "RUNBROKER_LEASE": "2m",
+        "RUNBROKER_LOG_FORMAT": "JSON",
+        "RUNBROKER_LOG_LEVEL": " Debug ",
+        "RUNBROKER_METRICS_ADDR": ":9464",
+        "RUNBROKER_DATABASE_URL": DSN,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.interval == "5m"
+    assert settings.jitter == 0.25
+    assert settings.fire_on_start is False
+    assert settings.command == "backup --all"
+    assert settings.tasks_file == Path("/srv/tasks.toml")
+    assert "tasks_file" in settings.model_fields_set
+    assert settings.socket == Path("/tmp/rb/rb.sock")
+    assert settings.lock_directory == Path("/tmp/rb")
+    assert settings.queue_capacity == 3
+    assert settings.grace_s == 90.0
+    assert settings.shutdown_timeout_s == 9.0
+    assert settings.request_timeout_s == 2.0
+    assert settings.poll_interval_s == 15.0
+    assert settings.batch_size == 7
+    assert settings.retry_attempts == 5
+    assert settings.retry_backoff_s == 0.25
+    assert settings.lease_s == 120.0
+    assert (settings.log_format, settings.log_level) == ("json", "debug")
+    assert settings.metrics_addr == "0.0.0.0:9464"
+    assert settings.database_dsn() == DSN
+    assert "hunter2" not in repr(settings)
+    assert "hunter2" not in str(settings)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90.0), ("1h30m", 5400.0), ("250ms", 0.25), ("1.5h", 5400.0), (" 2m ", 120.0)],
+)
+def test_go_durations(monkeypatch: pytest.MonkeyPatch, text: str, seconds: float) -> None:
+    monkeypatch.setenv("RUNBROKER_GRACE", text)
+    assert load_settings().grace_s == seconds
+
+
+def test_lock_dir_overrides_the_socket_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNBROKER_SOCKET", "/tmp/rb/rb.sock")
+    monkeypatch.setenv("RUNBROKER_LOCK_DIR", "/var/lock/rb")
+    assert load_settings().lock_directory == Path("/var/lock/rb")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RUNBROKER_GRACE", "soon"),
+        ("RUNBROKER_GRACE", "90"),
+        ("RUNBROKER_GRACE", "-1s"),
+        ("RUNBROKER_SHUTDOWN_TIMEOUT", "0s"),
+        ("RUNBROKER_DEFAULT_INTERVAL", "0"),
+        ("RUNBROKER_LEASE", "1 fortnight"),
+        ("RUNBROKER_QUEUE_CAPACITY", "-1"),
+        ("RUNBROKER_QUEUE_CAPACITY", "many"),
+        ("RUNBROKER_BATCH_SIZE", "0"),
+        ("RUNBROKER_JITTER", "1.5"),
+        ("RUNBROKER_FIRE_ON_START", "perhaps"),
+        ("RUNBROKER_SOCKET", "relative/rb.sock"),
+        ("RUNBROKER_SOCKET", "/" + "s" * 120),
+        ("RUNBROKER_LOG_FORMAT", "xml"),
+        ("RUNBROKER_LOG_LEVEL", "loud"),
+        ("RUNBROKER_METRICS_ADDR", "localhost"),
+        ("RUNBROKER_METRICS_ADDR", "host:99999"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    message = _error(monkeypatch, **{name: value})
+    assert message.startswith(f"{name}: ")
+    assert len(message) > len(name) + 2
+    assert "\n" not in message
+
+
+def test_secrets_never_appear_in_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", DSN)
+    for name in ("RUNBROKER_QUEUE_CAPACITY", "RUNBROKER_LOG_LEVEL", "RUNBROKER_JITTER"):
+        message = _error(monkeypatch, **{name: "hunter2"})
+        assert message.startswith(name)
+        assert "hunter2" not in message
+        monkeypatch.delenv(name)
+    url_file = tmp_path / "dsn"
+    url_file.write_text(DSN)
+    message = _error(monkeypatch, RUNBROKER_DATABASE_URL_FILE=str(url_file))
+    assert message.startswith("RUNBROKER_DATABASE_URL_FILE: ")
+    assert "not both" in message
+    assert "hunter2" not in message
+
+
+def test_database_url_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    url_file = tmp_path / "dsn"
+    url_file.write_text(f"  {DSN}\n")
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL_FILE", str(url_file))
+    assert load_settings().database_dsn() == DSN
+
+
+@pytest.mark.parametrize(("content", "fragment"), [("", "is empty"), (None, "cannot read")])
+def test_a_bad_database_url_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str | None, fragment: str
+) -> None:
+    url_file = tmp_path / "dsn"
+    if content is not None:
+        url_file.write_text(content)
+    message = _error(monkeypatch, RUNBROKER_DATABASE_URL_FILE=str(url_file))
+    assert message.startswith("RUNBROKER_DATABASE_URL_FILE: ")
+    assert fragment in message
+
+
+def test_the_docker_secret_is_a_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    secret = tmp_path / "runbroker_database_url"
+    secret.write_text(DSN + "\n")
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", secret)
+    assert load_settings().database_dsn() == DSN
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", "postgres://other/db")
+    assert load_settings().database_dsn() == "postgres://other/db"
+
+
+def test_unknown_variables_are_reported() -> None:
+    environ = {
+        "RUNBROKER_INTERVALL": "5m",  # a typo
+        "RUNBROKER_GRACE_PERIOD": "5s",
+        "RUNBROKER_INTERVAL": "5m",
+        "RUNBROKER_GRACE": "5s",
+        "RUNBROKER_DATABASE_URL_FILE": "/run/secrets/dsn",
+        "RUNBROKER_LOCK_DIR": "/var/lock",
+        "RUNBROKER_REQUEST_TIMEOUT": "1s",
+        "RUNBROKER_RUN_ID": "r1",
+        "RUNBROKER_TASK": "default",
+        "RUNBROKER_TRIGGER": "tick",
+        "RUNBROKER_JOB": "nightly",
+        "RUNBROKER_SCHEDULED_FOR": "2026-01-01T00:00:00Z",
+        "RUNBROKER_ATTEMPT": "1",
+        "RUNBROKER_PAYLOAD": "{}",
+        "PATH": "/usr/bin",
+        "OTHER_RUNBROKER_X": "1",
+    }
+    assert unknown_variables(environ) == ["RUNBROKER_GRACE_PERIOD", "RUNBROKER_INTERVALL"]
+
+
+def test_unknown_variables_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNBROKER_QUEUE_CAPACTY", "4")
+    monkeypatch.setenv("RUNBROKER_RUN_ID", "r1")
+    assert unknown_variables() == ["RUNBROKER_QUEUE_CAPACTY"]
+    assert load_settings().queue_capacity == 16  # the typo is not silently applied
