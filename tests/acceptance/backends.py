@@ -8,7 +8,8 @@ docker-compose.yml.
 ``compose``: each daemon is its own compose project made from the ``daemon`` service of
 docker-compose.yml (the runtime image, read-only, non-root, tmpfs socket directory) plus a
 generated override file (the test's command, environment and tasks file); clients run
-``docker compose exec -T daemon runbroker ...``; signals go through ``docker kill``. The running
+``docker compose exec -T daemon runbroker ...``; signals, exit status and logs go through
+``docker kill``, ``docker wait`` and ``docker logs`` on its container. The running
 stack's broker is reached with ``docker compose exec -T broker runbroker ...``
 (``ComposeBackend.broker_argv``). It needs a Docker engine on this Linux host: the test's work
 directory is bind-mounted at the same path (tests create files there and connect to the socket
@@ -143,9 +144,6 @@ class ComposeCLI:
     def up_argv(self, service: str) -> list[str]:
         return self.argv("up", "--detach", "--no-deps", "--quiet-pull", service)
 
-    def logs_argv(self, service: str) -> list[str]:
-        return self.argv("logs", "--follow", "--no-log-prefix", "--no-color", service)
-
     def container_id_argv(self, service: str) -> list[str]:
         return self.argv("ps", "--all", "--quiet", service)
 
@@ -226,17 +224,22 @@ class ComposeDaemon:
         self.container = _run(self.compose.container_id_argv(DAEMON_SERVICE)).strip()
         inspect = ["docker", "inspect", "--format", "{{.State.Pid}}", self.container]
         self.pid = int(_run(inspect).strip())
+        # `docker logs --follow` keeps the container's two streams apart and ends when the
+        # container stops.
         self._logs = subprocess.Popen(
-            self.compose.logs_argv(DAEMON_SERVICE),
+            ["docker", "logs", "--follow", self.container],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         self.log = LogTail()
+        self._errors: list[bytes] = []
         self._reader = threading.Thread(
             target=self.log.feed, args=(self._logs.stdout,), daemon=True
         )
+        self._error_reader = threading.Thread(target=self._read_errors, daemon=True)
         self._reader.start()
+        self._error_reader.start()
         if wait_ready:
             self.log.wait_for("broker.ready")
 
@@ -266,29 +269,26 @@ class ComposeDaemon:
     def wait(self, timeout_s: float = WAIT_S) -> int:
         code = int(_run(["docker", "wait", self.container], timeout_s=timeout_s).strip())
         self._reader.join(timeout=timeout_s)
+        self._error_reader.join(timeout=timeout_s)
         return code
 
+    def _read_errors(self) -> None:
+        assert self._logs.stderr is not None
+        for chunk in self._logs.stderr:
+            self._errors.append(chunk)
+
     def stderr(self) -> str:
-        """``docker compose logs`` merges the streams: the lines that are not JSON events."""
-        with self.log.cond:
-            raw = list(self.log.raw)
-        plain = []
-        for line in raw:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                event = None
-            if not isinstance(event, dict):
-                plain.append(line)
-        return "\n".join(plain) + ("\n" if plain else "")
+        """What the daemon wrote on stderr (complete once it has exited: see ``wait``)."""
+        return b"".join(self._errors).decode("utf-8", "replace")
 
     def stop(self) -> None:
         subprocess.run(self.compose.down_argv(), capture_output=True, timeout=120, check=False)
         if self._logs.poll() is None:
             self._logs.kill()
         self._logs.wait(timeout=WAIT_S)
-        if self._logs.stdout is not None:
-            self._logs.stdout.close()
+        for stream in (self._logs.stdout, self._logs.stderr):
+            if stream is not None:
+                stream.close()
 
     def zombies(self) -> list[str]:
         return zombies_in_pid_namespace_of(self.pid)

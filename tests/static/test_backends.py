@@ -10,7 +10,10 @@ accepts.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from tests.acceptance.backends import (
     get_backend,
     override_document,
 )
-from tests.acceptance.harness import Workdir
+from tests.acceptance.harness import RUNBROKER, Workdir
 from tests.static.support import (
     DEV_COMPOSE,
     RUNBROKER_UID,
@@ -165,7 +168,6 @@ def test_every_compose_command_line_uses_real_flags(workdir: Path) -> None:
     cli = ComposeCLI("p", (COMPOSE_FILE, workdir / "o.json"), ("backend",))
     lines = [
         cli.up_argv(DAEMON_SERVICE),
-        cli.logs_argv(DAEMON_SERVICE),
         cli.container_id_argv(DAEMON_SERVICE),
         cli.down_argv(),
         cli.exec_argv(DAEMON_SERVICE, "health", as_user="nobody"),
@@ -196,3 +198,68 @@ def test_broker_argv_is_docker_compose_exec_into_the_broker() -> None:
 def test_flag_check_is_really_checking() -> None:
     with pytest.raises(AssertionError, match="--detatch"):
         _check_flags(["docker", "compose", "up", "--detatch", "x"])
+
+
+@pytest.fixture
+def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``docker`` on PATH that is tests/static/fake_docker.py (see there: what it fakes)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "docker"
+    fake = Path(__file__).with_name("fake_docker.py")
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
+    shim.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
+    monkeypatch.setenv("FAKE_DOCKER_COMPOSE_BINARY", str(docker_compose()))
+    monkeypatch.setenv("FAKE_DOCKER_RUNBROKER", RUNBROKER)
+    return state
+
+
+@pytest.mark.acceptance
+def test_compose_backend_plumbing_against_a_stand_in_engine(
+    fake_engine: Path, workdir: Path
+) -> None:
+    """The compose backend's own code, run end to end: its override file resolved by the real
+    compose binary, its parsing of ps/inspect/wait answers, logs split into events and stderr,
+    exec as the image's user and as another uid, signals, teardown."""
+    release = workdir / "release"
+    job = 'echo "task=$RUNBROKER_TASK"; while [ ! -e "$1" ]; do sleep 0.02; done'
+    daemon = get_backend({"RUNBROKER_TEST_BACKEND": "compose"}).start(
+        workdir, ("sh", "-c", job, "job", str(release)), env={"RUNBROKER_GRACE": "3s"}
+    )
+    try:
+        assert daemon.exec_argv("health")[:3] == ["docker", "compose", "--project-name"]
+        assert daemon.exec("health").returncode == 0
+        client = daemon.popen("trigger")
+        assert client.stdout is not None
+        assert client.stdout.readline().strip() == "task=default"  # `$` reached the job as is
+        assert daemon.log.wait_for("run.started")[0]["trigger"] == "external"
+        refused = daemon.exec("status", as_user="nobody")
+        assert refused.returncode != 0
+        release.touch()
+        assert client.wait(timeout=20) == 0
+        assert daemon.zombies() == []
+        assert os.stat(daemon.socket).st_uid == backends.DAEMON_UID
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait() == 0
+        assert daemon.log.events("broker.stopped")
+    finally:
+        daemon.stop()
+    assert list(fake_engine.iterdir()) == [], "down did not remove the project"
+
+
+@pytest.mark.acceptance
+def test_compose_backend_reports_a_bad_setting_like_the_local_one(
+    fake_engine: Path, workdir: Path
+) -> None:
+    daemon = get_backend({"RUNBROKER_TEST_BACKEND": "compose"}).start(
+        workdir, ("true",), env={"RUNBROKER_GRACE": "soon"}, wait_ready=False
+    )
+    try:
+        assert daemon.wait() == 2
+        assert "RUNBROKER_GRACE" in daemon.stderr()
+    finally:
+        daemon.stop()
