@@ -240,7 +240,8 @@ def test_compose_broker_command_runs_migrated_and_drains_within_its_grace(
         # RUNBROKER_INTERVAL (1m) with fire-on-start: a tick runs at once.
         daemon.log.wait_for("run.done", lambda line: line.get("trigger") == "tick")
         healthy = daemon.exec("health")
-        assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+        log_tail = "\n".join(daemon.log.raw[-3:])
+        assert healthy.returncode == 0, f"{healthy.stdout}{healthy.stderr}daemon log:\n{log_tail}"
         status = json.loads(daemon.exec("status", "--json").stdout)
         assert status["database"] is not None, "the broker runs without its database"
         triggered = daemon.exec("trigger")
