@@ -135,6 +135,11 @@ def compose(args: list[str]) -> None:
         os.execvpe(argv[0], [*argv, *words], _env(_service(box)))  # noqa: S606
     elif command == "down":
         if box.exists() and not (box / "exit").exists():
+            # The init itself: setpriv's change of uid cleared the parent-death signal that
+            # `unshare --kill-child` set, so killing unshare alone would leave it running.
+            init = _init_pid(box)
+            if init > 0:
+                os.kill(init, signal.SIGKILL)
             os.kill(_unshare_pid(box), signal.SIGKILL)
             while not (box / "exit").exists():
                 time.sleep(0.01)

@@ -252,6 +252,22 @@ def test_compose_backend_plumbing_against_a_stand_in_engine(
 
 
 @pytest.mark.acceptance
+def test_compose_backend_stop_leaves_nothing_running(fake_engine: Path, workdir: Path) -> None:
+    daemon = get_backend({"RUNBROKER_TEST_BACKEND": "compose"}).start(workdir, ("sleep", "60"))
+    assert daemon.exec("trigger", "--detach").returncode == 0
+    daemon.log.wait_for("run.started")
+    init = daemon.pid
+    daemon.stop()
+    try:
+        stat = Path(f"/proc/{init}/stat").read_text()
+    except FileNotFoundError:
+        stat = ""
+    state = stat[stat.rfind(")") + 2 :].split()[0] if stat else "gone"
+    assert state in ("gone", "Z"), f"the daemon outlived `down` (state {state})"
+    assert list(fake_engine.iterdir()) == []
+
+
+@pytest.mark.acceptance
 def test_compose_backend_reports_a_bad_setting_like_the_local_one(
     fake_engine: Path, workdir: Path
 ) -> None:
