@@ -101,6 +101,10 @@ def _clear_stale(path: Path) -> None:
         return
     except FileNotFoundError:
         return
+    except PermissionError:
+        raise SocketInUse(
+            f"{path} belongs to another user; refusing to replace it (permission denied)"
+        ) from None
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.ETIMEDOUT):
             raise SocketInUse(f"a live daemon is listening on {path}") from None

@@ -32,6 +32,7 @@ CONTEXT_VARS = frozenset(
         "ATTEMPT",
         "PAYLOAD",
         "TEST_BACKEND",
+        "TEST_DSN",
     }
 )
 

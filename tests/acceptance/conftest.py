@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.harness import Daemon, Workdir
-
-BACKEND = os.environ.get("RUNBROKER_TEST_BACKEND", "local")
+from tests.acceptance.backends import DaemonHandle, get_backend
+from tests.acceptance.harness import Workdir
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,17 +31,20 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def start_daemon(workdir: Path) -> Iterator[Callable[..., Daemon]]:
-    """Start ``runbroker run`` (as PID 1); every daemon started is stopped at teardown."""
-    started: list[Daemon] = []
+def start_daemon(workdir: Path) -> Iterator[Callable[..., DaemonHandle]]:
+    """Start ``runbroker run`` (as PID 1) on the backend ``RUNBROKER_TEST_BACKEND`` names;
+    every daemon started is stopped at teardown."""
+    try:
+        backend = get_backend()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    started: list[DaemonHandle] = []
 
-    def start(*command: str, **kwargs: Any) -> Daemon:
-        daemon = Daemon(workdir, command, **kwargs)
+    def start(*command: str, **kwargs: Any) -> DaemonHandle:
+        daemon = backend.start(workdir, command, **kwargs)
         started.append(daemon)
         return daemon
 
-    if BACKEND != "local":
-        raise pytest.UsageError(f"RUNBROKER_TEST_BACKEND={BACKEND!r} is not known")
     try:
         yield start
     finally:

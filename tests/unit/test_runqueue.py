@@ -154,11 +154,11 @@ def test_model_every_accepted_run_gets_one_result_in_fifo_order(
                     model.append(run)
                     accepted.append(run)
             elif op[0] == "take" and model:
-                run = await queue.take()
-                assert run is model.pop(0)
-                run.mark_started()
-                run.finish(RunResult(ok=True))
-                queue.release(run)
+                taken = await queue.take()
+                assert taken is model.pop(0)
+                taken.mark_started()
+                taken.finish(RunResult(ok=True))
+                queue.release(taken)
             elif op[0] == "close":
                 queue.close()
                 closed = True
