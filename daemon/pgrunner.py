@@ -51,6 +51,7 @@ PING_S = 10.0  # the LISTEN connection is checked this often
 FULL_QUEUE_RECHECK_S = 1.0
 BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
 PRUNE_EVERY_S = 3600.0
+CLAIMERS = 2  # concurrent claim loops
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 
 
@@ -88,6 +89,8 @@ class PgRunner:
         self.settings = settings
         self.known_tasks = frozenset(known_tasks)
         self.owner = owner or new_owner()
+        # Bound once: a per-job log call then costs no logger set-up (configure logs first).
+        self.log = log.bind()
         self.health = DbHealth()
         self.flags = SchedulerFlags()
         self.listening = False  # LISTEN is up: NOTIFY wakes this runner
@@ -96,9 +99,12 @@ class PgRunner:
         self.deps = DependencyWaiter(store, self.health, dependency_wait_s)
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
-        self._abandoned: list[tuple[DueJob, ClaimPlan]] = []
+        self._reserved = 0  # queue room promised to claims in flight
+        self._busy = False  # the last claim took a full batch: more is likely due now
         self._group: asyncio.TaskGroup | None = None
-        queue.on_finish(lambda _run: self._wake.set())
+        self._settled = asyncio.Event()  # a record was written (the drain waits on it)
+        self._want_room = False  # the last claim was cut short by the queue's room
+        queue.on_finish(self._room_freed)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self, stopping: asyncio.Event) -> None:
@@ -112,7 +118,12 @@ class PgRunner:
                     group.create_task(self._heartbeat_loop()),
                     group.create_task(self._prune_loop()),
                 ]
-                await self._claim_loop(stopping)
+                # Two claimers, so one claim's round trips overlap the other's work.
+                claimers = [
+                    group.create_task(self._claim_loop(stopping, helper=i > 0))
+                    for i in range(CLAIMERS)
+                ]
+                await asyncio.gather(*claimers)
                 await self._drain()
                 for task in loops:  # whatever is still trying past the deadline is cut off
                     task.cancel()
@@ -133,8 +144,8 @@ class PgRunner:
                 self.queue.cancel_waiting(held.run.id, "cancelled: scheduler shutting down")
         deadline = time.monotonic() + self.settings.shutdown_timeout_s
         while self.held and time.monotonic() < deadline:
-            self._wake.clear()
-            await wait_event(self._wake, min(0.5, deadline - time.monotonic()))
+            self._settled.clear()
+            await wait_event(self._settled, min(0.5, deadline - time.monotonic()))
         self._closing.set()
         await self.writer.wait_idle(max(0.0, deadline - time.monotonic()))
 
@@ -142,7 +153,9 @@ class PgRunner:
     def _poll_s(self) -> float:
         return self.flags.interval_s or self.settings.poll_interval_s
 
-    def _plan(self, job: DueJob, now: datetime) -> ClaimPlan:
+    def _plan(
+        self, abandoned: list[tuple[DueJob, ClaimPlan]], job: DueJob, now: datetime
+    ) -> ClaimPlan:
         plan = plan_claim(
             job,
             now,
@@ -150,13 +163,17 @@ class PgRunner:
             misfire_grace_s=self.settings.lease_s,
         )
         if plan.abandon_error is not None:
-            self._abandoned.append((job, plan))
+            abandoned.append((job, plan))
         return plan
 
-    async def _claim_loop(self, stopping: asyncio.Event) -> None:
+    async def _claim_loop(self, stopping: asyncio.Event, *, helper: bool = False) -> None:
+        """Claim until ``stopping``. A helper claims only while a backlog keeps claims full."""
         backoff = Backoff()
         while not stopping.is_set():
             self._wake.clear()
+            if helper and not self._busy:
+                await first_of(self._wake.wait(), stopping.wait(), timeout_s=self._poll_s())
+                continue
             try:
                 delay_s = await self._claim_once()
             except (StoreUnavailable, StoreSchemaMissing) as exc:
@@ -171,18 +188,39 @@ class PgRunner:
             if delay_s > 0:
                 await first_of(self._wake.wait(), stopping.wait(), timeout_s=delay_s)
 
+    def _claim_threshold(self) -> int:
+        """Claim in batches: wait for this much room unless the queue has run dry."""
+        return max(1, min(self.settings.batch_size, self.queue.capacity) // 2)
+
+    def _room_freed(self, _run: Run) -> None:
+        if self._want_room and (self.queue.room() >= self._claim_threshold() or self._queue_dry()):
+            self._want_room = False
+            self._wake.set()
+
+    def _queue_dry(self) -> bool:
+        return self.queue.statistics().waiting == 0
+
     async def _claim_once(self) -> float:
-        """Claim what is due and there is room for; returns how long to wait before the next."""
-        self.flags = await self.store.scheduler_flags()
-        if not self.flags.claiming:
-            return self._poll_s()
-        room = min(self.settings.batch_size, self.queue.room())
-        if room <= 0:
+        """Claim what is due and there is room for; returns how long to wait before the next.
+
+        It claims first (the claim's SQL honours scheduler.paused and scheduler.enabled) and
+        looks at the flags and the next due time only when the batch was not full.
+        """
+        room = min(self.settings.batch_size, self.queue.room() - self._reserved)
+        if room < self._claim_threshold() and not (room > 0 and self._queue_dry()):
+            self._want_room = True
             return min(self._poll_s(), FULL_QUEUE_RECHECK_S)
-        self._abandoned.clear()
-        claimed = await self.store.claim(self.owner, room, self.settings.lease_s, self._plan)
-        for job, plan in self._abandoned:
-            log.warning(
+        abandoned: list[tuple[DueJob, ClaimPlan]] = []
+        self._reserved += room
+        try:
+            claimed = await self.store.claim(
+                self.owner, room, self.settings.lease_s, partial(self._plan, abandoned)
+            )
+        finally:
+            self._reserved -= room
+        self._busy = len(claimed) == room
+        for job, plan in abandoned:
+            self.log.warning(
                 "job.abandoned",
                 job=job.name,
                 previous_owner=job.lease_owner,
@@ -191,23 +229,27 @@ class PgRunner:
             )
         for item in claimed:
             self._start(item)
-        if claimed:
+        if self._busy:
             return 0.0
-        due_in_s = await self.store.next_due_in_s()
-        if due_in_s is None:
+        outlook = await self.store.outlook()
+        self.flags = outlook.flags
+        if not self.flags.claiming or outlook.due_in_s is None:
             return self._poll_s()
-        return min(self._poll_s(), max(due_in_s + 0.001, BUSY_RECHECK_S))
+        if outlook.due_in_s > 0:
+            return min(self._poll_s(), outlook.due_in_s + 0.001)
+        # Still due: more came, or the rows were locked by other replicas' claims.
+        return 0.0 if claimed else BUSY_RECHECK_S
 
     def _start(self, claimed: Claimed) -> None:
         job = claimed.job
         held = Held(claimed)
         self.held[claimed.run_id] = held
-        log.debug(
+        self.log.debug(
             "job.claimed",
             job=job.name,
             run_id=claimed.run_id,
             attempt=claimed.attempt,
-            scheduled_for=rfc3339_utc(claimed.scheduled_for),
+            scheduled_for=claimed.scheduled_for,
         )
         if job.task not in self.known_tasks:
             defined = ", ".join(sorted(self.known_tasks)) or "none"
@@ -228,7 +270,7 @@ class PgRunner:
         if held.lost:
             self._release(held)
         elif error is not None:
-            log.info("job.dependency_failed", job=claimed.job.name, error=error)
+            self.log.info("job.dependency_failed", job=claimed.job.name, error=error)
             self._finish(held, RunResult(ok=False, reason=error), retryable=False)
         else:
             self._submit(held)
@@ -248,7 +290,7 @@ class PgRunner:
         try:
             held.run = self.queue.submit(request, listener=partial(self._on_run_event, held))
         except Rejected as exc:
-            log.info("job.released", job=claimed.job.name, reason=exc.reason)
+            self.log.info("job.released", job=claimed.job.name, reason=exc.reason)
             self._release(held)
 
     # -- results ------------------------------------------------------------------------------
@@ -270,7 +312,7 @@ class PgRunner:
             try:
                 json.dumps(output)
             except (TypeError, ValueError):
-                log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
+                self.log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
                 output = None
         finish = plan_finish(
             claimed,
@@ -284,7 +326,7 @@ class PgRunner:
             backoff_base_s=self.settings.retry_backoff_s,
             retryable=retryable,
         )
-        log.info(
+        self.log.info(
             "job.finished",
             job=claimed.job.name,
             run_id=claimed.run_id,
@@ -302,8 +344,8 @@ class PgRunner:
         for run_id in [f.run_id for f in batch.finishes] + [r.run_id for r in batch.releases]:
             held = self.held.pop(run_id, None)
             if held is not None and run_id in outcome.lost_run_ids:
-                log.warning("job.lease_lost", job=held.claimed.job.name, run_id=run_id)
-        self._wake.set()
+                self.log.warning("job.lease_lost", job=held.claimed.job.name, run_id=run_id)
+        self._settled.set()
 
     # -- background loops -------------------------------------------------------------------
     def _notified(self, payload: str) -> None:
@@ -358,7 +400,7 @@ class PgRunner:
 
     def _lease_lost(self, held: Held) -> None:
         held.lost = True
-        log.warning("job.lease_lost", job=held.claimed.job.name, run_id=held.claimed.run_id)
+        self.log.warning("job.lease_lost", job=held.claimed.job.name, run_id=held.claimed.run_id)
         if held.waiter is not None:
             held.waiter.cancel()
             self.held.pop(held.claimed.run_id, None)

@@ -146,6 +146,14 @@ class SchedulerFlags:
 
 
 @dataclass(frozen=True)
+class Outlook:
+    """One look at the database: the scheduler flags and how soon something is due."""
+
+    flags: SchedulerFlags
+    due_in_s: float | None  # the earliest next_run_at or expired lease, from now; None: none
+
+
+@dataclass(frozen=True)
 class DependencyState:
     """``pending``: the job has a run in flight or an occurrence at or before ours to run."""
 
@@ -172,13 +180,11 @@ class JobStore(Protocol):
         self, owner: str, limit: int, lease_s: float, planner: Planner
     ) -> list[Claimed]: ...
 
-    async def next_due_in_s(self) -> float | None: ...
-
     async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]: ...
 
     async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome: ...
 
-    async def scheduler_flags(self) -> SchedulerFlags: ...
+    async def outlook(self) -> Outlook: ...
 
     async def dependency_states(
         self, names: Sequence[str], scheduled_for: datetime

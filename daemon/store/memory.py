@@ -18,6 +18,7 @@ from daemon.store.base import (
     Dependency,
     DependencyState,
     DueJob,
+    Outlook,
     Planner,
     SchedulerFlags,
     StoreUnavailable,
@@ -96,6 +97,7 @@ class MemoryStore:
         self.flags = SchedulerFlags()
         self.outage = False
         self.calls: list[str] = []
+        self.claim_limits: list[int] = []
         self._listeners: list[tuple[_MemSubscription, Callable[[str], None]]] = []
         self._ids = 0
         self._changed = asyncio.Event()
@@ -149,6 +151,7 @@ class MemoryStore:
         self, owner: str, limit: int, lease_s: float, planner: Planner
     ) -> list[Claimed]:
         now = self._enter("claim")
+        self.claim_limits.append(limit)
         if not self.flags.claiming or limit <= 0:
             return []
         due = [j for j in self.jobs.values() if j.enabled and (d := j.due_at()) and d <= now]
@@ -199,10 +202,11 @@ class MemoryStore:
             current_run_id=job.current_run_id,
         )
 
-    async def next_due_in_s(self) -> float | None:
-        now = self._enter("next_due_in_s")
+    async def outlook(self) -> Outlook:
+        now = self._enter("outlook")
         times = [d for j in self.jobs.values() if j.enabled and (d := j.due_at())]
-        return (min(times) - now).total_seconds() if times else None
+        due_in_s = (min(times) - now).total_seconds() if times else None
+        return Outlook(replace(self.flags), due_in_s)
 
     async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]:
         now = self._enter("heartbeat")
@@ -253,10 +257,6 @@ class MemoryStore:
         if batch.finishes or batch.releases:
             self.notify("jobs")
         return WriteOutcome(frozenset(lost))
-
-    async def scheduler_flags(self) -> SchedulerFlags:
-        self._enter("scheduler_flags")
-        return replace(self.flags)
 
     async def dependency_states(
         self, names: Sequence[str], scheduled_for: datetime

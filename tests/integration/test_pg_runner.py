@@ -11,7 +11,7 @@ import asyncpg
 
 from daemon.pgrunner import PgRunner
 from daemon.runqueue import Run, RunQueue, RunResult
-from daemon.store.base import Dependency, NewJob, SchedulerFlags
+from daemon.store.base import Dependency, NewJob, Outlook
 from daemon.store.postgres import PostgresStore
 from tests.unit.pgfakes import FakeExecutor, fail, make_settings, running
 
@@ -39,10 +39,10 @@ class CountingStore(PostgresStore):
 
     turns = 0
 
-    async def scheduler_flags(self) -> SchedulerFlags:
-        flags = await super().scheduler_flags()
+    async def outlook(self) -> Outlook:
+        outlook = await super().outlook()
         self.turns += 1
-        return flags
+        return outlook
 
 
 async def test_notify_wakes_an_idle_runner_at_once(db_dsn: str, sql: asyncpg.Connection) -> None:

@@ -282,7 +282,9 @@ async def test_dependency_states_and_prune(store: PostgresStore, sql: asyncpg.Co
     states = await store.dependency_states(["up"], now)
     assert (states["up"].pending, states["up"].last_status) == (False, "succeeded")
     await sql.execute(
-        "UPDATE job_runs SET finished_at = now() - interval '40 days' WHERE id = $1", c.run_id
+        "UPDATE job_runs SET claimed_at = now() - interval '40 days',"
+        " finished_at = now() - interval '40 days' WHERE id = $1",
+        c.run_id,
     )
     assert await store.prune(30 * 86400.0) == 1
     assert await sql.fetchval("SELECT count(*) FROM job_runs") == 1  # the queued one stays

@@ -57,8 +57,9 @@ CREATE TABLE job_runs (
     UNIQUE (job_id, scheduled_for, attempt)
 );
 
-CREATE INDEX job_runs_job_idx ON job_runs (job_id, id DESC);
-CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
+-- Per-job history uses the unique key above (job_id first). Pruning goes by claimed_at, which
+-- grows with the table: a BRIN index costs next to nothing to keep up.
+CREATE INDEX job_runs_claimed_brin ON job_runs USING brin (claimed_at);
 
 CREATE TABLE runbroker_settings (
     key        text PRIMARY KEY,

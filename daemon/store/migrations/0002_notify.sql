@@ -24,8 +24,9 @@ BEGIN
 END;
 $$;
 
+-- Only on INSERT and on updates that SET schedule or time_zone: runner updates never pay.
 CREATE TRIGGER scheduled_jobs_before_write
-    BEFORE INSERT OR UPDATE ON scheduled_jobs
+    BEFORE INSERT OR UPDATE OF schedule, time_zone ON scheduled_jobs
     FOR EACH ROW EXECUTE FUNCTION runbroker_jobs_before_write();
 
 CREATE FUNCTION runbroker_notify_jobs() RETURNS trigger
@@ -37,20 +38,31 @@ END;
 $$;
 
 -- Inserts, and updates that change when or whether a job runs, or release a lease (a run
--- finished: dependants may go on). Claims and heartbeats do not notify.
+-- finished: dependants may go on). Claims and heartbeats do not notify. Statement-level with
+-- transition tables: one check per statement, however many rows it touched.
+CREATE FUNCTION runbroker_notify_job_updates() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (
+        SELECT 1 FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE o.next_run_at IS DISTINCT FROM n.next_run_at
+           OR o.enabled IS DISTINCT FROM n.enabled
+           OR (o.lease_owner IS NOT NULL AND n.lease_owner IS NULL)
+    ) THEN
+        PERFORM pg_notify('runbroker', 'jobs');
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
 CREATE TRIGGER scheduled_jobs_notify_insert
     AFTER INSERT ON scheduled_jobs
-    FOR EACH ROW EXECUTE FUNCTION runbroker_notify_jobs();
+    FOR EACH STATEMENT EXECUTE FUNCTION runbroker_notify_jobs();
 
 CREATE TRIGGER scheduled_jobs_notify_update
     AFTER UPDATE ON scheduled_jobs
-    FOR EACH ROW
-    WHEN (
-        OLD.next_run_at IS DISTINCT FROM NEW.next_run_at
-        OR OLD.enabled IS DISTINCT FROM NEW.enabled
-        OR (OLD.lease_owner IS NOT NULL AND NEW.lease_owner IS NULL)
-    )
-    EXECUTE FUNCTION runbroker_notify_jobs();
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION runbroker_notify_job_updates();
 
 CREATE FUNCTION runbroker_notify_settings() RETURNS trigger
 LANGUAGE plpgsql AS $$

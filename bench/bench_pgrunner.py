@@ -1,0 +1,237 @@
+"""Postgres runner benchmark, side by side with pgqueuer 1.6.0 on the same server, same run.
+
+    python bench/bench_pgrunner.py [--jobs 5000] [--latency-samples 200] [--big-rows 1000000]
+
+1. No-op jobs drained per second, one replica and three (separate processes): runbroker
+   claims N scheduled jobs due at once and records N runs; pgqueuer dequeues N queued jobs.
+2. Due-to-started latency with NOTIFY, one job at a time into an idle replica: p50 / p99.
+3. The due query's cost (EXPLAIN ANALYZE) with 1,000 and 1,000,000 rows in scheduled_jobs.
+
+Each part gets a fresh database, dropped afterwards. ``RUNBROKER_BENCH_DSN`` (default
+postgresql://postgres@127.0.0.1:5432/postgres) names the server. Not run by the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from daemon.migrate import as_tuples, load_migrations
+from daemon.store.postgres import SELECT_DUE, PostgresStore
+
+ADMIN_DSN = os.environ.get("RUNBROKER_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def dsn_for(database: str) -> str:
+    return urlunsplit(urlsplit(ADMIN_DSN)._replace(path="/" + database))
+
+
+@asynccontextmanager
+async def fresh_database(kind: str) -> AsyncIterator[str]:
+    name = f"bench_{kind}_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        dsn = dsn_for(name)
+        if kind == "rb":
+            store = PostgresStore(dsn)
+            await store.migrate(as_tuples(load_migrations()))
+            await store.close()
+        else:
+            from pgqueuer.db import AsyncpgDriver
+            from pgqueuer.queries import Queries
+
+            conn = await asyncpg.connect(dsn)
+            await Queries(AsyncpgDriver(conn)).install()
+            await conn.close()
+        yield dsn
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+class Workers:
+    """Worker processes (``bench_workers.py``); each prints ``ready`` and, at exit, JSON."""
+
+    def __init__(self, kind: str, dsn: str, count: int, batch: int) -> None:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_workers.py")
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, script, kind, dsn, str(batch), f"w{i}"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(count)
+        ]
+
+    def wait_ready(self) -> None:
+        for proc in self.procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            if line != "ready":
+                raise RuntimeError(f"worker did not start: {line!r}")
+
+    def stop(self) -> list[float]:
+        latencies: list[float] = []
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            out, _ = proc.communicate(timeout=30)
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    latencies.extend(json.loads(line)["latencies_ms"])
+        return latencies
+
+
+COUNT_DONE = {
+    "rb": "SELECT count(*) FROM job_runs WHERE status = 'succeeded'",
+    "pgq": "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'",
+}
+RB_ENQUEUE = (
+    "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at) "
+    "SELECT 'j' || g || '_' || $2::text, 'noop', 'at 2000-01-01T00:00:00Z', now() "
+    "FROM generate_series(1, $1) g"
+)
+
+
+async def pgq_enqueue(conn: asyncpg.Connection, jobs: int) -> None:
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+
+    await Queries(AsyncpgDriver(conn)).enqueue(["noop"] * jobs, [None] * jobs, [0] * jobs)
+
+
+async def wait_count(conn: asyncpg.Connection, kind: str, target: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while await conn.fetchval(COUNT_DONE[kind]) < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{kind}: only {await conn.fetchval(COUNT_DONE[kind])} done")
+        await asyncio.sleep(0.02)
+
+
+async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> float:
+    async with fresh_database(kind) as dsn:
+        workers = Workers(kind, dsn, replicas, batch)
+        try:
+            workers.wait_ready()
+            conn = await asyncpg.connect(dsn)
+            try:
+                t0 = time.perf_counter()
+                if kind == "rb":
+                    await conn.execute(RB_ENQUEUE, jobs, "x")
+                else:
+                    await pgq_enqueue(conn, jobs)
+                await wait_count(conn, kind, jobs, 300)
+                elapsed_s = time.perf_counter() - t0
+                done = await conn.fetchval(COUNT_DONE[kind])
+            finally:
+                await conn.close()
+        finally:
+            workers.stop()
+    if done != jobs:
+        raise RuntimeError(f"{kind}: {done} recorded for {jobs} jobs")
+    return jobs / elapsed_s
+
+
+async def latency(kind: str, samples: int) -> list[float]:
+    async with fresh_database(kind) as dsn:
+        workers = Workers(kind, dsn, 1, 10)
+        try:
+            workers.wait_ready()
+            conn = await asyncpg.connect(dsn)
+            try:
+                for i in range(samples):
+                    if kind == "rb":
+                        await conn.execute(RB_ENQUEUE, 1, str(i))
+                    else:
+                        await pgq_enqueue(conn, 1)
+                    await wait_count(conn, kind, i + 1, 30)
+            finally:
+                await conn.close()
+        finally:
+            values = workers.stop()
+    return values
+
+
+async def due_query_cost(rows: int) -> tuple[float, str]:
+    async with fresh_database("rb") as dsn:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("ALTER TABLE scheduled_jobs DISABLE TRIGGER USER")
+            await conn.execute(
+                "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at, enabled) "
+                "SELECT 'j' || g, 'noop', 'every 1h', "
+                "  now() + (CASE WHEN g <= 20 THEN -1 ELSE g END) * interval '1 second', "
+                "  g % 10 <> 0 "
+                "FROM generate_series(1, $1) g",
+                rows,
+            )
+            await conn.execute("ALTER TABLE scheduled_jobs ENABLE TRIGGER USER")
+            await conn.execute("VACUUM ANALYZE scheduled_jobs")
+            best_ms, plan_text = float("inf"), ""
+            for _ in range(5):
+                async with conn.transaction():
+                    lines = [
+                        r[0]
+                        for r in await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + SELECT_DUE, 20)
+                    ]
+                    ms = float(lines[-1].split(":")[1].split()[0])  # "Execution Time: x ms"
+                    if ms < best_ms:
+                        best_ms, plan_text = ms, "\n".join(lines)
+            return best_ms, plan_text
+        finally:
+            await conn.close()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=10000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument("--big-rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+
+    print(f"# drain {args.jobs} no-op jobs (batch {args.batch}), jobs/s")
+    rates: dict[tuple[str, int], float] = {}
+    for replicas in (1, 3):
+        for kind in ("rb", "pgq"):
+            rates[kind, replicas] = await throughput(kind, replicas, args.jobs, args.batch)
+            print(f"{kind:4} replicas={replicas}: {rates[kind, replicas]:8.0f} jobs/s")
+        ratio = rates["rb", replicas] / rates["pgq", replicas]
+        print(f"ratio runbroker/pgqueuer with {replicas} replica(s): {ratio:.2f}x")
+
+    print(f"\n# due-to-started latency with NOTIFY, {args.latency_samples} samples, ms")
+    for kind in ("rb", "pgq"):
+        values = await latency(kind, args.latency_samples)
+        print(
+            f"{kind:4} p50={pct(values, 0.5):6.2f}  p99={pct(values, 0.99):6.2f}  "
+            f"mean={statistics.fmean(values):6.2f}  n={len(values)}"
+        )
+
+    print("\n# due query (EXPLAIN ANALYZE, best of 5)")
+    for rows in (1000, args.big_rows):
+        ms, plan = await due_query_cost(rows)
+        scan = "index scan" if "scheduled_jobs_due_idx" in plan else "NOT an index scan"
+        print(f"rows={rows:>9}: {ms:.3f} ms, {scan}")
+    print(plan)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
