@@ -173,17 +173,19 @@ class Executor:
         return asyncio.get_running_loop().call_later(soft_s, overdue)
 
     async def _attempt(self, run: Run, task: Task) -> RunResult:
+        deadline: asyncio.Timeout | None = None
         try:
             if task.timeout_s is None:
                 return await self._invoke(run, task)
-            async with asyncio.timeout(task.timeout_s):
+            async with asyncio.timeout(task.timeout_s) as deadline:
                 return await self._invoke(run, task)
-        except TimeoutError:
-            return RunResult(ok=False, reason=f"timed out after {_format_s(task.timeout_s or 0)}")
         except asyncio.CancelledError:
             reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
             return RunResult(ok=False, reason=reason, cancelled=True)
         except Exception as exc:  # a crashing handler fails its run, never the executor
+            if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                timeout_s = task.timeout_s or 0.0
+                return RunResult(ok=False, reason=f"timed out after {_format_s(timeout_s)}")
             log.warning("run.crashed", **_run_fields(run), error_type=type(exc).__name__)
             return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
 
