@@ -217,6 +217,18 @@ async def test_timeout_of_a_handler_and_of_a_command() -> None:
     assert slow.duration_ms < 5000  # sleep took its SIGTERM; not the 30 s
 
 
+async def test_a_handlers_own_timeout_error_is_not_the_tasks_timeout() -> None:
+    async def upstream(_run: RunContext) -> dict[str, Any] | None:
+        raise TimeoutError("upstream did not answer")
+
+    tasks = (_handler_task("plain", upstream), _handler_task("bounded", upstream, timeout_s=30.0))
+    async with executing(*tasks) as (queue, _):
+        plain = await _result(queue.submit(RunRequest(task="plain")))
+        bounded = await _result(queue.submit(RunRequest(task="bounded")))
+    assert plain.reason == "TimeoutError: upstream did not answer"
+    assert bounded.reason == "TimeoutError: upstream did not answer"
+
+
 async def test_soft_timeout_emits_overdue_and_the_run_goes_on() -> None:
     release = asyncio.Event()
 
