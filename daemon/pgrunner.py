@@ -51,7 +51,6 @@ PING_S = 10.0  # the LISTEN connection is checked this often
 FULL_QUEUE_RECHECK_S = 1.0
 BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
 PRUNE_EVERY_S = 3600.0
-CLAIMERS = 2  # concurrent claim loops
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 
 
@@ -101,6 +100,7 @@ class PgRunner:
         self._closing = asyncio.Event()
         self._reserved = 0  # queue room promised to claims in flight
         self._busy = False  # the last claim took a full batch: more is likely due now
+        self._backlog = asyncio.Event()  # set with _busy: the helper claimer joins in
         self._group: asyncio.TaskGroup | None = None
         self._settled = asyncio.Event()  # a record was written (the drain waits on it)
         self._want_room = False  # the last claim was cut short by the queue's room
@@ -118,12 +118,9 @@ class PgRunner:
                     group.create_task(self._heartbeat_loop()),
                     group.create_task(self._prune_loop()),
                 ]
-                # Two claimers, so one claim's round trips overlap the other's work.
-                claimers = [
-                    group.create_task(self._claim_loop(stopping, helper=i > 0))
-                    for i in range(CLAIMERS)
-                ]
-                await asyncio.gather(*claimers)
+                helper = group.create_task(self._help_loop(stopping))
+                await self._claim_loop(stopping)
+                await helper
                 await self._drain()
                 for task in loops:  # whatever is still trying past the deadline is cut off
                     task.cancel()
@@ -166,27 +163,40 @@ class PgRunner:
             abandoned.append((job, plan))
         return plan
 
-    async def _claim_loop(self, stopping: asyncio.Event, *, helper: bool = False) -> None:
-        """Claim until ``stopping``. A helper claims only while a backlog keeps claims full."""
+    async def _claim_loop(self, stopping: asyncio.Event) -> None:
+        """Claim until ``stopping``; the only loop that waits on (and clears) ``_wake``."""
         backoff = Backoff()
         while not stopping.is_set():
             self._wake.clear()
-            if helper and not self._busy:
-                await first_of(self._wake.wait(), stopping.wait(), timeout_s=self._poll_s())
-                continue
-            try:
-                delay_s = await self._claim_once()
-            except (StoreUnavailable, StoreSchemaMissing) as exc:
-                self.health.failed("claim", exc)
-                delay_s = backoff.next_s()
-            except Exception:
-                log.exception("pgrunner.error", where="claim")
-                delay_s = backoff.next_s()
-            else:
-                backoff.reset()
-                self.health.ok()
+            delay_s = await self._claim_guarded(backoff)
             if delay_s > 0:
                 await first_of(self._wake.wait(), stopping.wait(), timeout_s=delay_s)
+
+    async def _help_loop(self, stopping: asyncio.Event) -> None:
+        """A second claimer, only while a backlog keeps claims full: its round trips then
+        overlap the first one's work."""
+        backoff = Backoff()
+        while not stopping.is_set():
+            if not self._busy:
+                self._backlog.clear()
+                await first_of(self._backlog.wait(), stopping.wait())
+                continue
+            delay_s = await self._claim_guarded(backoff)
+            if delay_s > 0:
+                await first_of(stopping.wait(), timeout_s=delay_s)
+
+    async def _claim_guarded(self, backoff: Backoff) -> float:
+        try:
+            delay_s = await self._claim_once()
+        except (StoreUnavailable, StoreSchemaMissing) as exc:
+            self.health.failed("claim", exc)
+            return backoff.next_s()
+        except Exception:
+            log.exception("pgrunner.error", where="claim")
+            return backoff.next_s()
+        backoff.reset()
+        self.health.ok()
+        return delay_s
 
     def _claim_threshold(self) -> int:
         """Claim in batches: wait for this much room unless the queue has run dry."""
@@ -219,6 +229,8 @@ class PgRunner:
         finally:
             self._reserved -= room
         self._busy = len(claimed) == room
+        if self._busy:
+            self._backlog.set()
         for job, plan in abandoned:
             self.log.warning(
                 "job.abandoned",
@@ -232,13 +244,19 @@ class PgRunner:
         if self._busy:
             return 0.0
         outlook = await self.store.outlook()
-        self.flags = outlook.flags
+        self._set_flags(outlook.flags)
         if not self.flags.claiming or outlook.due_in_s is None:
             return self._poll_s()
         if outlook.due_in_s > 0:
             return min(self._poll_s(), outlook.due_in_s + 0.001)
         # Still due: more came, or the rows were locked by other replicas' claims.
         return 0.0 if claimed else BUSY_RECHECK_S
+
+    def _set_flags(self, flags: SchedulerFlags) -> None:
+        if flags.claiming != self.flags.claiming:
+            event = "scheduler.resumed" if flags.claiming else "scheduler.paused"
+            log.info(event, paused=flags.paused, enabled=flags.enabled)
+        self.flags = flags
 
     def _start(self, claimed: Claimed) -> None:
         job = claimed.job

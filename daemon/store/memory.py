@@ -150,6 +150,7 @@ class MemoryStore:
     async def claim(
         self, owner: str, limit: int, lease_s: float, planner: Planner
     ) -> list[Claimed]:
+        await asyncio.sleep(0)  # a round trip: others run meanwhile, as with a database
         now = self._enter("claim")
         self.claim_limits.append(limit)
         if not self.flags.claiming or limit <= 0:
@@ -203,6 +204,7 @@ class MemoryStore:
         )
 
     async def outlook(self) -> Outlook:
+        await asyncio.sleep(0)
         now = self._enter("outlook")
         times = [d for j in self.jobs.values() if j.enabled and (d := j.due_at())]
         due_in_s = (min(times) - now).total_seconds() if times else None

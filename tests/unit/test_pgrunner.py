@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from daemon.runqueue import Run, RunResult
 from daemon.store.base import Dependency, SchedulerFlags
@@ -34,6 +35,20 @@ async def test_due_job_runs_once_with_context_and_is_recorded() -> None:
     assert started.request.context["JOB"] == "nightly"
     assert started.request.context["ATTEMPT"] == "1"
     assert started.request.context["SCHEDULED_FOR"].endswith("Z")
+
+
+def succeeded(store: MemoryStore, name: str) -> bool:
+    return store.job(name).last_status == "succeeded"
+
+
+async def test_jobs_added_one_by_one_to_an_idle_runner_all_run_promptly() -> None:
+    store = MemoryStore()
+    async with running(store, poll_interval_s=3600.0):
+        for i in range(40):
+            name = f"one{i}"
+            store.add(name, "default", "every 1h", now())
+            store.notify()  # as the insert's NOTIFY would; a lost wake-up waits an hour
+            await store.wait_for(partial(succeeded, store, name))
 
 
 async def test_failures_retry_up_to_the_budget_then_the_schedule_carries_on() -> None:

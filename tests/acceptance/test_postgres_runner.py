@@ -1,0 +1,260 @@
+"""Acceptance: real ``runbroker run`` daemons (PID 1 each) sharing one PostgreSQL database.
+
+Each test gets a fresh database (``runbroker migrate`` run on it), dropped afterwards. The
+database is watched with bounded polls (a deadline each); the daemons through their logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from tests.acceptance.harness import RUNBROKER, Daemon, Workdir
+
+ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+TASKS = """
+[tasks.noop]
+command = ["true"]
+
+[tasks.fail]
+command = ["false"]
+
+[tasks.first_attempt_hangs]
+command = ["sh", "-c", "if [ \\"$RUNBROKER_ATTEMPT\\" = 1 ]; then sleep 300; fi"]
+
+[tasks.slow]
+command = ["sleep", "4"]
+"""
+
+
+def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return list(await conn.fetch(sql, *args))
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def value(dsn: str, sql: str, *args: Any) -> Any:
+    rows = query(dsn, sql, *args)
+    return rows[0][0] if rows else None
+
+
+def poll(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """A bounded poll of the database."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def dsn() -> Iterator[str]:
+    name = f"acc_{uuid.uuid4().hex[:12]}"
+    query(ADMIN_DSN, f'CREATE DATABASE "{name}"')
+    url = urlunsplit(urlsplit(ADMIN_DSN)._replace(path="/" + name))
+    try:
+        done = cli(url, "migrate")
+        assert done.returncode == 0, done.stderr
+        yield url
+    finally:
+        query(ADMIN_DSN, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def cli(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNBROKER_")}
+    env["RUNBROKER_DATABASE_URL"] = dsn
+    return subprocess.run(
+        [RUNBROKER, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def jobs(dsn: str, *args: str) -> None:
+    done = cli(dsn, "jobs", *args)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def replicas(dsn: str) -> Iterator[Callable[..., Daemon]]:
+    """Start daemons on the test database, each in its own directory; all stopped at the end."""
+    started: list[tuple[Daemon, Workdir]] = []
+
+    def start(**env: str) -> Daemon:
+        work = Workdir()
+        settings = {"RUNBROKER_DATABASE_URL": dsn, "RUNBROKER_LEASE": "3s"}
+        settings.update(env)
+        daemon = Daemon(work.path, env=settings, tasks_toml=TASKS)
+        daemon.log.wait_for("pgrunner.started")
+        started.append((daemon, work))
+        return daemon
+
+    try:
+        yield start
+    finally:
+        for daemon, work in started:
+            daemon.stop()
+            work.cleanup()
+
+
+def test_three_replicas_run_every_occurrence_exactly_once(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    for _ in range(3):
+        replicas()
+    query(
+        dsn,
+        "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at) "
+        "SELECT 'burst' || g, 'noop', 'at 2000-01-01T00:00:00Z', now() "
+        "FROM generate_series(1, 100) g",
+    )
+    jobs(dsn, "add", "ticker", "--task", "noop", "--every", "1s")
+    poll(
+        lambda: value(dsn, "SELECT count(*) FROM job_runs r JOIN scheduled_jobs j "
+                      "ON j.id = r.job_id WHERE j.name = 'ticker'") >= 20,
+        "20 ticks",
+        timeout_s=60,
+    )  # fmt: skip
+    jobs(dsn, "disable", "ticker")
+    poll(
+        lambda: value(dsn, "SELECT count(*) FROM job_runs WHERE finished_at IS NULL") == 0,
+        "every run finished",
+    )
+    burst = query(
+        dsn,
+        "SELECT j.name, count(r.id) AS runs, bool_and(r.status = 'succeeded') AS ok "
+        "FROM scheduled_jobs j LEFT JOIN job_runs r ON r.job_id = j.id "
+        "WHERE j.name LIKE 'burst%' GROUP BY j.name",
+    )
+    assert len(burst) == 100
+    assert all(row["runs"] == 1 and row["ok"] for row in burst)
+    ticks = query(
+        dsn,
+        "SELECT r.scheduled_for, r.attempt, r.status, r.owner FROM job_runs r "
+        "JOIN scheduled_jobs j ON j.id = r.job_id WHERE j.name = 'ticker' "
+        "ORDER BY r.scheduled_for",
+    )
+    times = [t["scheduled_for"] for t in ticks]
+    assert len(times) == len(set(times))  # no occurrence ran twice
+    assert {(t["attempt"], t["status"]) for t in ticks} == {(1, "succeeded")}
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert all(gap % timedelta(seconds=1) == timedelta(0) for gap in gaps)  # on the grid
+    owners = value(dsn, "SELECT count(DISTINCT owner) FROM job_runs")
+    assert owners >= 2
+
+
+def test_a_killed_replicas_run_is_abandoned_and_retried_on_another(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    doomed = replicas()
+    jobs(dsn, "add", "fragile", "--task", "first_attempt_hangs", "--at", "now")
+    poll(
+        lambda: value(dsn, "SELECT status FROM job_runs WHERE attempt = 1") == "running",
+        "attempt 1 running",
+    )
+    survivor = replicas()
+    os.kill(doomed.pid, signal.SIGKILL)  # PID 1 of its namespace: everything in it dies
+    killed_at = time.monotonic()
+    poll(
+        lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "succeeded",
+        "the retry to succeed",
+    )
+    assert time.monotonic() - killed_at < 3 * 3.0  # within about one 3 s lease (+ slack)
+    runs = query(dsn, "SELECT attempt, status, error FROM job_runs ORDER BY attempt")
+    assert [(r["attempt"], r["status"]) for r in runs] == [(1, "abandoned"), (2, "succeeded")]
+    assert "lease" in runs[0]["error"]
+    survivor.log.wait_for("job.abandoned")
+
+
+def restart_postgres() -> None:
+    clusters = subprocess.run(
+        ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    version, name = clusters[0], clusters[1]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart", "-m", "fast"],
+        check=True,
+        timeout=60,
+    )
+
+
+def test_database_restart_mid_run_is_survived_and_the_result_recorded(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas(RUNBROKER_LEASE="60s")
+    jobs(dsn, "add", "steady", "--task", "slow", "--at", "now")
+    poll(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    restart_postgres()
+    poll(
+        lambda: value(dsn, "SELECT status FROM job_runs") == "succeeded",
+        "the result to be recorded",
+        timeout_s=60,
+    )
+    daemon.log.wait_for("db.disconnected")
+    daemon.log.wait_for("db.reconnected")
+    assert daemon.proc.poll() is None  # still running
+    # LISTEN is back: a new job runs promptly.
+    jobs(dsn, "add", "after", "--task", "noop", "--at", "now")
+    poll(
+        lambda: (
+            value(dsn, "SELECT last_status FROM scheduled_jobs WHERE name = 'after'") == "succeeded"
+        ),
+        "a job added after the restart",
+    )
+
+
+def test_paused_scheduler_claims_nothing_until_resumed(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    query(dsn, "UPDATE runbroker_settings SET value = 'true' WHERE key = 'scheduler.paused'")
+    daemon.log.wait_for("scheduler.paused")
+    jobs(dsn, "add", "held", "--task", "noop", "--at", "now")
+    resumed_at = value(dsn, "SELECT clock_timestamp()")
+    query(dsn, "UPDATE runbroker_settings SET value = 'false' WHERE key = 'scheduler.paused'")
+    poll(
+        lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "succeeded",
+        "the job to run once resumed",
+    )
+    assert value(dsn, "SELECT claimed_at FROM job_runs") >= resumed_at
+    daemon.log.wait_for("scheduler.resumed")
+
+
+def test_dependency_chain_with_both_policies(dsn: str, replicas: Callable[..., Daemon]) -> None:
+    replicas()
+    jobs(dsn, "add", "extract", "--task", "fail", "--daily", "03:00", "--max-attempts", "1")
+    jobs(dsn, "add", "load", "--task", "noop", "--daily", "03:00", "--depends-on", "extract")
+    jobs(dsn, "add", "report", "--task", "noop", "--daily", "03:00",
+         "--depends-on", "extract:skip")  # fmt: skip
+    jobs(dsn, "add", "archive", "--task", "noop", "--daily", "03:00", "--depends-on", "load")
+    # One due time for all: the dependants wait for "extract", which runs with them.
+    query(dsn, "UPDATE scheduled_jobs SET next_run_at = date_trunc('second', now())")
+    poll(
+        lambda: (
+            value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 4
+        ),
+        "all four to settle",
+    )
+    rows = {
+        r["name"]: (r["last_status"], r["last_error"])
+        for r in query(dsn, "SELECT name, last_status, last_error FROM scheduled_jobs")
+    }
+    assert rows["extract"][0] == "failed"
+    assert rows["load"] == ("failed", "dependency extract failed")
+    assert rows["report"] == ("succeeded", None)
+    assert rows["archive"] == ("failed", "dependency load failed")
