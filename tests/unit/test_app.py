@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from daemon import settings as settings_module
-from daemon.app import Broker, Signals, tick_plans
+from daemon.app import Broker, Signals, run_broker, tick_plans
 from daemon.protocol import ControlRequest
 from daemon.runqueue import (
     REASON_CLOSED,
@@ -25,6 +26,7 @@ from daemon.runqueue import (
     RunRequest,
 )
 from daemon.schedules import parse_schedule
+from daemon.server import SocketServer
 from daemon.settings import Settings, load_settings
 from daemon.tasks import RunContext, Task, TaskRegistry
 
@@ -379,3 +381,34 @@ async def test_a_second_signal_forces_the_exit(
         result = await run.wait()
     assert exits == [1]
     assert result.reason == REASON_SHUTDOWN_CANCEL  # ended by the SIGKILL, not the grace
+
+
+async def test_run_broker_stops_on_a_real_sigterm(
+    make_settings: MakeSettings, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = short_dir / "rb.sock"
+    settings = make_settings(SOCKET=str(path), INTERVAL="off")
+    listening = asyncio.Event()
+    start = SocketServer.start
+
+    async def start_and_tell(self: SocketServer) -> None:
+        await start(self)
+        listening.set()
+
+    monkeypatch.setattr(SocketServer, "start", start_and_tell)
+    serving = asyncio.create_task(run_broker(settings, _registry(DEFAULT), [0]))
+    async with asyncio.timeout(10):
+        await listening.wait()
+        os.kill(os.getpid(), signal.SIGTERM)  # handled by the broker's loop handler
+        assert await serving == 0
+    assert not path.exists()
+
+
+async def test_a_signal_during_start_up_stops_the_broker_once_it_runs(
+    make_settings: MakeSettings, short_dir: Path
+) -> None:
+    path = short_dir / "rb.sock"
+    settings = make_settings(SOCKET=str(path), INTERVAL="off")
+    async with asyncio.timeout(10):
+        assert await run_broker(settings, _registry(DEFAULT), [1]) == 0
+    assert not path.exists()
