@@ -28,12 +28,18 @@ log = get_logger("runbroker.executor")
 
 # Settings of the daemon itself are not the job's business (the database URL is a secret).
 _PRIVATE_ENV = ("RUNBROKER_",)
+# ...except where a job that runs `runbroker trigger` or `once` itself must find the daemon.
+_SHARED_ENV = frozenset({"RUNBROKER_SOCKET", "RUNBROKER_LOCK_DIR"})
 
 
 def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
     """The environment a command task runs with: the container's, minus runbroker's own
     settings, plus the run context and the env the trigger was allowed to set."""
-    env = {key: value for key, value in base.items() if not key.startswith(_PRIVATE_ENV)}
+    env = {
+        key: value
+        for key, value in base.items()
+        if key in _SHARED_ENV or not key.startswith(_PRIVATE_ENV)
+    }
     env.update(run.request.env)
     env["RUNBROKER_RUN_ID"] = run.id
     env["RUNBROKER_TASK"] = run.request.task

@@ -155,7 +155,7 @@ class SocketServer:
         self.queue = queue
         self.tasks = tasks
         self.control = control
-        self.allowed_uids = allowed_uids or frozenset({0, os.getuid()})
+        self.allowed_uids = frozenset({0, os.getuid()}) if allowed_uids is None else allowed_uids
         self.request_deadline_s = request_deadline_s
         self._server: asyncio.Server | None = None
         self._lock_fd: int | None = None

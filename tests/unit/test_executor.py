@@ -380,7 +380,7 @@ async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
     assert executor.idle.is_set()
 
 
-async def test_job_environment_has_the_run_context_and_no_daemon_settings() -> None:
+async def test_job_environment_has_the_run_context_and_no_daemon_secrets() -> None:
     task = _sh("env", "env", allow_env=frozenset({"GREETING"}))
     async with executing(task, base_env=DAEMON_ENV) as (queue, _):
         recorder = Recorder()
@@ -403,7 +403,8 @@ async def test_job_environment_has_the_run_context_and_no_daemon_settings() -> N
     assert env["HOME"] == "/root"
     assert "RUNBROKER_DATABASE_URL" not in env
     assert "RUNBROKER_GRACE" not in env
-    assert "RUNBROKER_SOCKET" not in env
+    # The socket path is shared so that a job can run `runbroker trigger` itself.
+    assert env["RUNBROKER_SOCKET"] == "/run/runbroker/runbroker.sock"
     assert "hunter2" not in "\n".join(recorder.lines)
 
 
