@@ -206,26 +206,33 @@ async def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--latency-samples", type=int, default=200)
     parser.add_argument("--big-rows", type=int, default=1_000_000)
+    parser.add_argument("--parts", default="drain,latency,query", help="comma-separated")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
 
-    print(f"# drain {args.jobs} no-op jobs (batch {args.batch}), jobs/s")
     rates: dict[tuple[str, int], float] = {}
-    for replicas in (1, 3):
+    if "drain" in parts:
+        print(f"# drain {args.jobs} no-op jobs (batch {args.batch}), jobs/s")
+    for replicas in (1, 3) if "drain" in parts else ():
         for kind in ("rb", "pgq"):
             rates[kind, replicas] = await throughput(kind, replicas, args.jobs, args.batch)
             print(f"{kind:4} replicas={replicas}: {rates[kind, replicas]:8.0f} jobs/s")
         ratio = rates["rb", replicas] / rates["pgq", replicas]
         print(f"ratio runbroker/pgqueuer with {replicas} replica(s): {ratio:.2f}x")
 
-    print(f"\n# due-to-started latency with NOTIFY, {args.latency_samples} samples, ms")
-    for kind in ("rb", "pgq"):
+    if "latency" in parts:
+        print(f"\n# due-to-started latency with NOTIFY, {args.latency_samples} samples, ms")
+    for kind in ("rb", "pgq") if "latency" in parts else ():
         values = await latency(kind, args.latency_samples)
         print(
             f"{kind:4} p50={pct(values, 0.5):6.2f}  p99={pct(values, 0.99):6.2f}  "
             f"mean={statistics.fmean(values):6.2f}  n={len(values)}"
         )
 
+    if "query" not in parts:
+        return
     print("\n# due query (EXPLAIN ANALYZE, best of 5)")
+    plan = ""
     for rows in (1000, args.big_rows):
         ms, plan = await due_query_cost(rows)
         scan = "index scan" if "scheduled_jobs_due_idx" in plan else "NOT an index scan"

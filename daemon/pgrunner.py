@@ -62,6 +62,7 @@ class Held:
     run: Run | None = None
     waiter: asyncio.Task[None] | None = None
     lost: bool = False
+    settled: bool = False  # its finish or release is handed to the writer
 
 
 def new_owner() -> str:
@@ -133,6 +134,8 @@ class PgRunner:
     async def _drain(self) -> None:
         """At stop: release what has not started, wait for what runs, flush the records."""
         for held in list(self.held.values()):
+            if held.settled:
+                continue
             if held.run is None:
                 if held.waiter is not None:
                     held.waiter.cancel()
@@ -353,10 +356,13 @@ class PgRunner:
             duration_ms=result.duration_ms,
             retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
         )
+        held.settled = True
         self.writer.finish(finish)
 
     def _release(self, held: Held) -> None:
-        self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
+        if not held.settled:
+            held.settled = True
+            self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
 
     def _written(self, batch: WriteBatch, outcome: WriteOutcome) -> None:
         for run_id in [f.run_id for f in batch.finishes] + [r.run_id for r in batch.releases]:
