@@ -1,4 +1,14 @@
-"""How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables."""
+"""How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables.
+
+The ``--json`` shapes are stable (times are RFC 3339 UTC or null):
+
+- ``jobs list --json``: ``{"jobs": [...]}``, each ``{name, task, schedule, tz, enabled, state,
+  next_run_at, scheduled_for, attempt, max_attempts, misfire, depends_on: [{job, policy}],
+  lease_owner, last_run_at, last_status, last_error}``.
+- ``jobs history [NAME] --json``: ``{"runs": [...]}``, newest first, each ``{id, job,
+  scheduled_for, attempt, status, owner, claimed_at, started_at, finished_at, duration_ms,
+  error, output}``.
+"""
 
 from __future__ import annotations
 
@@ -94,11 +104,11 @@ def runs_table(runs: Sequence[RunInfo]) -> str:
             [
                 str(run.id),
                 run.job,
-                d["scheduled_for"],
-                str(run.attempt),
                 run.status,
+                str(run.attempt),
+                d["started_at"] or "-",
                 duration,
                 error[:80],
             ]
         )
-    return table(["ID", "JOB", "SCHEDULED FOR", "ATTEMPT", "STATUS", "DURATION", "ERROR"], rows)
+    return table(["ID", "JOB", "STATUS", "ATTEMPT", "STARTED", "DURATION", "ERROR"], rows)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from daemon.interval import format_duration
+from daemon.logs import get_logger
 from daemon.pgwriter import DbHealth, wait_event
 from daemon.store.base import (
     Dependency,
@@ -26,6 +27,8 @@ from daemon.store.base import (
 )
 
 RECHECK_S = 2.0
+
+log = get_logger("runbroker.pgdeps")
 
 
 def _error(dep: Dependency, state: DependencyState) -> str | None:
@@ -66,6 +69,8 @@ class DependencyWaiter:
                 states = await self._store.dependency_states(names, scheduled_for)
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self._health.failed("dependencies", exc)
+            except Exception:  # look again later; the wait stays bounded by its deadline
+                log.exception("pgrunner.error", where="dependencies")
             else:
                 if not any(s.pending for s in states.values()):
                     return verdict(deps, states)

@@ -105,7 +105,49 @@ class PgRunner:
         self._group: asyncio.TaskGroup | None = None
         self._settled = asyncio.Event()  # a record was written (the drain waits on it)
         self._want_room = False  # the last claim was cut short by the queue's room
+        self.claims_total = 0
+        self.lease_reclaims_total = 0
+        self.schedule_lag_s = 0.0  # how late the last first attempt started
+        self.unhealthy_after_s = max(5.0, 2 * settings.lease_s)
         queue.on_finish(self._room_freed)
+
+    # -- observability ----------------------------------------------------------------------
+    def status(self) -> dict[str, object]:
+        """The ``database`` part of ``status``: connection, flags, what this replica holds."""
+        down_since = self.health.down_since
+        return {
+            "up": self.health.up,
+            "down_for_s": None if down_since is None else round(time.monotonic() - down_since, 1),
+            "listening": self.listening,
+            "owner": self.owner,
+            "claiming": self.flags.claiming,
+            "paused": self.flags.paused,
+            "enabled": self.flags.enabled,
+            "held_runs": len(self.held),
+            "unwritten_results": len(self.writer),
+            "claims_total": self.claims_total,
+            "lease_reclaims_total": self.lease_reclaims_total,
+            "schedule_lag_s": round(self.schedule_lag_s, 3),
+        }
+
+    def health_problem(self) -> str | None:
+        """Unhealthy once the database has been unreachable longer than the threshold
+        (twice the lease, at least 5 s): by then other replicas have taken our leases."""
+        down_since = self.health.down_since
+        if down_since is None:
+            return None
+        down_s = time.monotonic() - down_since
+        if down_s <= self.unhealthy_after_s:
+            return None
+        return f"database unreachable for {down_s:.0f}s"
+
+    def metrics_snapshot(self) -> dict[str, float]:
+        return {
+            "db_up": 1.0 if self.health.up else 0.0,
+            "claims_total": float(self.claims_total),
+            "lease_reclaims_total": float(self.lease_reclaims_total),
+            "schedule_lag_seconds": self.schedule_lag_s,
+        }
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self, stopping: asyncio.Event) -> None:
@@ -231,6 +273,8 @@ class PgRunner:
             )
         finally:
             self._reserved -= room
+        self.claims_total += len(claimed)
+        self.lease_reclaims_total += len(abandoned)
         self._busy = len(claimed) == room
         if self._busy:
             self._backlog.set()
@@ -318,6 +362,9 @@ class PgRunner:
     def _on_run_event(self, held: Held, run: Run, event: Event) -> None:
         if event.kind == "started":
             started = utc_from_epoch(run.started_at) or datetime.now(UTC)
+            if held.claimed.attempt == 1:  # retries start late on purpose
+                lag = started - held.claimed.scheduled_for
+                self.schedule_lag_s = max(0.0, lag.total_seconds())
             self.writer.start(Started(held.claimed.run_id, started))
         elif event.kind == "done" and run.result is not None:
             if run.result.cancelled and run.started_at is None:
@@ -386,6 +433,10 @@ class PgRunner:
                 self.health.failed("listen", exc)
                 await wait_event(self._closing, backoff.next_s())
                 continue
+            except Exception:  # never let the daemon die of the database
+                log.exception("pgrunner.error", where="listen")
+                await wait_event(self._closing, backoff.next_s())
+                continue
             backoff.reset()
             self.health.ok()
             self.listening = True
@@ -400,6 +451,8 @@ class PgRunner:
                     self.health.failed("listen", StoreUnavailable("LISTEN connection lost"))
             except StoreUnavailable as exc:
                 self.health.failed("listen", exc)
+            except Exception:
+                log.exception("pgrunner.error", where="listen")
             finally:
                 self.listening = False
                 await subscription.close()
@@ -416,6 +469,9 @@ class PgRunner:
                 )
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self.health.failed("heartbeat", exc)
+                continue
+            except Exception:
+                log.exception("pgrunner.error", where="heartbeat")
                 continue
             self.health.ok()
             for held in list(self.held.values()):
@@ -438,6 +494,9 @@ class PgRunner:
                 pruned = await self.store.prune(self.settings.run_retention_s)
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self.health.failed("prune", exc)
+                continue
+            except Exception:
+                log.exception("pgrunner.error", where="prune")
                 continue
             if pruned:
                 log.info("runs.pruned", runs=pruned)

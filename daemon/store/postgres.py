@@ -47,6 +47,10 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, cannot connect now
     asyncpg.exceptions.InsufficientResourcesError,  # too many connections
+    # Refused at connect time: the database is not created yet, or credentials are being
+    # rotated. Both can heal without a restart, so they are outages, not crashes.
+    asyncpg.exceptions.InvalidCatalogNameError,
+    asyncpg.exceptions.InvalidAuthorizationSpecificationError,
 )
 
 

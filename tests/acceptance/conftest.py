@@ -11,6 +11,7 @@ import pytest
 
 from tests.acceptance.backends import DaemonHandle, get_backend
 from tests.acceptance.harness import Workdir
+from tests.acceptance.pgsupport import fresh_database
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -50,3 +51,10 @@ def start_daemon(workdir: Path) -> Iterator[Callable[..., DaemonHandle]]:
     finally:
         for daemon in started:
             daemon.stop()
+
+
+@pytest.fixture
+def dsn() -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test."""
+    with fresh_database() as url:
+        yield url

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.acceptance.harness import Daemon
+from tests.acceptance.harness import Daemon, wait_until
+from tests.acceptance.pgsupport import ADMIN_DSN, cli, database_url, jobs, poll, query, value
 
 StartDaemon = Callable[..., Daemon]
 
@@ -91,3 +93,70 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
     human = daemon.exec("status")
     assert human.returncode == 0
     assert "recent:" in human.stdout
+
+
+def test_health_follows_the_database_away_and_back(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    name = f"acc_{uuid.uuid4().hex[:12]}"  # not created yet: the database is "away"
+    url = database_url(name)
+    daemon = start_daemon(
+        tasks_toml=TASKS, env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "2s"}
+    )
+    try:
+        daemon.log.wait_for("db.disconnected")
+        assert daemon.exec("health").returncode == 0  # a short outage is not yet unhealthy
+
+        def unhealthy() -> bool:
+            return daemon.exec("health").returncode == 1
+
+        wait_until(unhealthy, "health to turn unhealthy", timeout_s=30)
+        answer = daemon.exec("health")
+        assert answer.stdout.startswith("unhealthy: database unreachable for")
+        query(ADMIN_DSN, f'CREATE DATABASE "{name}"')
+        assert cli(url, "migrate").returncode == 0
+        daemon.log.wait_for("db.reconnected", timeout_s=30)
+        wait_until(lambda: daemon.exec("health").returncode == 0, "health to recover")
+        status = json.loads(daemon.exec("status", "--json").stdout)
+        assert status["database"]["up"] is True
+    finally:
+        daemon.stop()
+        query(ADMIN_DSN, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_database_metrics_move_with_claims(
+    start_daemon: StartDaemon, workdir: Path, dsn: str
+) -> None:
+    daemon = start_daemon(
+        tasks_toml=TASKS,
+        env={"RUNBROKER_DATABASE_URL": dsn, "RUNBROKER_METRICS_ADDR": "127.0.0.1:0"},
+    )
+    port = daemon.log.wait_for("metrics.listening")[0]["port"]
+    jobs(dsn, "add", "once", "--task", "ok", "--at", "now")
+    poll(
+        lambda: value(dsn, "SELECT count(*) FROM job_runs WHERE status = 'succeeded'") == 1,
+        "the job's run to succeed",
+    )
+    wait_until(
+        lambda: _scrape(port).get(("runbroker_claims_total", ())) == 1, "claims_total to move"
+    )
+    samples = _scrape(port)
+    assert samples[("runbroker_db_up", ())] == 1
+    key = (
+        "runbroker_runs_total",
+        (("outcome", "succeeded"), ("task", "ok"), ("trigger", "schedule")),
+    )
+    assert samples[key] == 1
+    assert samples[("runbroker_lease_reclaims_total", ())] == 0
+    assert samples[("runbroker_schedule_lag_seconds", ())] >= 0
+    history = json.loads(cli(dsn, "jobs", "history", "once", "--json").stdout)["runs"]
+    assert len(history) == 1
+    assert set(history[0]) == {
+        "id", "job", "scheduled_for", "attempt", "status", "owner", "claimed_at",
+        "started_at", "finished_at", "duration_ms", "error", "output",
+    }  # fmt: skip
+    assert history[0]["status"] == "succeeded"
+    assert history[0]["attempt"] == 1
+    table = cli(dsn, "jobs", "history", "once").stdout.splitlines()
+    assert table[0].split() == ["ID", "JOB", "STATUS", "ATTEMPT", "STARTED", "DURATION", "ERROR"]
+    assert table[1].split()[1:4] == ["once", "succeeded", "1"]

@@ -6,24 +6,19 @@ database is watched with bounded polls (a deadline each); the daemons through th
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
 
-from tests.acceptance.harness import RUNBROKER, Daemon, Workdir
+from tests.acceptance.harness import Daemon, Workdir
+from tests.acceptance.pgsupport import jobs, poll, query, value
 
-ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TASKS = """
 [tasks.noop]
 command = ["true"]
@@ -37,57 +32,6 @@ command = ["sh", "-c", "if [ \\"$RUNBROKER_ATTEMPT\\" = 1 ]; then sleep 300; fi"
 [tasks.slow]
 command = ["sleep", "4"]
 """
-
-
-def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-    async def run() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return list(await conn.fetch(sql, *args))
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
-
-
-def value(dsn: str, sql: str, *args: Any) -> Any:
-    rows = query(dsn, sql, *args)
-    return rows[0][0] if rows else None
-
-
-def poll(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    """A bounded poll of the database."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-@pytest.fixture
-def dsn() -> Iterator[str]:
-    name = f"acc_{uuid.uuid4().hex[:12]}"
-    query(ADMIN_DSN, f'CREATE DATABASE "{name}"')
-    url = urlunsplit(urlsplit(ADMIN_DSN)._replace(path="/" + name))
-    try:
-        done = cli(url, "migrate")
-        assert done.returncode == 0, done.stderr
-        yield url
-    finally:
-        query(ADMIN_DSN, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def cli(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNBROKER_")}
-    env["RUNBROKER_DATABASE_URL"] = dsn
-    return subprocess.run(
-        [RUNBROKER, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def jobs(dsn: str, *args: str) -> None:
-    done = cli(dsn, "jobs", *args)
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture
