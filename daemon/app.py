@@ -163,6 +163,7 @@ class Broker:
                 queue=self.queue,
                 settings=self.settings,
                 known_tasks=self.tasks.names(),
+                dependency_wait_s=self.settings.dependency_wait_s,
             )
         log.info(
             "broker.ready",

@@ -80,6 +80,7 @@ class Settings(BaseSettings):
     retry_attempts: int = Field(3, ge=1, le=1000)
     retry_backoff_s: Duration = Field(60.0, alias="RUNBROKER_RETRY_BACKOFF", ge=0)
     lease_s: Duration = Field(60.0, alias="RUNBROKER_LEASE", gt=0)
+    dependency_wait_s: Duration = Field(60.0, alias="RUNBROKER_DEPENDENCY_WAIT", gt=0)
     run_retention_s: Duration = Field(30 * 86400.0, alias="RUNBROKER_RUN_RETENTION", gt=0)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
