@@ -99,11 +99,33 @@ COUNT_DONE = {
     "rb": "SELECT count(*) FROM job_runs WHERE status = 'succeeded'",
     "pgq": "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'",
 }
+# After a drain: every job recorded exactly once, nothing left claimed or queued.
+VERIFY = {
+    "rb": """
+        SELECT (SELECT count(*) FROM scheduled_jobs) AS jobs,
+               (SELECT count(*) FROM job_runs) AS records,
+               (SELECT count(DISTINCT job_id) FROM job_runs) AS distinct_jobs,
+               (SELECT count(*) FROM job_runs WHERE status <> 'succeeded') AS not_ok,
+               (SELECT count(*) FROM scheduled_jobs
+                WHERE lease_owner IS NOT NULL OR next_run_at IS NOT NULL
+                   OR last_status IS DISTINCT FROM 'succeeded') AS left_over
+    """,
+    "pgq": """
+        SELECT (SELECT count(DISTINCT job_id) FROM pgqueuer_log) AS jobs,
+               (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful') AS records,
+               (SELECT count(DISTINCT job_id) FROM pgqueuer_log
+                WHERE status = 'successful') AS distinct_jobs,
+               (SELECT count(*) FROM pgqueuer_log
+                WHERE status NOT IN ('queued', 'picked', 'successful')) AS not_ok,
+               (SELECT count(*) FROM pgqueuer) AS left_over
+    """,
+}
 RB_ENQUEUE = (
     "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at) "
     "SELECT 'j' || g || '_' || $2::text, 'noop', 'at 2000-01-01T00:00:00Z', now() "
     "FROM generate_series(1, $1) g"
 )
+POLL_S = 0.01  # the end of a drain is seen within this (the same for both sides)
 
 
 async def pgq_enqueue(conn: asyncpg.Connection, jobs: int) -> None:
@@ -118,10 +140,18 @@ async def wait_count(conn: asyncpg.Connection, kind: str, target: int, timeout_s
     while await conn.fetchval(COUNT_DONE[kind]) < target:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{kind}: only {await conn.fetchval(COUNT_DONE[kind])} done")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(POLL_S)
+
+
+async def verify(conn: asyncpg.Connection, kind: str, jobs: int) -> None:
+    row = await conn.fetchrow(VERIFY[kind])
+    expected = {"jobs": jobs, "records": jobs, "distinct_jobs": jobs, "not_ok": 0, "left_over": 0}
+    if dict(row) != expected:
+        raise RuntimeError(f"{kind}: drain not exact: {dict(row)} != {expected}")
 
 
 async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> float:
+    """Jobs per second from the first enqueue to the last recorded result, all checked."""
     async with fresh_database(kind) as dsn:
         workers = Workers(kind, dsn, replicas, batch)
         try:
@@ -135,13 +165,12 @@ async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> float:
                     await pgq_enqueue(conn, jobs)
                 await wait_count(conn, kind, jobs, 300)
                 elapsed_s = time.perf_counter() - t0
-                done = await conn.fetchval(COUNT_DONE[kind])
+                await asyncio.sleep(0.2)  # a duplicate written late would show up now
+                await verify(conn, kind, jobs)
             finally:
                 await conn.close()
         finally:
             workers.stop()
-    if done != jobs:
-        raise RuntimeError(f"{kind}: {done} recorded for {jobs} jobs")
     return jobs / elapsed_s
 
 
@@ -195,6 +224,40 @@ async def due_query_cost(rows: int) -> tuple[float, str]:
             await conn.close()
 
 
+async def drain(jobs: int, batch: int, reps: int) -> None:
+    """Each repetition measures both sides back to back, in alternating order; the ratio is
+    taken within a repetition, and the medians over repetitions are reported."""
+    print(f"# drain {jobs} no-op jobs (batch {batch}), jobs/s, {reps} repetitions")
+    rates: dict[tuple[str, int], list[float]] = {}
+    ratios: dict[int, list[float]] = {}
+    for rep in range(reps):
+        for replicas in (1, 3):
+            order = ("rb", "pgq") if (rep + replicas // 3) % 2 == 0 else ("pgq", "rb")
+            got = {kind: await throughput(kind, replicas, jobs, batch) for kind in order}
+            for kind, rate in got.items():
+                rates.setdefault((kind, replicas), []).append(rate)
+            ratio = got["rb"] / got["pgq"]
+            ratios.setdefault(replicas, []).append(ratio)
+            print(
+                f"rep {rep + 1} replicas={replicas} ({' then '.join(order)}): "
+                f"rb {got['rb']:7.0f}  pgq {got['pgq']:7.0f}  ratio {ratio:.2f}x",
+                flush=True,
+            )
+    print(f"\n# drain, median of {reps} (min-max)")
+    for replicas in (1, 3):
+        for kind in ("rb", "pgq"):
+            values = rates[kind, replicas]
+            print(
+                f"{kind:4} replicas={replicas}: {statistics.median(values):7.0f} jobs/s "
+                f"({min(values):.0f}-{max(values):.0f})"
+            )
+        values = ratios[replicas]
+        print(
+            f"ratio runbroker/pgqueuer, {replicas} replica(s): "
+            f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+        )
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -206,19 +269,13 @@ async def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--latency-samples", type=int, default=200)
     parser.add_argument("--big-rows", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=5, help="drain repetitions")
     parser.add_argument("--parts", default="drain,latency,query", help="comma-separated")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
 
-    rates: dict[tuple[str, int], float] = {}
     if "drain" in parts:
-        print(f"# drain {args.jobs} no-op jobs (batch {args.batch}), jobs/s")
-    for replicas in (1, 3) if "drain" in parts else ():
-        for kind in ("rb", "pgq"):
-            rates[kind, replicas] = await throughput(kind, replicas, args.jobs, args.batch)
-            print(f"{kind:4} replicas={replicas}: {rates[kind, replicas]:8.0f} jobs/s")
-        ratio = rates["rb", replicas] / rates["pgq", replicas]
-        print(f"ratio runbroker/pgqueuer with {replicas} replica(s): {ratio:.2f}x")
+        await drain(args.jobs, args.batch, args.reps)
 
     if "latency" in parts:
         print(f"\n# due-to-started latency with NOTIFY, {args.latency_samples} samples, ms")

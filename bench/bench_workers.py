@@ -2,6 +2,14 @@
 
 Each prints ``ready`` once it listens, runs no-op jobs until SIGTERM, then prints one JSON
 line with the due-to-started latencies it saw (milliseconds).
+
+Both sides do the same work per job: an ``async def`` handler that notes its latency. The
+runbroker side runs it through the daemon's real parts (PgRunner, RunQueue, Executor with a
+Python handler task), the pgqueuer side through a QueueManager entrypoint. Logging is at
+WARNING on both sides.
+
+``RUNBROKER_BENCH_PROFILE=DIR`` (runbroker side only) writes a pyinstrument profile of the
+worker's whole life to DIR/NAME.txt.
 """
 
 from __future__ import annotations
@@ -9,19 +17,30 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 import uvloop
 
+from daemon.executor import Executor
 from daemon.pgrunner import PgRunner
-from daemon.runqueue import RunQueue, RunResult
+from daemon.process import ChildSupervisor
+from daemon.runqueue import RunQueue
 from daemon.settings import Settings
 from daemon.store.postgres import PostgresStore
+from daemon.tasks import RunContext, Task, TaskRegistry
 
 latencies_ms: list[float] = []
+
+
+async def noop_handler(run: RunContext) -> dict[str, Any] | None:
+    scheduled = datetime.fromisoformat(run.context["SCHEDULED_FOR"])
+    latencies_ms.append((datetime.now(UTC) - scheduled).total_seconds() * 1000)
+    return None
 
 
 async def runbroker_worker(dsn: str, batch: int, name: str) -> None:
@@ -29,20 +48,13 @@ async def runbroker_worker(dsn: str, batch: int, name: str) -> None:
         update={"batch_size": batch, "queue_capacity": batch * 2, "poll_interval_s": 60.0}
     )
     queue = RunQueue(settings.queue_capacity)
+    tasks = TaskRegistry({"noop": Task(name="noop", handler=noop_handler)})
+    executor = Executor(queue, tasks, ChildSupervisor(), default_grace_s=1.0, base_env={})
     runner = PgRunner(
         store=PostgresStore(dsn), queue=queue, settings=settings, known_tasks={"noop"}, owner=name
     )
     stopping = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
-
-    async def executor() -> None:
-        while (run := await queue.take()) is not None:
-            run.mark_started()
-            scheduled = datetime.fromisoformat(run.request.context["SCHEDULED_FOR"])
-            started = datetime.fromtimestamp(run.started_at or 0, UTC)
-            latencies_ms.append((started - scheduled).total_seconds() * 1000)
-            run.finish(RunResult(ok=True))
-            queue.release(run)
 
     async def announce() -> None:
         while not runner.listening:  # noqa: ASYNC110 (a bench: polling a flag is fine)
@@ -50,7 +62,7 @@ async def runbroker_worker(dsn: str, batch: int, name: str) -> None:
         print("ready", flush=True)
 
     async with asyncio.TaskGroup() as group:
-        exec_task = group.create_task(executor())
+        exec_task = group.create_task(executor.run_forever())
         group.create_task(announce())
         await runner.run(stopping)
         queue.close()
@@ -88,7 +100,18 @@ def main() -> None:
     logging.disable(logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     worker = runbroker_worker if kind == "rb" else pgqueuer_worker
-    uvloop.run(worker(dsn, batch, name))
+    profile_dir = os.environ.get("RUNBROKER_BENCH_PROFILE")
+    if profile_dir and kind == "rb":
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005, async_mode="disabled")
+        profiler.start()
+        uvloop.run(worker(dsn, batch, name))
+        profiler.stop()
+        with open(os.path.join(profile_dir, f"{name}.txt"), "w") as out:
+            out.write(profiler.output_text(unicode=False, show_all=False))
+    else:
+        uvloop.run(worker(dsn, batch, name))
     print(json.dumps({"latencies_ms": latencies_ms}), flush=True)
 
 
