@@ -1,36 +1,49 @@
 """The ``runbroker`` command: argument parsing and exit codes only.
 
 The client commands (``trigger``, ``status``, ``health``, ``cancel``) import nothing heavier
-than ``socket`` and ``json``: each ``docker exec`` starts a cold interpreter. The daemon's
-modules are imported only on the ``run`` path, after the signal handlers are in place.
+than ``_socket`` and ``json``: each ``docker exec`` starts a cold interpreter. A plain
+``trigger`` does not even load argparse or typing (see ``fastargs``). The daemon's modules are
+imported only on the ``run`` path, after the signal handlers are in place.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
-from types import FrameType
-from typing import Any
 
 from daemon import __version__
+
+TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from types import FrameType
+    from typing import Any
 
 EXIT_USAGE = 2
 
 
-def _duration_arg(text: str) -> float:
+def positive_duration(text: str) -> float:
+    """A Go-style duration that must be positive; ValueError with the reason otherwise."""
     from daemon.interval import parse_duration
 
-    try:
-        seconds = parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    seconds = parse_duration(text)
     if seconds <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
+        raise ValueError("must be positive")
     return seconds
 
 
+def _duration_arg(text: str) -> float:
+    import argparse
+
+    try:
+        return positive_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _env_arg(text: str) -> tuple[str, str]:
+    import argparse
+
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
@@ -38,6 +51,8 @@ def _env_arg(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="runbroker", description="A job-running daemon for containers."
     )
@@ -169,8 +184,8 @@ def _fast_trigger(words: list[str]) -> int | None:
     timeout_s = None
     if parsed.timeout is not None:
         try:
-            timeout_s = _duration_arg(parsed.timeout)
-        except argparse.ArgumentTypeError:
+            timeout_s = positive_duration(parsed.timeout)
+        except ValueError:
             return None  # argparse reports it
     from daemon import client
     from daemon.protocol import SubmitRequest

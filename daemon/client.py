@@ -1,20 +1,24 @@
 """The thin client behind ``runbroker trigger|status|cancel|health``.
 
 Started cold by every ``docker exec``, so it uses blocking sockets and the standard library only:
-no asyncio, pydantic or structlog.
+no asyncio, pydantic or structlog, and not even ``typing`` or the ``socket`` module (whose enum
+set-up costs more than the round trip to the daemon): the C module ``_socket`` does the work.
 """
 
 from __future__ import annotations
 
+import _socket
 import json
 import os
-import socket
 import sys
 import time
-from collections.abc import Iterator
-from typing import Any, TextIO
 
 from daemon.protocol import ControlRequest, Request, SubmitRequest, decode_event, encode_request
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, TextIO
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -39,7 +43,7 @@ class Unreachable(Exception):
 
 
 class Connection:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: _socket.socket) -> None:
         self.sock = sock
         self.buffer = b""
 
@@ -65,7 +69,7 @@ class Connection:
 
 
 def connect(path: str, request: Request) -> Connection:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:
         sock.connect(path)

@@ -8,20 +8,33 @@ caller falls back to argparse, which owns every message. A property test checks 
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 _VALUE_FLAGS = ("--arg", "--env", "--timeout", "--socket")
 _BOOL_FLAGS = ("--detach", "--json")
 
 
-class TriggerArgs(NamedTuple):
-    task: str
-    args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    detach: bool
-    as_json: bool
-    timeout: str | None
-    socket: str | None
+class TriggerArgs:
+    """The parsed arguments (a plain class: ``typing.NamedTuple`` costs a cold start)."""
+
+    __slots__ = ("args", "as_json", "detach", "env", "socket", "task", "timeout")
+
+    def __init__(
+        self,
+        *,
+        task: str,
+        args: tuple[str, ...],
+        env: tuple[tuple[str, str], ...],
+        detach: bool,
+        as_json: bool,
+        timeout: str | None,
+        socket: str | None,
+    ) -> None:
+        self.task = task
+        self.args = args
+        self.env = env
+        self.detach = detach
+        self.as_json = as_json
+        self.timeout = timeout
+        self.socket = socket
 
 
 def parse_trigger(words: list[str]) -> TriggerArgs | None:
@@ -56,6 +69,8 @@ def parse_trigger(words: list[str]) -> TriggerArgs | None:
                 if not sep or not key:
                     return None
                 env.append((key, env_value))
+            elif values[name] is not None:
+                return None  # repeated: argparse checks every occurrence, so let it decide
             else:
                 values[name] = value
             continue

@@ -5,15 +5,17 @@ One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
 ``health``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
 
-This module imports only the standard library's ``json`` and ``typing`` (not ``dataclasses``,
-which costs a cold process more than everything else here): the thin client loads it on every
+This module imports only the standard library's ``json``: the thin client loads it on every
 cold ``docker exec``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+
+TYPE_CHECKING = False  # the thin client must not pay for importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 REQUEST_DEADLINE_S = 30.0
@@ -35,18 +37,56 @@ class ProtocolError(ValueError):
         self.reason = reason
 
 
-_NO_ENV: dict[str, str] = {}
+class SubmitRequest:
+    """Run ``task`` with ``args`` appended and ``env`` set (both subject to the task's policy).
+
+    A plain immutable value class: ``dataclasses`` and ``typing.NamedTuple`` cost a cold client
+    more than everything else it imports.
+    """
+
+    __slots__ = ("args", "env", "task")
+
+    def __init__(
+        self,
+        task: str = "default",
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.task = task
+        self.args = tuple(args)
+        self.env = dict(env) if env else {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SubmitRequest) and (self.task, self.args, self.env) == (
+            other.task,
+            other.args,
+            other.env,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.task, self.args, tuple(sorted(self.env.items()))))
+
+    def __repr__(self) -> str:
+        return f"SubmitRequest(task={self.task!r}, args={self.args!r}, env=<{len(self.env)}>)"
 
 
-class SubmitRequest(NamedTuple):
-    task: str = "default"
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = _NO_ENV  # never mutated
+class ControlRequest:
+    """``op`` is ``status``, ``health`` or ``cancel`` (which names a run ``id``)."""
 
+    __slots__ = ("id", "op")
 
-class ControlRequest(NamedTuple):
-    op: str
-    id: str = ""
+    def __init__(self, op: str, id: str = "") -> None:
+        self.op = op
+        self.id = id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ControlRequest) and (self.op, self.id) == (other.op, other.id)
+
+    def __hash__(self) -> int:
+        return hash((self.op, self.id))
+
+    def __repr__(self) -> str:
+        return f"ControlRequest(op={self.op!r}, id={self.id!r})"
 
 
 Request = SubmitRequest | ControlRequest

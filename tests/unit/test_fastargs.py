@@ -78,5 +78,14 @@ def test_plain_forms_take_the_fast_path() -> None:
 
 
 def test_unusual_forms_fall_back() -> None:
-    for words in (["-h"], ["--det"], ["a", "b"], ["--arg"], ["--env", "novalue"], ["--arg", "-x"]):
+    unusual = (
+        ["-h"],
+        ["--det"],
+        ["a", "b"],
+        ["--arg"],
+        ["--env", "novalue"],
+        ["--arg", "-x"],
+        ["--timeout", "bad", "--timeout=5s"],  # argparse checks every occurrence
+    )
+    for words in unusual:
         assert parse_trigger(words) is None, words
