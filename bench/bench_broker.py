@@ -1,7 +1,10 @@
 """Broker benchmarks: cold trigger start-up, socket round trips, daemon memory.
 
-Run: ``.venv/bin/python bench/bench_broker.py``. Figures are printed; ratios are measured
-within the same run because the machine is shared and noisy.
+Run it from a regular install, as a container has: ``python3 -m venv /tmp/rb && /tmp/rb/bin/pip
+install . && /tmp/rb/bin/python bench/bench_broker.py``. (An editable install adds a path finder
+to every interpreter start, ``python -c pass`` included, which hides the client's own cost.)
+Figures are printed; ratios are measured within the same run because the machine is shared and
+noisy.
 
 1. ``runbroker trigger noop`` as a cold process, alternated with ``python -c pass``: median ratio
    (goal <= 2.0).
