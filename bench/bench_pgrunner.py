@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -150,7 +151,36 @@ async def verify(conn: asyncpg.Connection, kind: str, jobs: int) -> None:
         raise RuntimeError(f"{kind}: drain not exact: {dict(row)} != {expected}")
 
 
-async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> float:
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process on this machine (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_snapshot(conn: asyncpg.Connection, workers: Workers) -> tuple[float, float]:
+    """CPU seconds so far of the worker processes and of the database's other backends."""
+    pids = await conn.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid()"
+    )
+    return (
+        sum(cpu_s(proc.pid) for proc in workers.procs),
+        sum(cpu_s(row["pid"]) for row in pids),
+    )
+
+
+@dataclass
+class Drain:
+    rate: float  # jobs/s
+    worker_us: float  # worker CPU per job (all replicas)
+    db_us: float  # database backend CPU per job (all the workers' connections)
+
+
+async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> Drain:
     """Jobs per second from the first enqueue to the last recorded result, all checked."""
     async with fresh_database(kind) as dsn:
         workers = Workers(kind, dsn, replicas, batch)
@@ -158,6 +188,7 @@ async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> float:
             workers.wait_ready()
             conn = await asyncpg.connect(dsn)
             try:
+                cpu0 = await cpu_snapshot(conn, workers)
                 t0 = time.perf_counter()
                 if kind == "rb":
                     await conn.execute(RB_ENQUEUE, jobs, "x")
@@ -165,13 +196,17 @@ async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> float:
                     await pgq_enqueue(conn, jobs)
                 await wait_count(conn, kind, jobs, 300)
                 elapsed_s = time.perf_counter() - t0
+                cpu1 = await cpu_snapshot(conn, workers)
                 await asyncio.sleep(0.2)  # a duplicate written late would show up now
                 await verify(conn, kind, jobs)
             finally:
                 await conn.close()
         finally:
             workers.stop()
-    return jobs / elapsed_s
+    per_job_us = 1e6 / jobs
+    return Drain(
+        jobs / elapsed_s, (cpu1[0] - cpu0[0]) * per_job_us, (cpu1[1] - cpu0[1]) * per_job_us
+    )
 
 
 async def latency(kind: str, samples: int) -> list[float]:
@@ -234,13 +269,18 @@ async def drain(jobs: int, batch: int, reps: int) -> None:
         for replicas in (1, 3):
             order = ("rb", "pgq") if (rep + replicas // 3) % 2 == 0 else ("pgq", "rb")
             got = {kind: await throughput(kind, replicas, jobs, batch) for kind in order}
-            for kind, rate in got.items():
-                rates.setdefault((kind, replicas), []).append(rate)
-            ratio = got["rb"] / got["pgq"]
+            for kind, drained in got.items():
+                rates.setdefault((kind, replicas), []).append(drained.rate)
+            ratio = got["rb"].rate / got["pgq"].rate
             ratios.setdefault(replicas, []).append(ratio)
+            cpu = "  ".join(
+                f"{kind} cpu/job: worker {got[kind].worker_us:.0f}us db {got[kind].db_us:.0f}us"
+                for kind in ("rb", "pgq")
+            )
             print(
                 f"rep {rep + 1} replicas={replicas} ({' then '.join(order)}): "
-                f"rb {got['rb']:7.0f}  pgq {got['pgq']:7.0f}  ratio {ratio:.2f}x",
+                f"rb {got['rb'].rate:7.0f}  pgq {got['pgq'].rate:7.0f}  ratio {ratio:.2f}x"
+                f"   [{cpu}]",
                 flush=True,
             )
     print(f"\n# drain, median of {reps} (min-max)")

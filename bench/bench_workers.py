@@ -6,7 +6,7 @@ line with the due-to-started latencies it saw (milliseconds).
 Both sides do the same work per job: an ``async def`` handler that notes its latency. The
 runbroker side runs it through the daemon's real parts (PgRunner, RunQueue, Executor with a
 Python handler task), the pgqueuer side through a QueueManager entrypoint. Logging is at
-WARNING on both sides.
+WARNING on both sides, each with its real set-up (runbroker's ``configure_logging``).
 
 ``RUNBROKER_BENCH_PROFILE=DIR`` (runbroker side only) writes a pyinstrument profile of the
 worker's whole life to DIR/NAME.txt.
@@ -23,10 +23,10 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
 import uvloop
 
 from daemon.executor import Executor
+from daemon.logs import configure_logging
 from daemon.pgrunner import PgRunner
 from daemon.process import ChildSupervisor
 from daemon.runqueue import RunQueue
@@ -97,8 +97,10 @@ async def pgqueuer_worker(dsn: str, batch: int, name: str) -> None:
 
 def main() -> None:
     kind, dsn, batch, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    logging.disable(logging.WARNING)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if kind == "rb":  # the daemon's own logging set-up, as with RUNBROKER_LOG_LEVEL=warning
+        configure_logging("json", "warning", stream=sys.stderr)
+    else:
+        logging.basicConfig(level=logging.WARNING)
     worker = runbroker_worker if kind == "rb" else pgqueuer_worker
     profile_dir = os.environ.get("RUNBROKER_BENCH_PROFILE")
     if profile_dir and kind == "rb":
