@@ -65,6 +65,12 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """The pool's reset: nothing to undo. The store never changes session state (no SET, no
+    LISTEN on pooled connections, the migration lock is released in ``finally``); asyncpg
+    still rolls back an open transaction. Saves asyncpg's reset query: a round trip per use."""
+
+
 def _transaction(
     conn: asyncpg.Connection, needed: bool
 ) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -175,6 +181,7 @@ class PostgresStore:
                 min_size=0,
                 max_size=self._max_size,
                 init=_init_connection,
+                reset=_keep_session,
                 command_timeout=self._command_timeout_s,
                 timeout=self._connect_timeout_s,
                 server_settings=self._server_settings,
@@ -370,6 +377,9 @@ class PostgresStore:
                     applied.append(name)
             finally:
                 await conn.execute(UNLOCK_MIGRATIONS)
+                # The pool does not reset sessions (_keep_session): undo whatever session state
+                # a migration's SQL may have set before the connection serves the runner.
+                await conn.reset()
         return applied
 
     async def db_now(self) -> datetime:
