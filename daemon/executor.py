@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping
+
+import structlog
 
 from daemon.logs import get_logger
 from daemon.process import ChildSupervisor
@@ -49,6 +52,14 @@ def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
     if run.request.payload is not None:
         env["RUNBROKER_PAYLOAD"] = json.dumps(run.request.payload, separators=(",", ":"))
     return env
+
+
+def _info_enabled() -> bool:
+    """False only when structlog goes through stdlib logging and info lines are dropped
+    (LOG_LEVEL=warning): the per-run info lines are then not built at all."""
+    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
+        return True
+    return logging.getLogger("runbroker.executor").isEnabledFor(logging.INFO)
 
 
 def _format_s(seconds: float) -> str:
@@ -117,7 +128,9 @@ class Executor:
             log.warning("run.done", **_run_fields(run), ok=False, reason=result.reason)
             return result
         run.mark_started()
-        log.info("run.started", **_run_fields(run))
+        verbose = _info_enabled()
+        if verbose:
+            log.info("run.started", **_run_fields(run))
         started = time.monotonic()
         self._cancel_reason = ""
         attempt = self._current_task = asyncio.create_task(self._attempt(run, task))
@@ -150,13 +163,13 @@ class Executor:
             cancelled=result.cancelled,
         )
         run.finish(result)
-        fields = _run_fields(run)
         if result.ok:
-            log.info("run.done", **fields, ok=True, duration_ms=duration_ms)
+            if verbose:
+                log.info("run.done", **_run_fields(run), ok=True, duration_ms=duration_ms)
         else:
             log.warning(
                 "run.done",
-                **fields,
+                **_run_fields(run),
                 ok=False,
                 reason=result.reason,
                 exit_code=result.exit_code,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import secrets
 import socket
@@ -27,7 +28,7 @@ import structlog
 
 from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
 from daemon.pgdeps import DependencyWaiter
-from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, wait_event
+from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, log_enabled, wait_event
 from daemon.runqueue import Event, Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (
@@ -105,6 +106,7 @@ class PgRunner:
         self._group: asyncio.TaskGroup | None = None
         self._settled = asyncio.Event()  # a record was written (the drain waits on it)
         self._want_room = False  # the last claim was cut short by the queue's room
+        self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)
         self.claims_total = 0
         self.lease_reclaims_total = 0
         self.schedule_lag_s = 0.0  # how late the last first attempt started
@@ -286,6 +288,8 @@ class PgRunner:
                 attempt=job.attempt,
                 retried=plan.run,
             )
+        self._log_claims = log_enabled(logging.DEBUG)
+        self._log_finishes = log_enabled(logging.INFO)
         for item in claimed:
             self._start(item)
         if self._busy:
@@ -309,13 +313,14 @@ class PgRunner:
         job = claimed.job
         held = Held(claimed)
         self.held[claimed.run_id] = held
-        self.log.debug(
-            "job.claimed",
-            job=job.name,
-            run_id=claimed.run_id,
-            attempt=claimed.attempt,
-            scheduled_for=claimed.scheduled_for,
-        )
+        if self._log_claims:
+            self.log.debug(
+                "job.claimed",
+                job=job.name,
+                run_id=claimed.run_id,
+                attempt=claimed.attempt,
+                scheduled_for=claimed.scheduled_for,
+            )
         if job.task not in self.known_tasks:
             defined = ", ".join(sorted(self.known_tasks)) or "none"
             error = f"unknown task {job.task!r}: this container defines {defined}"
@@ -394,15 +399,16 @@ class PgRunner:
             backoff_base_s=self.settings.retry_backoff_s,
             retryable=retryable,
         )
-        self.log.info(
-            "job.finished",
-            job=claimed.job.name,
-            run_id=claimed.run_id,
-            status=finish.status,
-            attempt=claimed.attempt,
-            duration_ms=result.duration_ms,
-            retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
-        )
+        if self._log_finishes:
+            self.log.info(
+                "job.finished",
+                job=claimed.job.name,
+                run_id=claimed.run_id,
+                status=finish.status,
+                attempt=claimed.attempt,
+                duration_ms=result.duration_ms,
+                retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
+            )
         held.settled = True
         self.writer.finish(finish)
 

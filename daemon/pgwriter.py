@@ -3,11 +3,15 @@
 Results (run started, run finished, claim released) are queued in memory and written in
 batches, one transaction each. While the database is away they wait and are retried with
 backoff, so a run that finishes during an outage is recorded when the database returns.
+
+A run's start is written only once the run has been going for ``START_DELAY_S``: a run that
+finishes sooner gets one write (its finish carries ``started_at``), not two.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -26,10 +30,21 @@ from daemon.store.base import (
     WriteOutcome,
 )
 
-log = structlog.get_logger("runbroker.pgrunner")
+LOGGER_NAME = "runbroker.pgrunner"
+log = structlog.get_logger(LOGGER_NAME)
 
 MAX_BATCH = 500
 MAX_BUG_RETRIES = 3
+START_DELAY_S = 0.05  # a run's status shows "running" at most this late
+
+
+def log_enabled(level: int, name: str = LOGGER_NAME) -> bool:
+    """Whether a line at ``level`` would be written, to skip building per-run lines that would
+    be dropped. False only when structlog goes through stdlib logging (``configure_logging``)
+    and stdlib drops the level; any other set-up (tests capturing events) keeps every line."""
+    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
+        return True
+    return logging.getLogger(name).isEnabledFor(level)
 
 
 async def first_of(*waitables: Awaitable[Any], timeout_s: float | None = None) -> None:
@@ -114,20 +129,26 @@ class ResultWriter:
         self._owner = owner
         self._health = health
         self._on_written = on_written
-        self._pending = WriteBatch()
+        self._pending = WriteBatch()  # due now (starts only after a failed write)
+        self._starts: dict[int, tuple[float, Started]] = {}  # by run id: (due, start), in order
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
 
     def start(self, item: Started) -> None:
-        self._pending.starts.append(item)
-        self._poke()
+        first = not self._starts
+        self._starts[item.run_id] = (time.monotonic() + START_DELAY_S, item)
+        self._idle.clear()
+        if first:  # the writer may be waiting without a timer
+            self._wakeup.set()
 
     def finish(self, item: Finish) -> None:
+        self._starts.pop(item.run_id, None)
         self._pending.finishes.append(item)
         self._poke()
 
     def release(self, item: Release) -> None:
+        self._starts.pop(item.run_id, None)
         self._pending.releases.append(item)
         self._poke()
 
@@ -136,7 +157,20 @@ class ResultWriter:
         self._wakeup.set()
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._starts)
+
+    def _start_wait_s(self, closing: bool) -> float | None:
+        """Moves the starts that are due (all once closing) to the pending batch; returns how
+        long until the next one is, None if none waits."""
+        now = time.monotonic()
+        while self._starts:
+            run_id = next(iter(self._starts))
+            due, item = self._starts[run_id]
+            if due > now and not closing:
+                return due - now
+            del self._starts[run_id]
+            self._pending.starts.append(item)
+        return None
 
     def _take(self) -> WriteBatch:
         pending = self._pending
@@ -172,12 +206,14 @@ class ResultWriter:
         backoff = Backoff()
         bug_retries = 0
         while True:
+            start_wait_s = self._start_wait_s(closing.is_set())
             if not self._pending:
-                self._idle.set()
-                if closing.is_set():
-                    return
+                if start_wait_s is None:
+                    self._idle.set()
+                    if closing.is_set():
+                        return
                 self._wakeup.clear()
-                await first_of(self._wakeup.wait(), closing.wait())
+                await first_of(self._wakeup.wait(), closing.wait(), timeout_s=start_wait_s)
                 continue
             batch = self._take()
             try:
