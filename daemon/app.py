@@ -22,7 +22,7 @@ from daemon.process import ChildSupervisor
 from daemon.protocol import ControlRequest
 from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
 from daemon.server import SocketServer
-from daemon.settings import Settings
+from daemon.settings import Settings, SettingsError
 from daemon.tasks import TaskRegistry
 from daemon.ticker import Ticker, TickPlan
 
@@ -149,9 +149,15 @@ class Broker:
         """Run until a signal; returns the process exit code."""
         for warning in self.interval_warnings:
             log.warning("settings.interval", warning=warning)
+        if self.metrics_server is not None:  # first: a bad address is a setting's fault
+            try:
+                await self.metrics_server.start()
+            except OSError as exc:
+                raise SettingsError(
+                    f"RUNBROKER_METRICS_ADDR: cannot listen on {self.settings.metrics_addr}: "
+                    f"{exc.strerror or exc}"
+                ) from None
         await self.server.start()
-        if self.metrics_server is not None:
-            await self.metrics_server.start()
         database = None
         if self.settings.database_dsn():
             from daemon.pgrunner import PgRunner  # only with a database
@@ -203,7 +209,8 @@ class Broker:
         budget_s = self.settings.shutdown_timeout_s
         deadline = time.monotonic() + budget_s
         log.info("broker.stopping", shutdown_timeout_s=budget_s)
-        self.server.stop_accepting()
+        # The socket keeps answering while the run drains: a closed queue tells new triggers
+        # "scheduler is shutting down" (exit 75), and status/health still answer.
         self.queue.close()
         ticker_task.cancel()
         pg_stopping.set()
@@ -224,6 +231,11 @@ class Broker:
             for task in pending:
                 task.cancel()
             await asyncio.wait(pending, timeout=1.0)
+            if any(not task.done() for task in pending):
+                # Something ignores cancellation (a handler swallowing CancelledError): the
+                # process must still end, as `docker stop` expects.
+                log.error("broker.stuck", pending=sum(not task.done() for task in pending))
+                os._exit(EXIT_FATAL)
         await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
         if self.metrics_server is not None:
             await self.metrics_server.close()

@@ -58,6 +58,9 @@ def main(command: list[str], early_signals: list[int]) -> int:
     log.info("broker.starting", tasks=sorted(tasks.names()))
     try:
         return int(uvloop.run(run_broker(settings, tasks, early_signals)))
+    except SettingsError as exc:
+        print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except SocketInUse as exc:
         log.error("broker.socket_in_use", error=str(exc))
         print(f"runbroker: {exc}", file=sys.stderr)

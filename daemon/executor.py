@@ -7,7 +7,6 @@ cancellation, or shutdown. A handler's crash never takes the executor down.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -28,6 +27,8 @@ from daemon.runqueue import (
 from daemon.tasks import RunContext, Task, TaskRegistry
 
 log = get_logger("runbroker.executor")
+
+ABANDON_WAIT_S = 1.0  # at a forced stop, how long a run's own clean-up may take
 
 # Settings of the daemon itself are not the job's business (the database URL is a secret).
 _PRIVATE_ENV = ("RUNBROKER_",)
@@ -111,7 +112,8 @@ class Executor:
         if run_id is not None and current.id != run_id:
             return False
         self._cancel_reason = reason
-        task.cancel()
+        if not task.cancelling():  # a second cancel must not cut the first one's grace short
+            task.cancel()
         return True
 
     def shutdown_running(self, grace_cap_s: float) -> bool:
@@ -138,10 +140,10 @@ class Executor:
         try:
             await asyncio.wait({attempt})  # unlike shield(), not raising if attempt is cancelled
         except asyncio.CancelledError:
-            # The executor itself is being cancelled (forced exit): stop the run too.
+            # The executor itself is being cancelled (the shutdown budget ran out): stop the
+            # run too, but never wait without bound for a handler that ignores cancellation.
             attempt.cancel()
-            with contextlib.suppress(BaseException):
-                await attempt
+            await asyncio.wait({attempt}, timeout=ABANDON_WAIT_S)
             run.finish(RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True))
             raise
         finally:
@@ -201,7 +203,9 @@ class Executor:
         except asyncio.CancelledError:
             reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
             return RunResult(ok=False, reason=reason, cancelled=True)
-        except Exception as exc:  # a crashing handler fails its run, never the executor
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            # A crashing handler fails its run, never the executor: not even sys.exit() in a
+            # handler may end the daemon.
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
                 timeout_s = task.timeout_s or 0.0
                 return RunResult(ok=False, reason=f"timed out after {_format_s(timeout_s)}")
@@ -222,6 +226,8 @@ class Executor:
             output = await task.handler(context)
             if output is not None and not isinstance(output, dict):
                 return RunResult(ok=False, reason="handler returned a non-dict value")
+            if output is not None and not _json_safe(output):
+                return RunResult(ok=False, reason="handler returned output that is not JSON")
             return RunResult(ok=True, output=output)
         task_grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
 
@@ -249,6 +255,15 @@ class Executor:
         else:
             reason = f"exit status {outcome.exit_code}"
         return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
+
+
+def _json_safe(output: dict[str, object]) -> bool:
+    """Whether the output can travel on the wire and into ``job_runs.output`` (jsonb)."""
+    try:
+        json.dumps(output, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def _run_fields(run: Run) -> dict[str, str]:

@@ -136,7 +136,7 @@ class MetricsServer:
 
     def __init__(self, metrics: Metrics, addr: str, healthy: Callable[[], str | None]) -> None:
         host, _, port = addr.rpartition(":")
-        self.host = host or "0.0.0.0"
+        self.host = host.strip("[]") or "0.0.0.0"
         self.port = int(port)
         self.metrics = metrics
         self.healthy = healthy

@@ -157,7 +157,13 @@ class ChildSupervisor:
                 _signal_group(pid, signal.SIGTERM)
                 returncode = await proc.wait()
             except asyncio.CancelledError:
-                await self._terminate(proc, grace_s())
+                # Terminating is not itself cancellable: a second cancel (another `cancel`, or
+                # SIGTERM during a timeout's grace) must not skip the SIGKILL and forget the
+                # group while the job still runs.
+                terminating = asyncio.ensure_future(self._terminate(proc, grace_s()))
+                while not terminating.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.shield(terminating)
                 raise
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pumps), DRAIN_AFTER_EXIT_S)
@@ -196,7 +202,8 @@ class ChildSupervisor:
         if not _has_zombie_child():
             return []  # the common case, without scanning /proc
         reaped = []
-        for pid in zombie_children(os.getpid()):
+        own_session = os.getsid(0)
+        for pid in zombie_children(os.getpid(), exclude_session=own_session):
             if pid in self._owned:
                 continue
             try:
@@ -224,8 +231,12 @@ def _has_zombie_child() -> bool:
     return info is not None
 
 
-def zombie_children(parent_pid: int) -> list[int]:
-    """Pids of zombie processes whose parent is ``parent_pid``, from /proc."""
+def zombie_children(parent_pid: int, exclude_session: int | None = None) -> list[int]:
+    """Pids of zombie processes whose parent is ``parent_pid``, from /proc.
+
+    ``exclude_session`` leaves out zombies of that session: the daemon's own session holds the
+    children that Python handlers start (and that the event loop waits for); orphans come
+    from jobs, which run in sessions of their own, or from ``docker exec`` sessions."""
     found: list[int] = []
     try:
         entries = os.listdir("/proc")
@@ -239,8 +250,11 @@ def zombie_children(parent_pid: int) -> list[int]:
                 stat = stat_file.read()
         except OSError:
             continue
-        # Fields after the parenthesised command name: state, ppid, ...
+        # Fields after the parenthesised command name: state, ppid, pgrp, session, ...
         tail = stat[stat.rfind(b")") + 2 :].split()
-        if len(tail) >= 2 and tail[0] == b"Z" and int(tail[1]) == parent_pid:
-            found.append(int(entry))
+        if len(tail) < 4 or tail[0] != b"Z" or int(tail[1]) != parent_pid:
+            continue
+        if exclude_session is not None and int(tail[3]) == exclude_session:
+            continue
+        found.append(int(entry))
     return found

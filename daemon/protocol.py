@@ -165,7 +165,8 @@ def encode_event(event: str, ok: bool, **fields: Any) -> bytes:
         if key == "duration_ms" and not value:
             continue
         body[key] = value
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str).encode() + b"\n"
+    # ASCII escapes keep any text encodable, lone surrogates from a handler's message included.
+    return json.dumps(body, separators=(",", ":"), default=str).encode("ascii") + b"\n"
 
 
 def decode_event(line: bytes) -> dict[str, Any] | None:

@@ -2,8 +2,10 @@
 
 Submitting never blocks: a closed queue rejects first (``scheduler is shutting down``), then a
 full one (``run queue is full``). Capacity counts waiting runs only; the running one is not
-counted. Listeners are plain callables invoked synchronously and must not block: the socket
-server buffers for its clients, so a slow client never stalls the executor.
+counted, and an idle queue (nothing waiting or running) always takes a run, since that run
+starts at once: capacity 0 means "run now or reject", never "reject everything". Listeners are
+plain callables invoked synchronously and must not block: the socket server buffers for its
+clients, so a slow client never stalls the executor.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from daemon.logs import get_logger
+
+_log = get_logger("runbroker.runqueue")
 
 Trigger = Literal["tick", "external", "schedule", "once"]
 RunState = Literal["queued", "running", "done"]
@@ -92,9 +98,17 @@ class Run:
         self._listeners.append(listener)
 
     def emit(self, kind: str, **fields: Any) -> None:
+        """Tell every listener; a listener that raises is dropped (and logged), never lets the
+        exception reach the run's owner (the executor must outlive any listener)."""
         event = Event(kind, fields)
         for listener in list(self._listeners):
-            listener(self, event)
+            try:
+                listener(self, event)
+            except Exception as exc:
+                self._listeners.remove(listener)
+                _log.error(
+                    "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
+                )
 
     def mark_started(self) -> None:
         self.state = "running"
@@ -172,7 +186,8 @@ class RunQueue:
         if self._closed:
             self._rejected_closed += 1
             raise Rejected(REASON_CLOSED)
-        if len(self._waiting) >= self.capacity:
+        idle = self.current is None and not self._waiting
+        if len(self._waiting) >= self.capacity and not idle:
             self._rejected_full += 1
             raise Rejected(REASON_FULL)
         run = Run(request)
@@ -186,7 +201,10 @@ class RunQueue:
 
     def room(self) -> int:
         """How many more runs would be accepted now."""
-        return 0 if self._closed else max(0, self.capacity - len(self._waiting))
+        if self._closed:
+            return 0
+        idle = self.current is None and not self._waiting
+        return max(self.capacity - len(self._waiting), 1 if idle else 0)
 
     # -- the executor -----------------------------------------------------------------------
     async def take(self) -> Run | None:

@@ -42,6 +42,7 @@ from daemon.tasks import TaskRegistry
 log = get_logger("runbroker.server")
 
 BUFFERED_EVENTS_MAX = 4096
+BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
 WRITE_TIMEOUT_S = 60.0
 _PEERCRED = struct.Struct("3i")
 
@@ -115,19 +116,23 @@ def _clear_stale(path: Path) -> None:
 
 
 class _Outbox:
-    """One client's pending answer lines; bounded for output, never for lifecycle events."""
+    """One client's pending answer lines; output is bounded (lines and bytes), lifecycle events
+    never are."""
 
     def __init__(self) -> None:
         self.lines: collections.deque[bytes] = collections.deque()
         self.ready = asyncio.Event()
         self.finished = False
         self.dropped_lines = 0
+        self.buffered_bytes = 0
         self.attached = True
 
     def on_event(self, run: Run, event: Event) -> None:
         if not self.attached:
             return
-        if event.kind == "output" and len(self.lines) >= BUFFERED_EVENTS_MAX:
+        if event.kind == "output" and (
+            len(self.lines) >= BUFFERED_EVENTS_MAX or self.buffered_bytes >= BUFFERED_BYTES_MAX
+        ):
             self.dropped_lines += 1
             return
         fields = dict(event.fields)
@@ -136,8 +141,15 @@ class _Outbox:
             self.finished = True
             if self.dropped_lines:
                 fields["dropped_lines"] = self.dropped_lines
-        self.lines.append(encode_event(event.kind, ok, **fields))
+        line = encode_event(event.kind, ok, **fields)
+        self.lines.append(line)
+        self.buffered_bytes += len(line)
         self.ready.set()
+
+    def pop(self) -> bytes:
+        line = self.lines.popleft()
+        self.buffered_bytes -= len(line)
+        return line
 
 
 class SocketServer:
@@ -260,7 +272,7 @@ class SocketServer:
                     outbox.ready.clear()
                     await outbox.ready.wait()
                     continue
-                writer.write(outbox.lines.popleft())
+                writer.write(outbox.pop())
                 async with asyncio.timeout(WRITE_TIMEOUT_S):
                     await writer.drain()
         finally:

@@ -8,6 +8,7 @@ only the socket path, see ``client.socket_path_from_env``.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -107,7 +108,16 @@ class Settings(BaseSettings):
             return None
         host, sep, port = value.rpartition(":")
         if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) < 65536:
-            raise ValueError("expected host:port, for example 0.0.0.0:9464")
+            raise ValueError("expected host:port, for example 0.0.0.0:9464 or [::]:9464")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]  # an IPv6 literal
+        try:
+            ipaddress.ip_address(host or "0.0.0.0")
+        except ValueError:
+            if not host.replace("-", "").replace(".", "").isalnum():
+                raise ValueError(f"{host!r} is neither an IP address nor a host name") from None
+        if ":" in host:
+            return f"[{host}]:{int(port)}"
         return f"{host or '0.0.0.0'}:{int(port)}"
 
     @property

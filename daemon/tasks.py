@@ -110,8 +110,9 @@ def load_handler(ref: str, where: str) -> Handler:
         raise TaskConfigError(f"{where}: handler must be 'module:function', got {ref!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TaskConfigError(f"{where}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # ImportError, but also a SyntaxError or a crash in the module
+        reason = f"{type(exc).__name__}: {exc}"
+        raise TaskConfigError(f"{where}: cannot import {module_name!r}: {reason}") from None
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)
@@ -152,7 +153,10 @@ def _task_from_table(name: str, table: Mapping[str, Any]) -> Task:
     handler: Handler | None = None
     if command is not None:
         if isinstance(command, str):
-            command = shlex.split(command)
+            try:
+                command = shlex.split(command)
+            except ValueError as exc:
+                raise TaskConfigError(f"{where}: command: {exc}") from None
         if (
             not isinstance(command, list)
             or not command
@@ -237,6 +241,8 @@ def build_registry(
                 raise TaskConfigError(f"tasks file {tasks_file} does not exist") from None
         except OSError as exc:
             raise TaskConfigError(f"tasks file {tasks_file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise TaskConfigError(f"tasks file {tasks_file}: not valid UTF-8") from None
         else:
             tasks = parse_tasks_toml(text, str(tasks_file))
     if default_command:

@@ -280,3 +280,51 @@ def test_interval_ticks_without_piling_up(start_daemon: StartDaemon, workdir: Pa
     release.touch()
     daemon.log.wait_for("run.done")
     daemon.log.wait_for("run.started", count=2)
+
+
+def test_a_trigger_during_the_drain_is_told_shutting_down(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    job = "trap '' TERM; echo ready; while :; do sleep 0.05; done"  # ignores SIGTERM
+    daemon = start_daemon("sh", "-c", job, env={"RUNBROKER_GRACE": "3s"})
+    running = daemon.popen("trigger")
+    daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+    daemon.signal(signal.SIGTERM)
+    daemon.log.wait_for("broker.draining")
+    late = daemon.exec("trigger")
+    assert late.returncode == 75
+    assert "scheduler is shutting down" in late.stderr
+    health = daemon.exec("health")
+    assert health.returncode == 1
+    assert "shutting down" in health.stdout
+    assert daemon.wait() == 0
+    assert running.wait(timeout=20) == 1
+
+
+STUBBORN_HANDLER = """
+import asyncio
+
+
+async def stubborn(run):
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass  # ignores cancellation: the daemon must still end within its budget
+"""
+
+
+def test_a_handler_that_ignores_cancellation_cannot_hold_the_daemon(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    (workdir / "stubborn_handlers.py").write_text(STUBBORN_HANDLER)
+    tasks = '[tasks.stubborn]\nhandler = "stubborn_handlers:stubborn"\n'
+    daemon = start_daemon(
+        tasks_toml=tasks,
+        env={"PYTHONPATH": str(workdir), "RUNBROKER_SHUTDOWN_TIMEOUT": "2s"},
+    )
+    daemon.popen("trigger", "stubborn")
+    daemon.log.wait_for("run.started")
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait(timeout_s=15) == 1  # not clean, but ended
+    assert daemon.log.events("broker.shutdown_timeout")

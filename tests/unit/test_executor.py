@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ import pytest
 
 from daemon.executor import Executor, job_environment
 from daemon.process import ChildSupervisor
+from daemon.protocol import encode_event
 from daemon.runqueue import (
     REASON_SHUTDOWN_CANCEL,
     REASON_USER_CANCEL,
@@ -421,3 +424,69 @@ def test_job_environment_context_wins_over_what_a_trigger_sets() -> None:
         "RUNBROKER_TASK": "t",
         "RUNBROKER_TRIGGER": "tick",
     }
+
+
+# -- found in review: nothing a handler or a second cancel does may break the executor -----
+
+
+async def test_output_that_is_not_json_fails_the_run_not_the_daemon() -> None:
+    async def tuple_keys(_run: RunContext) -> dict[str, Any] | None:
+        return {(1, 2): "x"}  # type: ignore[dict-item]
+
+    async def surrogate(_run: RunContext) -> dict[str, Any] | None:
+        raise ValueError("bad byte \udc80")
+
+    async def fine(_run: RunContext) -> dict[str, Any] | None:
+        return None
+
+    tasks = (_handler_task("keys", tuple_keys), _handler_task("sur", surrogate))
+    async with executing(*tasks, _handler_task("fine", fine)) as (queue, _):
+        wire: list[bytes] = []
+
+        def to_wire(_run: Run, event: Event) -> None:
+            fields = dict(event.fields)
+            wire.append(encode_event(event.kind, bool(fields.pop("ok", True)), **fields))
+
+        keys = queue.submit(RunRequest(task="keys"), to_wire)
+        sur = queue.submit(RunRequest(task="sur"), to_wire)
+        after = queue.submit(RunRequest(task="fine"))
+        assert (await _result(keys)).reason == "handler returned output that is not JSON"
+        assert (await _result(sur)).reason == "ValueError: bad byte \udc80"
+        assert (await _result(after)).ok
+    assert json.loads(wire[-1])["reason"] == "ValueError: bad byte \udc80"
+
+
+async def test_sys_exit_in_a_handler_fails_its_run() -> None:
+    async def leaves(_run: RunContext) -> dict[str, Any] | None:
+        sys.exit(3)
+
+    async def fine(_run: RunContext) -> dict[str, Any] | None:
+        return None
+
+    async with executing(_handler_task("exit", leaves), _handler_task("fine", fine)) as (q, _):
+        exited = q.submit(RunRequest(task="exit"))
+        after = q.submit(RunRequest(task="fine"))
+        result = await _result(exited)
+        assert not result.ok
+        assert result.reason == "SystemExit: 3"
+        assert (await _result(after)).ok
+
+
+async def test_a_second_cancel_does_not_cut_the_grace_short() -> None:
+    # The job ignores SIGTERM; its grace must run out (then SIGKILL) however often it is
+    # cancelled, and the run must not end while its process group still lives.
+    script = "trap '' TERM; echo $$; while :; do sleep 0.05; done"
+    async with executing(_sh("stubborn", script, grace_s=0.5)) as (queue, executor):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="stubborn"), recorder)
+        await recorder.saw("output").wait()
+        pgid = int(recorder.lines[0])  # the job's shell leads its own process group
+        assert executor.cancel_current(run.id)
+        await asyncio.sleep(0)  # let the first cancel reach the job (SIGTERM, grace begins)
+        assert executor.cancel_current(run.id)  # again, during the grace
+        result = await _result(run)
+        assert result.cancelled
+        assert result.reason == "cancelled by request"
+        # The job's shell (the group's leader, which ignores SIGTERM) was SIGKILLed and waited
+        # for before the run ended: it no longer exists, not even as a zombie.
+        assert not os.path.exists(f"/proc/{pgid}")  # noqa: ASYNC240 (a /proc lookup)

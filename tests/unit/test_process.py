@@ -245,6 +245,7 @@ async def _exited(pid: int) -> None:
 async def test_reaper_reaps_a_zombie_that_is_not_its_own() -> None:
     pid = os.fork()
     if pid == 0:
+        os.setsid()  # like an orphan of a job: a session other than the daemon's
         os._exit(5)
     await _exited(pid)
     assert pid in zombie_children(os.getpid())
@@ -252,6 +253,19 @@ async def test_reaper_reaps_a_zombie_that_is_not_its_own() -> None:
     assert pid not in zombie_children(os.getpid())
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG does not block)
+
+
+async def test_reaper_leaves_children_of_the_daemons_own_session() -> None:
+    """A Python handler's own subprocesses share the daemon's session; the event loop waits
+    for them, so the reaper must not take their exit status."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(6)
+    await _exited(pid)
+    assert pid in zombie_children(os.getpid())
+    assert pid not in zombie_children(os.getpid(), exclude_session=os.getsid(0))
+    assert ChildSupervisor().reap_orphans() == []
+    assert os.waitpid(pid, os.WNOHANG) == (pid, 6 << 8)  # noqa: ASYNC222 (does not block)
 
 
 def test_reaper_never_takes_a_zombie_the_supervisor_owns(short_dir: Path) -> None:

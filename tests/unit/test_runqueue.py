@@ -40,8 +40,25 @@ async def test_fifo_order_and_capacity_counts_waiting_only() -> None:
     assert queue.statistics().rejected_full == 1
 
 
+async def test_capacity_zero_runs_now_or_rejects() -> None:
+    queue = RunQueue(capacity=0)
+    assert queue.room() == 1
+    run = queue.submit(_req())  # idle: it starts at once
+    assert queue.room() == 0
+    with pytest.raises(Rejected) as full:
+        queue.submit(_req())
+    assert full.value.reason == REASON_FULL
+    assert await queue.take() is run
+    with pytest.raises(Rejected):
+        queue.submit(_req())  # busy
+    run.finish(RunResult(ok=True))
+    queue.release(run)
+    assert queue.submit(_req()) is not None
+
+
 async def test_closed_rejects_before_full() -> None:
     queue = RunQueue(capacity=0)
+    waiting = queue.submit(_req())
     with pytest.raises(Rejected) as full:
         queue.submit(_req())
     assert full.value.reason == REASON_FULL
@@ -49,6 +66,7 @@ async def test_closed_rejects_before_full() -> None:
     with pytest.raises(Rejected) as closed:
         queue.submit(_req())
     assert closed.value.reason == REASON_CLOSED
+    assert await queue.take() is waiting  # a closed queue still drains what it accepted
     assert await queue.take() is None
 
 
@@ -147,10 +165,11 @@ def test_model_every_accepted_run_gets_one_result_in_fifo_order(
                     run = queue.submit(_req())
                 except Rejected as exc:
                     assert exc.reason == (REASON_CLOSED if closed else REASON_FULL)
-                    assert closed or len(model) >= capacity
+                    assert closed or (len(model) >= capacity and model)
                 else:
+                    # Between ops nothing runs: an empty queue is idle and always takes one.
                     assert not closed
-                    assert len(model) < capacity
+                    assert len(model) < capacity or not model
                     model.append(run)
                     accepted.append(run)
             elif op[0] == "take" and model:
@@ -177,3 +196,21 @@ def test_model_every_accepted_run_gets_one_result_in_fifo_order(
             assert run.result is not None
 
     asyncio.run(scenario())
+
+
+async def test_a_listener_that_raises_is_dropped_and_the_run_still_finishes() -> None:
+    queue = RunQueue(capacity=1)
+    seen: list[str] = []
+
+    def broken(_run: Run, event: Event) -> None:
+        raise UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed")
+
+    def good(_run: Run, event: Event) -> None:
+        seen.append(event.kind)
+
+    run = queue.submit(_req(), broken)
+    run.subscribe(good)
+    run.mark_started()
+    assert run.finish(RunResult(ok=True)) is True
+    assert seen == ["started", "done"]
+    assert (await run.wait()).ok

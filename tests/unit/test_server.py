@@ -18,8 +18,14 @@ import pytest
 from daemon.executor import Executor
 from daemon.process import ChildSupervisor
 from daemon.protocol import MAX_REQUEST_BYTES, ControlRequest
-from daemon.runqueue import Run, RunQueue
-from daemon.server import BUFFERED_EVENTS_MAX, SocketInUse, SocketServer, bind_owner_only
+from daemon.runqueue import Event, Run, RunQueue, RunRequest
+from daemon.server import (
+    BUFFERED_BYTES_MAX,
+    BUFFERED_EVENTS_MAX,
+    SocketInUse,
+    SocketServer,
+    bind_owner_only,
+)
 from daemon.tasks import RunContext, Task, TaskRegistry
 from tests.unit.conftest import JOB_ENV
 
@@ -293,7 +299,16 @@ async def test_refused_requests_queue_nothing(short_dir: Path, payload: bytes, r
 
 async def test_rejections_full_then_shutting_down(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
-    async with serving(path, _sh("default", "true"), capacity=0) as (_, queue, _f):
+    async with serving(path, _sh("default", "exec sleep 30"), capacity=0) as (_, queue, _f):
+        started = asyncio.Event()
+
+        def on_event(_run: Run, event: Event) -> None:
+            if event.kind == "started":
+                started.set()
+
+        busy = queue.submit(RunRequest(), on_event)
+        await started.wait()  # running: the queue is busy, and capacity 0 lets nothing wait
+        assert queue.current is busy
         full = await exchange(path, b"{}\n")
         queue.close()
         closed = await exchange(path, b"{}\n")
@@ -392,3 +407,34 @@ async def test_a_client_that_disconnects_does_not_cancel_its_run(short_dir: Path
         assert run.result.output == {"finished": True}
         answer = await exchange(path, b"{}\n")
         assert answer[-1]["ok"] is True
+
+
+async def test_a_client_that_never_reads_costs_at_most_a_few_mebibytes(short_dir: Path) -> None:
+    """Far fewer lines than the line cap, but long ones: the byte bound is what holds."""
+    path = short_dir / "rb.sock"
+    lines, width = 300, 60_000  # ~18 MB of output
+    flood = _sh("wide", f'yes "$(printf %0{width}d 0)" | head -n {lines}')
+    loop = asyncio.get_running_loop()
+    async with serving(path, flood) as (_, _queue, finished):
+        lazy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lazy.setblocking(False)
+        try:
+            await loop.sock_connect(lazy, str(path))
+            await loop.sock_sendall(lazy, b'{"task":"wide"}\n')
+            flooded = await finished.wait("wide")
+            assert flooded.result is not None
+            assert flooded.result.ok
+            data = b""
+            while chunk := await loop.sock_recv(lazy, 1 << 20):
+                data += chunk
+        finally:
+            lazy.close()
+    answer = [json.loads(line) for line in data.splitlines()]
+    done = answer[-1]
+    delivered = [e for e in answer if e["event"] == "output"]
+    assert lines < BUFFERED_EVENTS_MAX
+    assert done["dropped_lines"] > 0
+    assert len(delivered) + done["dropped_lines"] == lines
+    assert all(len(e["line"]) == width for e in delivered)
+    # What stayed buffered fits the per-client bound (plus what the socket itself holds).
+    assert len(delivered) * width < BUFFERED_BYTES_MAX + 2 * 1024 * 1024 + width

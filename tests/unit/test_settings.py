@@ -141,6 +141,7 @@ def test_lock_dir_overrides_the_socket_directory(monkeypatch: pytest.MonkeyPatch
         ("RUNBROKER_LOG_LEVEL", "loud"),
         ("RUNBROKER_METRICS_ADDR", "localhost"),
         ("RUNBROKER_METRICS_ADDR", "host:99999"),
+        ("RUNBROKER_METRICS_ADDR", "bad host!:9464"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(
@@ -222,3 +223,14 @@ def test_unknown_variables_reads_the_process_environment(monkeypatch: pytest.Mon
     monkeypatch.setenv("RUNBROKER_RUN_ID", "r1")
     assert unknown_variables() == ["RUNBROKER_QUEUE_CAPACTY"]
     assert load_settings().queue_capacity == 16  # the typo is not silently applied
+
+
+@pytest.mark.parametrize(
+    ("value", "normalised"),
+    [("[::1]:9464", "[::1]:9464"), ("[::]:0", "[::]:0"), ("metrics.local:1", "metrics.local:1")],
+)
+def test_metrics_addresses_ipv6_and_names(
+    monkeypatch: pytest.MonkeyPatch, value: str, normalised: str
+) -> None:
+    monkeypatch.setenv("RUNBROKER_METRICS_ADDR", value)
+    assert load_settings().metrics_addr == normalised

@@ -252,3 +252,18 @@ def test_an_unreadable_or_bad_tasks_file_names_it(tmp_path: Path) -> None:
     bad.write_text("not toml at all [")
     with pytest.raises(TaskConfigError, match=f"^{bad}: "):
         build_registry((), bad)
+
+
+def test_more_bad_task_definitions_are_config_errors_not_crashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(TaskConfigError, match=r"tasks\.x: command: No closing quotation"):
+        parse_tasks_toml('[tasks.x]\ncommand = "echo \'unclosed"\n')
+    (tmp_path / "broken_handlers.py").write_text("def oops(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TaskConfigError, match=r"cannot import .broken_handlers.: SyntaxError"):
+        parse_tasks_toml('[tasks.x]\nhandler = "broken_handlers:oops"\n')
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'[tasks.x]\ncommand = ["echo", "caf\xe9"]\n')
+    with pytest.raises(TaskConfigError, match="not valid UTF-8"):
+        build_registry((), latin)
