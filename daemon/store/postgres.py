@@ -472,19 +472,22 @@ def _job_info(row: asyncpg.Record) -> JobInfo:
 
 # == SQL ====================================================================================
 # The runner's claim. The due condition and ORDER BY match scheduled_jobs_due_idx (partial on
-# enabled, expression coalesce(lease_expires_at, next_run_at)), so it is an index range scan
-# whatever the table's size. An expired lease is due like an occurrence.
+# enabled, on next_run_at), so it is an index range scan whatever the table's size. An expired
+# lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at,
+# and the lease filter skips only the runs in flight now (migration 0003).
 
 SELECT_DUE = """
 SELECT id, name, task_type, payload, schedule, time_zone, next_run_at, scheduled_for, attempt,
        max_attempts, misfire, depends_on, needs_schedule, lease_owner, current_run_id,
        now() AS db_now
 FROM scheduled_jobs
-WHERE enabled AND coalesce(lease_expires_at, next_run_at) <= now() AND NOT EXISTS (
+WHERE enabled AND next_run_at <= now()
+  AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+  AND NOT EXISTS (
     SELECT 1 FROM runbroker_settings
     WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
        OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
-ORDER BY coalesce(lease_expires_at, next_run_at)
+ORDER BY next_run_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
@@ -524,16 +527,28 @@ FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::int[], $5::timest
 WHERE s.id = ANY($1::bigint[]) AND s.id = p.job_id
 """
 
-# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due (an
-# index-only min() on scheduled_jobs_due_idx).
+# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due: the
+# first unleased next_run_at (in scheduled_jobs_due_idx order, past the runs in flight) or the
+# earliest lease expiry. Leased rows have next_run_at <= now, so the second is a range scan of
+# what is due now. It is evaluated only while claiming (not paused, not disabled), and the claim
+# loop looks only after a claim that was not full: what is due now is then hardly more than the
+# runs in flight.
 OUTLOOK = """
 SELECT
     (SELECT value FROM runbroker_settings WHERE key = 'scheduler.paused') AS paused,
     (SELECT value FROM runbroker_settings WHERE key = 'scheduler.enabled') AS enabled,
     (SELECT value FROM runbroker_settings WHERE key = 'scheduler.interval_seconds') AS interval_s,
-    (SELECT extract(epoch FROM min(coalesce(lease_expires_at, next_run_at)) - now())::float8
-     FROM scheduled_jobs
-     WHERE enabled AND coalesce(lease_expires_at, next_run_at) IS NOT NULL) AS due_in_s
+    CASE WHEN NOT EXISTS (
+        SELECT 1 FROM runbroker_settings
+        WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
+           OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+    THEN extract(epoch FROM least(
+        (SELECT next_run_at FROM scheduled_jobs
+         WHERE enabled AND next_run_at IS NOT NULL AND lease_owner IS NULL
+         ORDER BY next_run_at LIMIT 1),
+        (SELECT min(lease_expires_at) FROM scheduled_jobs
+         WHERE enabled AND next_run_at <= now() AND lease_owner IS NOT NULL)) - now())::float8
+    END AS due_in_s
 """
 
 HEARTBEAT = """
