@@ -8,7 +8,7 @@ import json
 import os
 import socket
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -342,31 +342,47 @@ async def test_control_requests_get_the_handlers_single_answer(short_dir: Path) 
 # -- clients that do not keep up ------------------------------------------------------------
 
 
+async def _read_only_after_the_run(
+    path: Path,
+    task: str,
+    finished: Finished,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
+) -> list[dict[str, Any]]:
+    """Submit ``task`` and read not a byte until its run has succeeded (and ``meanwhile`` has
+    run); then everything the server kept for this client."""
+    loop = asyncio.get_running_loop()
+    lazy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lazy.setblocking(False)
+    try:
+        await loop.sock_connect(lazy, str(path))
+        await loop.sock_sendall(lazy, json.dumps({"task": task}).encode() + b"\n")
+        run = await finished.wait(task)
+        assert run.result is not None
+        assert run.result.ok
+        if meanwhile is not None:
+            await meanwhile()
+        data = b""
+        while chunk := await loop.sock_recv(lazy, 1 << 20):
+            data += chunk
+    finally:
+        lazy.close()
+    return [json.loads(line) for line in data.splitlines()]
+
+
 async def test_a_client_that_never_reads_does_not_block_the_executor(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
     lines = 20_000
     flood = _sh("flood", f"seq 1 {lines}")
-    loop = asyncio.get_running_loop()
     async with serving(path, flood, _sh("default", "echo next")) as (_, queue, finished):
-        lazy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        lazy.setblocking(False)
-        try:
-            await loop.sock_connect(lazy, str(path))
-            await loop.sock_sendall(lazy, b'{"task":"flood"}\n')
-            flooded = await finished.wait("flood")
-            assert flooded.result is not None
-            assert flooded.result.ok
+
+        async def others_are_served() -> None:
             # Other clients are served while the lazy one still has not read a byte.
             other = await exchange(path, b"{}\n")
             assert other[-1]["ok"] is True
             assert {"stdout"} == {e["stream"] for e in other if e["event"] == "output"}
             assert queue.statistics().finished == 2
-            data = b""
-            while chunk := await loop.sock_recv(lazy, 1 << 20):
-                data += chunk
-        finally:
-            lazy.close()
-    answer = [json.loads(line) for line in data.splitlines()]
+
+        answer = await _read_only_after_the_run(path, "flood", finished, others_are_served)
     assert [answer[0]["event"], answer[1]["event"], answer[-1]["event"]] == [
         "queued",
         "started",
@@ -414,22 +430,8 @@ async def test_a_client_that_never_reads_costs_at_most_a_few_mebibytes(short_dir
     path = short_dir / "rb.sock"
     lines, width = 300, 60_000  # ~18 MB of output
     flood = _sh("wide", f'yes "$(printf %0{width}d 0)" | head -n {lines}')
-    loop = asyncio.get_running_loop()
     async with serving(path, flood) as (_, _queue, finished):
-        lazy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        lazy.setblocking(False)
-        try:
-            await loop.sock_connect(lazy, str(path))
-            await loop.sock_sendall(lazy, b'{"task":"wide"}\n')
-            flooded = await finished.wait("wide")
-            assert flooded.result is not None
-            assert flooded.result.ok
-            data = b""
-            while chunk := await loop.sock_recv(lazy, 1 << 20):
-                data += chunk
-        finally:
-            lazy.close()
-    answer = [json.loads(line) for line in data.splitlines()]
+        answer = await _read_only_after_the_run(path, "wide", finished)
     done = answer[-1]
     delivered = [e for e in answer if e["event"] == "output"]
     assert lines < BUFFERED_EVENTS_MAX
