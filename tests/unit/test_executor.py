@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -135,9 +134,19 @@ async def test_handler_output_dict_and_its_context() -> None:
     assert dict(context.context) == {"JOB": "nightly"}
 
 
-async def test_a_raising_handler_fails_its_run_and_the_executor_goes_on() -> None:
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ValueError("no such customer"), "ValueError: no such customer"),
+        (SystemExit(3), "SystemExit: 3"),  # not even sys.exit() in a handler ends the daemon
+        (KeyboardInterrupt(), "KeyboardInterrupt: "),
+    ],
+)
+async def test_a_raising_handler_fails_its_run_and_the_executor_goes_on(
+    error: BaseException, reason: str
+) -> None:
     async def boom(_run: RunContext) -> dict[str, Any] | None:
-        raise ValueError("no such customer")
+        raise error
 
     async def fine(_run: RunContext) -> dict[str, Any] | None:
         return None
@@ -147,7 +156,7 @@ async def test_a_raising_handler_fails_its_run_and_the_executor_goes_on() -> Non
         after = queue.submit(RunRequest(task="fine"))
         failing = await _result(failed)
         assert not failing.ok
-        assert failing.reason == "ValueError: no such customer"
+        assert failing.reason == reason
         assert not failing.cancelled
         following = await _result(after)
     assert following.ok
@@ -454,22 +463,6 @@ async def test_output_that_is_not_json_fails_the_run_not_the_daemon() -> None:
         assert (await _result(sur)).reason == "ValueError: bad byte \udc80"
         assert (await _result(after)).ok
     assert json.loads(wire[-1])["reason"] == "ValueError: bad byte \udc80"
-
-
-async def test_sys_exit_in_a_handler_fails_its_run() -> None:
-    async def leaves(_run: RunContext) -> dict[str, Any] | None:
-        sys.exit(3)
-
-    async def fine(_run: RunContext) -> dict[str, Any] | None:
-        return None
-
-    async with executing(_handler_task("exit", leaves), _handler_task("fine", fine)) as (q, _):
-        exited = q.submit(RunRequest(task="exit"))
-        after = q.submit(RunRequest(task="fine"))
-        result = await _result(exited)
-        assert not result.ok
-        assert result.reason == "SystemExit: 3"
-        assert (await _result(after)).ok
 
 
 async def test_a_second_cancel_does_not_cut_the_grace_short() -> None:
