@@ -19,6 +19,7 @@ import asyncpg
 
 from daemon.store.base import (
     Claimed,
+    ClaimPlan,
     Dependency,
     DependencyState,
     DueJob,
@@ -88,6 +89,33 @@ def _us(t: datetime | None) -> int | None:
     return None if t is None else (t - _EPOCH) // _MICROSECOND
 
 
+def _from_us(us: int | None) -> datetime | None:
+    """The inverse of ``_us`` (the due query sends its times so: cheaper to decode)."""
+    return None if us is None else _EPOCH + timedelta(microseconds=us)
+
+
+def _plans_json(jobs: Sequence[DueJob], plans: Sequence[ClaimPlan]) -> str:
+    """A claim's plans as one JSON array of arrays (see CLAIM)."""
+    return json.dumps(
+        [
+            (
+                j.id,
+                p.run,
+                _us(p.scheduled_for),
+                p.attempt,
+                _us(p.next_run_at),
+                p.enabled,
+                p.last_status,
+                p.last_error,
+                j.current_run_id if p.abandon_error else None,
+                p.abandon_error,
+            )
+            for j, p in zip(jobs, plans, strict=True)
+        ],
+        separators=(",", ":"),
+    )
+
+
 def _finishes_json(owner: str, finishes: Sequence[Finish]) -> str:
     """A batch of finishes as one JSON array of arrays (see FINISH). One ``json.dumps`` costs
     a fraction of what asyncpg spends encoding twelve typed arrays (timestamps above all)."""
@@ -114,19 +142,20 @@ def _finishes_json(owner: str, finishes: Sequence[Finish]) -> str:
 
 
 def _due_job(row: asyncpg.Record) -> DueJob:
+    payload, depends_on = row["payload"], row["depends_on"]
     return DueJob(
         id=row["id"],
         name=row["name"],
         task=row["task_type"],
-        payload=row["payload"],
+        payload={} if payload == "{}" else json.loads(payload),
         schedule=row["schedule"],
         tz=row["time_zone"],
-        next_run_at=row["next_run_at"],
-        scheduled_for=row["scheduled_for"],
+        next_run_at=_EPOCH + timedelta(microseconds=row["next_run_us"]),
+        scheduled_for=_from_us(row["scheduled_for_us"]),
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
         misfire=row["misfire"],
-        depends_on=parse_dependencies(row["depends_on"]),
+        depends_on=() if depends_on is None else parse_dependencies(json.loads(depends_on)),
         needs_schedule=row["needs_schedule"],
         lease_owner=row["lease_owner"],
         current_run_id=row["current_run_id"],
@@ -252,39 +281,11 @@ class PostgresStore:
             rows = await conn.fetch(SELECT_DUE, limit)
             if not rows:
                 return []
-            now: datetime = rows[0]["db_now"]
+            now = _EPOCH + timedelta(microseconds=rows[0]["db_now_us"])
             jobs = [_due_job(row) for row in rows]
             plans = [planner(job, now) for job in jobs]
-            abandons = [
-                (j.current_run_id, p.abandon_error) for j, p in zip(jobs, plans, strict=True)
-            ]
-            abandons = [(run_id, err) for run_id, err in abandons if run_id and err]
-            if abandons:
-                await conn.execute(ABANDON_RUNS, [a[0] for a in abandons], [a[1] for a in abandons])
-            runs = [(j, p) for j, p in zip(jobs, plans, strict=True) if p.run]
-            run_ids: dict[int, int] = {}
-            if runs:
-                inserted = await conn.fetch(
-                    INSERT_RUNS,
-                    [j.id for j, _ in runs],
-                    [p.scheduled_for for _, p in runs],
-                    [p.attempt for _, p in runs],
-                    owner,
-                )
-                run_ids = {row["job_id"]: row["id"] for row in inserted}
-            await conn.execute(
-                APPLY_CLAIMS,
-                [j.id for j in jobs],
-                [run_ids.get(j.id) for j in jobs],
-                [p.scheduled_for for p in plans],
-                [p.attempt for p in plans],
-                [p.next_run_at for p in plans],
-                [p.enabled for p in plans],
-                [p.last_status for p in plans],
-                [p.last_error for p in plans],
-                owner,
-                lease_s,
-            )
+            inserted = await conn.fetch(CLAIM, _plans_json(jobs, plans), owner, lease_s)
+        run_ids = {row["job_id"]: row["run_id"] for row in inserted}
         claimed = []
         for job, plan in zip(jobs, plans, strict=True):
             if plan.run and job.id in run_ids and plan.scheduled_for is not None:
@@ -494,9 +495,12 @@ def _job_info(row: asyncpg.Record) -> JobInfo:
 # and the lease filter skips only the runs in flight now (migration 0003).
 
 SELECT_DUE = """
-SELECT id, name, task_type, payload, schedule, time_zone, next_run_at, scheduled_for, attempt,
-       max_attempts, misfire, depends_on, needs_schedule, lease_owner, current_run_id,
-       now() AS db_now
+SELECT id, name, task_type, payload::text AS payload, schedule, time_zone,
+       (extract(epoch FROM next_run_at) * 1000000)::int8 AS next_run_us,
+       (extract(epoch FROM scheduled_for) * 1000000)::int8 AS scheduled_for_us, attempt,
+       max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
+       needs_schedule, lease_owner, current_run_id,
+       (extract(epoch FROM now()) * 1000000)::int8 AS db_now_us
 FROM scheduled_jobs
 WHERE enabled AND next_run_at <= now()
   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
@@ -509,39 +513,49 @@ LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
 
-# A claim's plans are applied in the claim's transaction: abandon the expired runs, insert the
-# new run rows, then lease or reschedule the jobs. Arrays are joined directly, not through
-# CTEs; ``s.id = ANY($1)`` bounds the scan to the batch's rows (see FINISH).
-ABANDON_RUNS = """
-UPDATE job_runs r SET status = 'abandoned', finished_at = now(), error = x.error
-FROM unnest($1::bigint[], $2::text[]) AS x(id, error)
-WHERE r.id = x.id AND r.status IN ('queued', 'running')
-"""
-
-INSERT_RUNS = """
-INSERT INTO job_runs (job_id, scheduled_for, attempt, status, owner)
-SELECT x.job_id, x.scheduled_for, x.attempt, 'queued', $4
-FROM unnest($1::bigint[], $2::timestamptz[], $3::int[]) AS x(job_id, scheduled_for, attempt)
-RETURNING id, job_id
-"""
-
-APPLY_CLAIMS = """
-UPDATE scheduled_jobs s SET
-    lease_owner = CASE WHEN p.run_id IS NOT NULL THEN $9 END,
-    lease_expires_at = CASE WHEN p.run_id IS NOT NULL THEN now() + $10 * interval '1 second' END,
-    current_run_id = p.run_id,
-    scheduled_for = p.scheduled_for,
-    attempt = p.attempt,
-    next_run_at = CASE WHEN p.run_id IS NOT NULL THEN s.next_run_at ELSE p.next_run_at END,
-    needs_schedule = p.run_id IS NOT NULL AND s.needs_schedule,
-    enabled = p.enabled,
-    last_status = coalesce(p.last_status, s.last_status),
-    last_error = CASE WHEN p.run_id IS NOT NULL THEN s.last_error ELSE p.last_error END,
-    updated_at = now()
-FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::int[], $5::timestamptz[],
-            $6::bool[], $7::text[], $8::text[])
-    AS p(job_id, run_id, scheduled_for, attempt, next_run_at, enabled, last_status, last_error)
-WHERE s.id = ANY($1::bigint[]) AND s.id = p.job_id
+# A claim's plans are applied in the claim's transaction, in one statement: abandon the expired
+# runs, insert the new run rows (their ids drawn up front, so the jobs' update needs no join
+# with the inserted rows), then lease or reschedule the jobs. The plans come as one JSON
+# array of arrays (``_plans_json``, times in microseconds since the epoch): asyncpg encodes a
+# JSON text far more cheaply than ten typed arrays. The jobs are fetched by primary key
+# (``s.id = ANY(ARRAY(...))``), so the plan stays linear in the batch (see FINISH).
+CLAIM = """
+WITH p AS MATERIALIZED (
+    SELECT (e->>0)::bigint AS job_id, (e->>1)::bool AS run,
+           timestamptz 'epoch' + (e->>2)::bigint * interval '1 microsecond' AS scheduled_for,
+           (e->>3)::int AS attempt,
+           timestamptz 'epoch' + (e->>4)::bigint * interval '1 microsecond' AS next_run_at,
+           (e->>5)::bool AS enabled, e->>6 AS last_status, e->>7 AS last_error,
+           (e->>8)::bigint AS abandon_run_id, e->>9 AS abandon_error,
+           CASE WHEN (e->>1)::bool THEN nextval('job_runs_id_seq'::regclass) END AS run_id
+    FROM jsonb_array_elements($1::text::jsonb) AS e
+), abandoned AS (
+    UPDATE job_runs r SET status = 'abandoned', finished_at = now(), error = p.abandon_error
+    FROM p
+    WHERE r.id = ANY(ARRAY(SELECT abandon_run_id FROM p WHERE abandon_error IS NOT NULL))
+      AND r.id = p.abandon_run_id AND p.abandon_error IS NOT NULL
+      AND r.status IN ('queued', 'running')
+), runs AS (
+    INSERT INTO job_runs (id, job_id, scheduled_for, attempt, status, owner)
+    SELECT p.run_id, p.job_id, p.scheduled_for, p.attempt, 'queued', $2 FROM p WHERE p.run
+    RETURNING id, job_id
+), jobs AS (
+    UPDATE scheduled_jobs s SET
+        lease_owner = CASE WHEN p.run THEN $2 END,
+        lease_expires_at = CASE WHEN p.run THEN now() + $3 * interval '1 second' END,
+        current_run_id = p.run_id,
+        scheduled_for = p.scheduled_for,
+        attempt = p.attempt,
+        next_run_at = CASE WHEN p.run THEN s.next_run_at ELSE p.next_run_at END,
+        needs_schedule = p.run AND s.needs_schedule,
+        enabled = p.enabled,
+        last_status = coalesce(p.last_status, s.last_status),
+        last_error = CASE WHEN p.run THEN s.last_error ELSE p.last_error END,
+        updated_at = now()
+    FROM p
+    WHERE s.id = ANY(ARRAY(SELECT job_id FROM p)) AND s.id = p.job_id
+)
+SELECT job_id, id AS run_id FROM runs
 """
 
 # The claim loop's one look per wake-up: the flags, and how soon the earliest job is due: the
