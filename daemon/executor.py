@@ -55,12 +55,15 @@ def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
     return env
 
 
+_STDLIB_LOGGER = logging.getLogger("runbroker.executor")  # getLogger takes a lock: once
+
+
 def _info_enabled() -> bool:
     """False only when structlog goes through stdlib logging and info lines are dropped
     (LOG_LEVEL=warning): the per-run info lines are then not built at all."""
     if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
         return True
-    return logging.getLogger("runbroker.executor").isEnabledFor(logging.INFO)
+    return _STDLIB_LOGGER.isEnabledFor(logging.INFO)
 
 
 def _format_s(seconds: float) -> str:

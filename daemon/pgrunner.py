@@ -39,7 +39,6 @@ from daemon.store.base import (
     JobStore,
     Release,
     SchedulerFlags,
-    Started,
     StoreSchemaMissing,
     StoreUnavailable,
     Subscription,
@@ -122,11 +121,20 @@ class PgRunner:
         self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)
         self.claims_total = 0
         self.lease_reclaims_total = 0
-        self.schedule_lag_s = 0.0  # how late the last first attempt started
+        # the last first attempt's start (epoch seconds) and occurrence: schedule_lag_s
+        self._last_first_start: tuple[float, datetime] | None = None
         self.unhealthy_after_s = max(5.0, 2 * settings.lease_s)
         queue.on_finish(self._room_freed)
 
     # -- observability ----------------------------------------------------------------------
+    @property
+    def schedule_lag_s(self) -> float:
+        """How late the last first attempt started (computed when asked, not per run)."""
+        if self._last_first_start is None:
+            return 0.0
+        started, scheduled_for = self._last_first_start
+        return max(0.0, started - scheduled_for.timestamp())
+
     def status(self) -> dict[str, object]:
         """The ``database`` part of ``status``: connection, flags, what this replica holds."""
         down_since = self.health.down_since
@@ -269,7 +277,7 @@ class PgRunner:
             self._wake.set()
 
     def _queue_dry(self) -> bool:
-        return self.queue.statistics().waiting == 0
+        return self.queue.waiting_count() == 0
 
     async def _claim_once(self) -> float:
         """Claim what is due and there is room for; returns how long to wait before the next.
@@ -380,11 +388,10 @@ class PgRunner:
     # -- results ------------------------------------------------------------------------------
     def _on_run_event(self, held: Held, run: Run, event: Event) -> None:
         if event.kind == "started":
-            started = utc_from_epoch(run.started_at) or datetime.now(UTC)
+            started = run.started_at if run.started_at is not None else time.time()
             if held.claimed.attempt == 1:  # retries start late on purpose
-                lag = started - held.claimed.scheduled_for
-                self.schedule_lag_s = max(0.0, lag.total_seconds())
-            self.writer.start(Started(held.claimed.run_id, started))
+                self._last_first_start = (started, held.claimed.scheduled_for)
+            self.writer.start(held.claimed.run_id, started)
         elif event.kind == "done" and run.result is not None:
             if run.result.cancelled and run.started_at is None:
                 self._release(held)

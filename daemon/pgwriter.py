@@ -15,6 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -130,14 +131,16 @@ class ResultWriter:
         self._health = health
         self._on_written = on_written
         self._pending = WriteBatch()  # due now (starts only after a failed write)
-        self._starts: dict[int, tuple[float, Started]] = {}  # by run id: (due, start), in order
+        # by run id, in order: (due, started at as epoch seconds); a Started is built only for
+        # the runs still going when theirs is due (most finish first and never need one)
+        self._starts: dict[int, tuple[float, float]] = {}
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def start(self, item: Started) -> None:
+    def start(self, run_id: int, started_at_epoch: float) -> None:
         first = not self._starts
-        self._starts[item.run_id] = (time.monotonic() + START_DELAY_S, item)
+        self._starts[run_id] = (time.monotonic() + START_DELAY_S, started_at_epoch)
         self._idle.clear()
         if first:  # the writer may be waiting without a timer
             self._wakeup.set()
@@ -165,11 +168,13 @@ class ResultWriter:
         now = time.monotonic()
         while self._starts:
             run_id = next(iter(self._starts))
-            due, item = self._starts[run_id]
+            due, started_at_epoch = self._starts[run_id]
             if due > now and not closing:
                 return due - now
             del self._starts[run_id]
-            self._pending.starts.append(item)
+            self._pending.starts.append(
+                Started(run_id, datetime.fromtimestamp(started_at_epoch, UTC))
+            )
         return None
 
     def _take(self) -> WriteBatch:

@@ -262,6 +262,9 @@ class RunQueue:
     def closed(self) -> bool:
         return self._closed
 
+    def waiting_count(self) -> int:
+        return len(self._waiting)
+
     def waiting(self) -> Iterator[Run]:
         return iter(list(self._waiting.values()))
 
