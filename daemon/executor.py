@@ -66,6 +66,25 @@ def _info_enabled() -> bool:
     return _STDLIB_LOGGER.isEnabledFor(logging.INFO)
 
 
+async def _until_done(task: asyncio.Task[RunResult]) -> None:
+    """Wait for ``task`` to finish, however it finishes (cancelled included); cancelling the
+    waiter leaves ``task`` alone. What ``asyncio.wait({task})`` does, at about half its cost
+    per run (no set, no timeout handling, one future)."""
+    if task.done():
+        return
+    waiter = asyncio.get_running_loop().create_future()
+
+    def wake(_task: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        task.remove_done_callback(wake)
+
+
 def _format_s(seconds: float) -> str:
     return f"{seconds:g}s"
 
@@ -141,7 +160,7 @@ class Executor:
         attempt = self._current_task = asyncio.create_task(self._attempt(run, task))
         overdue = self._watch_soft_timeout(run, task)
         try:
-            await asyncio.wait({attempt})  # unlike shield(), not raising if attempt is cancelled
+            await _until_done(attempt)  # unlike shield(), not raising if attempt is cancelled
         except asyncio.CancelledError:
             # The executor itself is being cancelled (the shutdown budget ran out): stop the
             # run too, but never wait without bound for a handler that ignores cancellation.
