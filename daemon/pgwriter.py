@@ -37,6 +37,10 @@ log = structlog.get_logger(LOGGER_NAME)
 MAX_BATCH = 500
 MAX_BUG_RETRIES = 3
 START_DELAY_S = 0.05  # a run's status shows "running" at most this late
+# A small batch waits this long for company before it is written: each write is a round trip
+# and a commit whatever its size, and while the writer waits the executor finishes more runs.
+LINGER_S = 0.002
+LINGER_UNDER = 50  # records; a batch this large is written at once
 
 
 def log_enabled(level: int, name: str = LOGGER_NAME) -> bool:
@@ -220,6 +224,8 @@ class ResultWriter:
                 self._wakeup.clear()
                 await first_of(self._wakeup.wait(), closing.wait(), timeout_s=start_wait_s)
                 continue
+            if len(self._pending) < LINGER_UNDER and not closing.is_set():
+                await asyncio.sleep(LINGER_S)
             batch = self._take()
             try:
                 outcome = await self._store.write(self._owner, batch)
