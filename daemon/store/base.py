@@ -154,7 +154,9 @@ class Outlook:
     """One look at the database: the scheduler flags and how soon something is due."""
 
     flags: SchedulerFlags
-    due_in_s: float | None  # the earliest next_run_at or expired lease, from now; None: none
+    # the earliest next_run_at or lease expiry, from now; None: none (PostgresStore: or not
+    # looked at, while the scheduler is paused or disabled)
+    due_in_s: float | None
 
 
 @dataclass(frozen=True)

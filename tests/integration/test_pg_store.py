@@ -128,6 +128,56 @@ async def test_finish_is_guarded_by_the_owner(
     assert (run["status"], run["output"]) == ("succeeded", '{"ok": 1}')
 
 
+async def test_claim_and_finish_carry_payload_and_times_exactly(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    at = (await store.db_now()).replace(microsecond=123457) - timedelta(seconds=5)
+    deps = (Dependency("b", "skip"),)
+    await add(store, "a", next_run_at=at, payload={"k": [1, "x"]}, depends_on=deps)
+    (c,) = await store.claim("me", 1, 30.0, planner)
+    assert (c.scheduled_for, c.job.next_run_at) == (at, at)
+    assert (c.job.payload, c.job.depends_on) == ({"k": [1, "x"]}, deps)
+    started, finished = at + timedelta(microseconds=1), at + timedelta(seconds=2, microseconds=-1)
+    finish = plan_finish(
+        c,
+        ok=True,
+        cancelled=False,
+        error=None,
+        output={"n": 1.5},
+        started_at=started,
+        finished_at=finished,
+        default_max_attempts=3,
+        backoff_base_s=60.0,
+    )
+    assert (await store.write("me", WriteBatch(finishes=[finish]))).lost_run_ids == frozenset()
+    run = await sql.fetchrow("SELECT * FROM job_runs WHERE id = $1", c.run_id)
+    assert (run["scheduled_for"], run["started_at"], run["finished_at"]) == (at, started, finished)
+    assert run["output"] == '{"n": 1.5}'
+    job = await sql.fetchrow("SELECT * FROM scheduled_jobs WHERE id = $1", c.job.id)
+    assert (job["next_run_at"], job["last_run_at"]) == (at + timedelta(hours=1), finished)
+
+
+async def test_outlook_sees_the_earliest_lease_expiry_and_only_while_claiming(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    await add(store, "a")
+    await add(store, "b", next_run_at=await store.db_now() + timedelta(seconds=100))
+    (c,) = await store.claim("me", 5, 30.0, planner)
+    assert c.job.name == "a"
+    due_in_s = (await store.outlook()).due_in_s
+    assert due_in_s is not None
+    assert 25.0 < due_in_s <= 30.0  # a's lease, before b at 100 s
+    await sql.execute(
+        "UPDATE scheduled_jobs SET lease_expires_at = now() + interval '500 s' "
+        "WHERE lease_owner IS NOT NULL"
+    )
+    due_in_s = (await store.outlook()).due_in_s
+    assert due_in_s is not None
+    assert 95.0 < due_in_s <= 100.0  # now b comes first
+    await sql.execute("UPDATE runbroker_settings SET value = 'true' WHERE key = 'scheduler.paused'")
+    assert (await store.outlook()).due_in_s is None
+
+
 async def test_expired_lease_is_reclaimed_and_the_old_run_abandoned(
     store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
