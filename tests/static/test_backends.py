@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from tests.acceptance.backends import (
     get_backend,
     override_document,
 )
-from tests.acceptance.harness import RUNBROKER, Workdir, wait_until
+from tests.acceptance.harness import RUNBROKER, wait_until
 from tests.static.support import (
     DEV_COMPOSE,
     RUNBROKER_UID,
@@ -40,15 +39,6 @@ from tests.static.support import (
     docker_compose,
     run_tool,
 )
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    work = Workdir()
-    try:
-        yield work.path
-    finally:
-        work.cleanup()
 
 
 def test_backend_comes_from_the_environment() -> None:

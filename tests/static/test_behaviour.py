@@ -19,52 +19,26 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
 from daemon.interval import parse_duration
 from daemon.migrate import load_migrations
-from tests.acceptance.harness import Daemon, Workdir
+from tests.acceptance.harness import Daemon
+from tests.acceptance.pgsupport import fresh_database
 from tests.static.support import DEV_COMPOSE, compose_config, compose_invocations
 
 RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
-ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 # A job that ignores SIGTERM and ends when the test creates the file it names.
 STUBBORN = 'trap "" TERM; while [ ! -e "$1" ]; do sleep 0.02; done'
-
-
-def _dsn_for(database: str) -> str:
-    return urlunsplit(urlsplit(ADMIN_DSN)._replace(path="/" + database))
-
-
-async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 @pytest.fixture
 def database() -> Iterator[str]:
     """A throwaway, empty database; its DSN."""
-    name = f"rb_static_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield _dsn_for(name)
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    work = Workdir()
-    try:
-        yield work.path
-    finally:
-        work.cleanup()
+    with fresh_database(migrated=False) as url:
+        yield url
 
 
 def _cli(
