@@ -30,7 +30,7 @@ import structlog
 from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
 from daemon.pgdeps import DependencyWaiter
 from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, log_enabled, wait_event
-from daemon.runqueue import Event, Rejected, Run, RunQueue, RunRequest, RunResult
+from daemon.runqueue import Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (
     Claimed,
@@ -380,19 +380,19 @@ class PgRunner:
             },
         )
         try:
-            held.run = self.queue.submit(request, listener=partial(self._on_run_event, held))
+            held.run = self.queue.submit(request, watcher=partial(self._on_run, held))
         except Rejected as exc:
             self.log.info("job.released", job=claimed.job.name, reason=exc.reason)
             self._release(held)
 
     # -- results ------------------------------------------------------------------------------
-    def _on_run_event(self, held: Held, run: Run, event: Event) -> None:
-        if event.kind == "started":
+    def _on_run(self, held: Held, run: Run, kind: str) -> None:
+        if kind == "started":
             started = run.started_at if run.started_at is not None else time.time()
             if held.claimed.attempt == 1:  # retries start late on purpose
                 self._last_first_start = (started, held.claimed.scheduled_for)
             self.writer.start(held.claimed.run_id, started)
-        elif event.kind == "done" and run.result is not None:
+        elif kind == "done" and run.result is not None:
             if run.result.cancelled and run.started_at is None:
                 self._release(held)
             else:

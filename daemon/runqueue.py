@@ -40,7 +40,10 @@ class Rejected(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+# The per-run records are slotted and treated as immutable by convention (none is hashed or
+# used as a key): a frozen dataclass sets each field through object.__setattr__, 1.5-2 us a
+# record, and a run makes two to four of them.
+@dataclass(slots=True)
 class RunRequest:
     """What a submitter asks for. ``context`` becomes extra ``RUNBROKER_*`` variables."""
 
@@ -52,7 +55,7 @@ class RunRequest:
     context: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RunResult:
     ok: bool
     reason: str = ""
@@ -62,7 +65,7 @@ class RunResult:
     cancelled: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Event:
     """One lifecycle event of a run, as the wire protocol sends it."""
 
@@ -71,6 +74,9 @@ class Event:
 
 
 Listener = Callable[["Run", Event], None]
+# The run's owner (the Postgres runner) hears "started" and "done" by kind alone: no Event and
+# no field dict is built for it, and none at all for a run that no listener watches.
+Watcher = Callable[["Run", str], None]
 
 _id_counter = itertools.count(1)
 _id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
@@ -83,7 +89,9 @@ def new_run_id() -> str:
 class Run:
     """One accepted run. ``finish`` may be called any number of times; only the first counts."""
 
-    def __init__(self, request: RunRequest, run_id: str | None = None) -> None:
+    def __init__(
+        self, request: RunRequest, run_id: str | None = None, watcher: Watcher | None = None
+    ) -> None:
         self.id = run_id or new_run_id()
         self.request = request
         self.state: RunState = "queued"
@@ -93,6 +101,7 @@ class Run:
         self.result: RunResult | None = None
         self._done = asyncio.Event()
         self._listeners: list[Listener] = []
+        self._watcher = watcher
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -100,6 +109,8 @@ class Run:
     def emit(self, kind: str, **fields: Any) -> None:
         """Tell every listener; a listener that raises is dropped (and logged), never lets the
         exception reach the run's owner (the executor must outlive any listener)."""
+        if not self._listeners:
+            return
         event = Event(kind, fields)
         for listener in list(self._listeners):
             try:
@@ -110,11 +121,26 @@ class Run:
                     "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
                 )
 
+    def _tell_watcher(self, kind: str) -> None:
+        """The watcher hears "started" and "done"; like a listener, it is dropped if it raises."""
+        watcher = self._watcher
+        if watcher is None:
+            return
+        try:
+            watcher(self, kind)
+        except Exception as exc:
+            self._watcher = None
+            _log.error(
+                "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
+            )
+
     def mark_started(self) -> None:
         self.state = "running"
         self.started_monotonic = time.monotonic()
         self.started_at = time.time()
-        self.emit("started", ok=True, id=self.id, task=self.request.task)
+        self._tell_watcher("started")
+        if self._listeners:
+            self.emit("started", ok=True, id=self.id, task=self.request.task)
 
     def elapsed_s(self) -> float:
         if self.started_monotonic is None:
@@ -127,17 +153,20 @@ class Run:
             return False
         self.result = result
         self.state = "done"
-        fields: dict[str, Any] = {"ok": result.ok, "id": self.id}
-        if result.reason:
-            fields["reason"] = result.reason
-        if result.duration_ms:
-            fields["duration_ms"] = result.duration_ms
-        if result.exit_code is not None:
-            fields["exit_code"] = result.exit_code
-        if result.output is not None:
-            fields["output"] = result.output
-        self.emit("done", **fields)
-        self._listeners.clear()
+        self._tell_watcher("done")
+        self._watcher = None
+        if self._listeners:
+            fields: dict[str, Any] = {"ok": result.ok, "id": self.id}
+            if result.reason:
+                fields["reason"] = result.reason
+            if result.duration_ms:
+                fields["duration_ms"] = result.duration_ms
+            if result.exit_code is not None:
+                fields["exit_code"] = result.exit_code
+            if result.output is not None:
+                fields["output"] = result.output
+            self.emit("done", **fields)
+            self._listeners.clear()
         self._done.set()
         return True
 
@@ -181,8 +210,14 @@ class RunQueue:
         self._on_finish: list[Callable[[Run], None]] = []
 
     # -- submitters -------------------------------------------------------------------------
-    def submit(self, request: RunRequest, listener: Listener | None = None) -> Run:
-        """Accept a run or raise ``Rejected``; never blocks."""
+    def submit(
+        self,
+        request: RunRequest,
+        listener: Listener | None = None,
+        watcher: Watcher | None = None,
+    ) -> Run:
+        """Accept a run or raise ``Rejected``; never blocks. ``watcher`` hears the run's
+        "started" and "done" by kind (see ``Watcher``)."""
         if self._closed:
             self._rejected_closed += 1
             raise Rejected(REASON_CLOSED)
@@ -190,13 +225,13 @@ class RunQueue:
         if len(self._waiting) >= self.capacity and not idle:
             self._rejected_full += 1
             raise Rejected(REASON_FULL)
-        run = Run(request)
-        if listener is not None:
-            run.subscribe(listener)
+        run = Run(request, watcher=watcher)
         self._waiting[run.id] = run
         self._accepted += 1
         self._nonempty.set()
-        run.emit("queued", ok=True, id=run.id, position=len(self._waiting), task=request.task)
+        if listener is not None:
+            run.subscribe(listener)
+            run.emit("queued", ok=True, id=run.id, position=len(self._waiting), task=request.task)
         return run
 
     def room(self) -> int:

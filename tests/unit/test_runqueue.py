@@ -214,3 +214,48 @@ async def test_a_listener_that_raises_is_dropped_and_the_run_still_finishes() ->
     assert run.finish(RunResult(ok=True)) is True
     assert seen == ["started", "done"]
     assert (await run.wait()).ok
+
+
+async def test_the_watcher_hears_started_and_done_once_beside_the_listeners() -> None:
+    queue = RunQueue(capacity=1)
+    heard: list[tuple[str, str]] = []
+    seen: list[str] = []
+
+    def watcher(run: Run, kind: str) -> None:
+        heard.append((kind, run.state))
+
+    run = queue.submit(_req(), lambda _run, event: seen.append(event.kind), watcher)
+    run.mark_started()
+    assert run.finish(RunResult(ok=True)) is True
+    assert run.finish(RunResult(ok=False, reason="late")) is False
+    assert heard == [("started", "running"), ("done", "done")]
+    assert seen == ["queued", "started", "done"]
+
+
+async def test_a_watcher_that_raises_is_dropped_and_the_run_still_finishes() -> None:
+    queue = RunQueue(capacity=1)
+    heard: list[str] = []
+
+    def broken(_run: Run, kind: str) -> None:
+        heard.append(kind)
+        raise RuntimeError("boom")
+
+    run = queue.submit(_req(), watcher=broken)
+    run.mark_started()
+    assert run.finish(RunResult(ok=True)) is True
+    assert heard == ["started"]  # dropped at its first failure
+    assert (await run.wait()).ok
+
+
+async def test_a_run_nobody_listens_to_builds_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    import daemon.runqueue as runqueue
+
+    def no_event(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("an Event was built")
+
+    monkeypatch.setattr(runqueue, "Event", no_event)
+    queue = RunQueue(capacity=1)
+    run = queue.submit(_req(), watcher=lambda _run, _kind: None)
+    run.mark_started()
+    run.emit("output", ok=True, id=run.id, stream="stdout", line="x")
+    assert run.finish(RunResult(ok=True)) is True
