@@ -145,7 +145,7 @@ class Executor:
 
     async def execute(self, run: Run) -> RunResult:
         task = self.tasks.get(run.request.task)
-        refusal = self.tasks.refusal(run.request)
+        refusal = self.tasks.refusal(run.request) if task is None else task.refusal(run.request)
         if task is None or refusal is not None:
             result = RunResult(ok=False, reason=refusal or "unknown task")
             run.finish(result)

@@ -439,10 +439,14 @@ class PgRunner:
             self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
 
     def _written(self, batch: WriteBatch, outcome: WriteOutcome) -> None:
-        for run_id in [f.run_id for f in batch.finishes] + [r.run_id for r in batch.releases]:
-            held = self.held.pop(run_id, None)
-            if held is not None and run_id in outcome.lost_run_ids:
-                self.log.warning("job.lease_lost", job=held.claimed.job.name, run_id=run_id)
+        held_runs, lost = self.held, outcome.lost_run_ids
+        for records in (batch.finishes, batch.releases):
+            for record in records:
+                held = held_runs.pop(record.run_id, None)
+                if lost and held is not None and record.run_id in lost:
+                    self.log.warning(
+                        "job.lease_lost", job=held.claimed.job.name, run_id=record.run_id
+                    )
         self._settled.set()
 
     # -- background loops -------------------------------------------------------------------

@@ -292,6 +292,8 @@ def _split_first(text: str) -> tuple[str, str]:
 
 
 def _as_utc(t: datetime) -> datetime:
+    if type(t) is datetime and t.tzinfo is UTC:  # the common case, twice per claimed run
+        return t
     if not isinstance(t, datetime):
         raise TypeError(f"expected a datetime, got {type(t).__name__}")
     if t.tzinfo is None or t.utcoffset() is None:
