@@ -24,7 +24,7 @@ from daemon.runqueue import (
     RunQueue,
     RunResult,
 )
-from daemon.tasks import RunContext, Task, TaskRegistry
+from daemon.tasks import Task, TaskRegistry, handler_context
 
 log = get_logger("runbroker.executor")
 
@@ -236,14 +236,15 @@ class Executor:
 
     async def _invoke(self, run: Run, task: Task) -> RunResult:
         if task.handler is not None:
-            context = RunContext(
-                run_id=run.id,
-                task=task.name,
-                trigger=run.request.trigger,
-                args=run.request.args,
-                env=dict(run.request.env),
-                payload=run.request.payload,
-                context=dict(run.request.context),
+            request = run.request
+            context = handler_context(
+                run.id,
+                task.name,
+                request.trigger,
+                request.args,
+                dict(request.env),
+                request.payload,
+                dict(request.context),
             )
             output = await task.handler(context)
             if output is not None and not isinstance(output, dict):

@@ -56,7 +56,7 @@ REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 GC_GEN0_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """A run this replica has claimed and not yet recorded."""
 

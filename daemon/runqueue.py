@@ -99,7 +99,7 @@ class Run:
         self.started_monotonic: float | None = None
         self.started_at: float | None = None
         self.result: RunResult | None = None
-        self._done = asyncio.Event()
+        self._done: asyncio.Event | None = None  # made by the first wait(): most runs have none
         self._listeners: list[Listener] = []
         self._watcher = watcher
 
@@ -167,11 +167,15 @@ class Run:
                 fields["output"] = result.output
             self.emit("done", **fields)
             self._listeners.clear()
-        self._done.set()
+        if self._done is not None:
+            self._done.set()
         return True
 
     async def wait(self) -> RunResult:
-        await self._done.wait()
+        if self.result is None:
+            if self._done is None:
+                self._done = asyncio.Event()
+            await self._done.wait()
         assert self.result is not None
         return self.result
 

@@ -483,3 +483,16 @@ async def test_a_second_cancel_does_not_cut_the_grace_short() -> None:
         # The job's shell (the group's leader, which ignores SIGTERM) was SIGKILLed and waited
         # for before the run ended: it no longer exists, not even as a zombie.
         assert not os.path.exists(f"/proc/{pgid}")  # noqa: ASYNC240 (a /proc lookup)
+
+
+def test_handler_context_is_the_frozen_run_context() -> None:
+    import dataclasses
+
+    from daemon.tasks import handler_context
+
+    values = ("r1", "noop", "schedule", ("a",), {"K": "v"}, {"p": 1}, {"JOB": "j"})
+    fast = handler_context(*values)
+    assert fast == RunContext(*values)
+    assert [f.name for f in dataclasses.fields(RunContext)] == list(vars(fast))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.task = "other"  # type: ignore[misc]

@@ -259,3 +259,13 @@ async def test_a_run_nobody_listens_to_builds_no_events(monkeypatch: pytest.Monk
     run.mark_started()
     run.emit("output", ok=True, id=run.id, stream="stdout", line="x")
     assert run.finish(RunResult(ok=True)) is True
+
+
+async def test_a_run_waited_for_before_and_after_its_result() -> None:
+    queue = RunQueue(capacity=1)
+    early = queue.submit(_req())
+    waiter = asyncio.create_task(early.wait())
+    await asyncio.sleep(0)
+    assert early.finish(RunResult(ok=True, reason="first")) is True
+    assert (await waiter).reason == "first"
+    assert (await early.wait()).reason == "first"  # after its result: no waiting at all
