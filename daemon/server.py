@@ -272,9 +272,7 @@ class SocketServer:
                     outbox.ready.clear()
                     await outbox.ready.wait()
                     continue
-                writer.write(outbox.pop())
-                async with asyncio.timeout(WRITE_TIMEOUT_S):
-                    await writer.drain()
+                await self._send(writer, outbox.pop())
         finally:
             # A client that goes away does not cancel its run; it just stops listening.
             outbox.attached = False
