@@ -8,6 +8,7 @@ test (``CREATE DATABASE ... TEMPLATE``), dropped WITH (FORCE) afterwards.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -60,25 +61,29 @@ def template_db() -> Iterator[str]:
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-@pytest.fixture
-async def db_dsn(template_db: str) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def _throwaway_database(template: str | None = None) -> AsyncIterator[str]:
+    """A new database (a copy of ``template``, or empty), dropped afterwards; its DSN."""
     name = f"t_{uuid.uuid4().hex}"
-    await _admin(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    copy = f' TEMPLATE "{template}"' if template else ""
+    await _admin(f'CREATE DATABASE "{name}"{copy}')
     try:
         yield dsn_for(name)
     finally:
         await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def db_dsn(template_db: str) -> AsyncIterator[str]:
+    async with _throwaway_database(template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture
 async def empty_dsn() -> AsyncIterator[str]:
     """A fresh database with no schema at all (for migration tests)."""
-    name = f"t_{uuid.uuid4().hex}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield dsn_for(name)
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with _throwaway_database() as dsn:
+        yield dsn
 
 
 @pytest.fixture
