@@ -595,8 +595,11 @@ WHERE r.id = ANY($1::bigint[]) AND r.id = x.id AND r.status = 'queued' AND r.own
 """
 
 # A finish is written only while the job is still leased by us for this very run; a schedule
-# edited by hand meanwhile (needs_schedule) is recomputed by the next claim. The batch comes as
-# one JSON array of arrays (``_finishes_json``), times as integer microseconds since the epoch.
+# edited by hand meanwhile (needs_schedule) is recomputed by the next claim. It notifies once
+# when it wrote anything (the row trigger leaves finishes to it, migration 0004): a released
+# lease lets dependants go on, and every replica's timer learns the new next_run_at. The batch
+# comes as one JSON array of arrays (``_finishes_json``), times as integer microseconds since
+# the epoch.
 # The plan must stay linear in the batch whatever the statistics say: the batch is
 # materialized once, its rows fetch the jobs by primary key, and the owner comes in as a
 # column of each element (one value repeated) so that it is a join condition, not a scan
@@ -628,14 +631,18 @@ WITH f AS MATERIALIZED (
     WHERE s.id = ANY(ARRAY(SELECT job_id FROM f)) AND s.id = f.job_id
       AND s.current_run_id = f.run_id AND s.lease_owner = f.owner
     RETURNING f.run_id, f.status, f.started_at, f.finished_at, f.output, f.error
+), runs AS (
+    UPDATE job_runs r SET
+        status = jobs.status, started_at = coalesce(r.started_at, jobs.started_at),
+        finished_at = jobs.finished_at, output = nullif(jobs.output, 'null'::jsonb),
+        error = jobs.error
+    FROM jobs
+    WHERE r.id = jobs.run_id
+    RETURNING r.id
+), notified AS MATERIALIZED (  -- evaluated once, not once per row of the join below
+    SELECT pg_notify('runbroker', 'jobs') WHERE EXISTS (SELECT 1 FROM jobs)
 )
-UPDATE job_runs r SET
-    status = jobs.status, started_at = coalesce(r.started_at, jobs.started_at),
-    finished_at = jobs.finished_at, output = nullif(jobs.output, 'null'::jsonb),
-    error = jobs.error
-FROM jobs
-WHERE r.id = jobs.run_id
-RETURNING r.id AS run_id
+SELECT runs.id AS run_id FROM runs, notified
 """
 
 # A claimed run that never started: the job goes back as it was before the claim.

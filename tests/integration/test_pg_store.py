@@ -262,6 +262,45 @@ async def test_notify_on_insert_run_now_and_settings_but_not_on_heartbeat(
     assert sub.lost
 
 
+async def test_finish_release_and_hand_edits_notify_once_each(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    await add(store, "a")
+    await add(store, "b")
+    got: asyncio.Queue[str] = asyncio.Queue()
+    sub = await store.listen(got.put_nowait)
+    try:
+        a, b = await store.claim("me", 2, 30.0, planner)  # silent: no timing changed
+        await store.write("me", WriteBatch(finishes=[success(a, await store.db_now())]))
+        assert await asyncio.wait_for(got.get(), 5) == "jobs"  # the finish's own notify
+        await store.write("me", WriteBatch(releases=[Release(b.job.id, b.run_id)]))
+        assert await asyncio.wait_for(got.get(), 5) == "jobs"  # a released lease
+        await sql.execute("UPDATE scheduled_jobs SET payload = '{\"x\": 1}'")
+        await sql.execute("UPDATE scheduled_jobs SET enabled = false WHERE name = 'a'")
+        assert await asyncio.wait_for(got.get(), 5) == "jobs"  # enabled, not the payload
+        await sql.execute("UPDATE scheduled_jobs SET next_run_at = now() WHERE name = 'b'")
+        assert await asyncio.wait_for(got.get(), 5) == "jobs"
+        await sql.execute("SELECT pg_notify('runbroker', 'marker')")
+        assert await asyncio.wait_for(got.get(), 5) == "marker"  # nothing else came between
+    finally:
+        await sub.close()
+
+
+async def test_deleting_or_truncating_jobs_takes_their_runs(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    for name in ("a", "b", "c"):
+        await add(store, name)
+    claimed = await store.claim("me", 3, 30.0, planner)
+    at = await store.db_now()
+    await store.write("me", WriteBatch(finishes=[success(c, at) for c in claimed]))
+    await sql.execute("DELETE FROM scheduled_jobs WHERE name IN ('a', 'b')")
+    remaining = await sql.fetch("SELECT DISTINCT job_id FROM job_runs")
+    assert [r["job_id"] for r in remaining] == [c.job.id for c in claimed if c.job.name == "c"]
+    await sql.execute("TRUNCATE scheduled_jobs")
+    assert await sql.fetchval("SELECT count(*) FROM job_runs") == 0
+
+
 async def test_paused_and_disabled_settings_stop_claims(
     store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
