@@ -48,9 +48,13 @@ def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
         assert caller.returncode == 0
         done = [json.loads(line) for line in err.splitlines() if '"once.done"' in line]
         outcomes.append(done[0]["outcome"])
-    # One runner ran the first run and one coalesced rerun; one caller queued that rerun and
-    # the other six found it already queued.
-    assert sorted(outcomes) == sorted(["ran-queued", "queued"] + ["discarded"] * 6)
+    # One runner ran the first run and one coalesced rerun; the others queued that rerun or
+    # found it already queued. A caller may also record its request in the instant between
+    # the runner taking the lock and clearing the counter: that request is covered by the
+    # first run (it starts after the clear), and the caller truthfully said "queued".
+    assert outcomes.count("ran-queued") == 1
+    assert outcomes.count("queued") >= 1
+    assert outcomes.count("queued") + outcomes.count("discarded") == 7
     assert (workdir / "runs").read_text().split() == ["start", "start"]
     assert not (workdir / "overlaps").exists()
     assert not (workdir / "inrun").exists()
