@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from daemon.schedules import parse_schedule
-from daemon.store.base import Claimed, ClaimPlan, DueJob, FinalStatus, Finish
+from daemon.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
 
 MAX_WALK_STEPS = 10_000  # occurrences walked to find the latest missed one
 BACKOFF_CAP_S = 3600.0
@@ -152,11 +152,16 @@ def plan_finish(
     limit = job.max_attempts or default_max_attempts
     retry = not ok and retryable and attempt < limit
     following: datetime | None = None
+    after_following: datetime | None = None
     if not retry:
         try:
-            following = schedule_for(job.schedule, job.tz).next_after(scheduled_for)
+            sched = schedule_for(job.schedule, job.tz)
         except ValueError:
-            following = None
+            pass
+        else:
+            following = sched.next_after(scheduled_for)
+            if following is not None:
+                after_following = sched.next_after(following) or NO_OCCURRENCE
     return Finish(
         job_id=job.id,
         run_id=claimed.run_id,
@@ -169,6 +174,7 @@ def plan_finish(
         retry_in_s=backoff_s(attempt, backoff_base_s, rng) if retry else None,
         scheduled_for=scheduled_for if retry else None,
         attempt=attempt if retry else 0,
+        following_run_at=after_following,
     )
 
 

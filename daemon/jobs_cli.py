@@ -21,6 +21,7 @@ from daemon.migrate import as_tuples, load_migrations
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
 from daemon.store.base import (
+    NO_OCCURRENCE,
     Dependency,
     JobError,
     NewJob,
@@ -135,6 +136,7 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
         schedule=schedule.text,
         tz=args.tz,
         next_run_at=first,
+        following_run_at=None if first is None else schedule.next_after(first) or NO_OCCURRENCE,
         payload=payload,
         enabled=not args.disabled,
         max_attempts=args.max_attempts,

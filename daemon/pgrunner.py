@@ -216,6 +216,11 @@ class PgRunner:
         await self.writer.wait_idle(max(0.0, deadline - time.monotonic()))
 
     # -- claiming ---------------------------------------------------------------------------
+    @property
+    def _misfire_grace_s(self) -> float:
+        """How late a misfire = skip occurrence may still start: one lease."""
+        return self.settings.lease_s
+
     def _poll_s(self) -> float:
         return self.flags.interval_s or self.settings.poll_interval_s
 
@@ -226,7 +231,7 @@ class PgRunner:
             job,
             now,
             default_max_attempts=self.settings.retry_attempts,
-            misfire_grace_s=self.settings.lease_s,
+            misfire_grace_s=self._misfire_grace_s,
         )
         if plan.abandon_error is not None:
             abandoned.append((job, plan))
@@ -293,7 +298,11 @@ class PgRunner:
         self._reserved += room
         try:
             claimed = await self.store.claim(
-                self.owner, room, self.settings.lease_s, partial(self._plan, abandoned)
+                self.owner,
+                room,
+                self.settings.lease_s,
+                partial(self._plan, abandoned),
+                misfire_grace_s=self._misfire_grace_s,
             )
         finally:
             self._reserved -= room

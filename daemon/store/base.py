@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 Policy = Literal["stop", "skip"]
@@ -75,6 +75,10 @@ class ClaimPlan:
 
 Planner = Callable[[DueJob, datetime], ClaimPlan]
 
+# ``following_run_at`` of a schedule with no occurrence after next_run_at (PostgreSQL stores
+# it as 'infinity'): nothing can be missed before it.
+NO_OCCURRENCE = datetime.max.replace(tzinfo=UTC)
+
 # DueJob, ClaimPlan, Claimed, Finish, Release and Started are made per run on the runner's hot
 # path: plain slotted dataclasses, treated as immutable but not frozen (a frozen dataclass's
 # constructor sets every field through object.__setattr__, several times slower).
@@ -105,6 +109,8 @@ class Finish:
     retry_in_s: float | None  # a retry: next_run_at = database now + this
     scheduled_for: datetime | None  # kept for a retry, None when the occurrence is over
     attempt: int  # kept for a retry, 0 when the occurrence is over
+    # the occurrence after next_run_at (NO_OCCURRENCE: none); None: not known (a retry)
+    following_run_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -183,8 +189,18 @@ class Subscription(Protocol):
 
 class JobStore(Protocol):
     async def claim(
-        self, owner: str, limit: int, lease_s: float, planner: Planner
-    ) -> list[Claimed]: ...
+        self,
+        owner: str,
+        limit: int,
+        lease_s: float,
+        planner: Planner,
+        *,
+        misfire_grace_s: float = 0.0,
+    ) -> list[Claimed]:
+        """Lease up to ``limit`` due jobs and insert their runs, deciding each with ``planner``
+        (``misfire_grace_s`` is the planner's own: a store may decide the plain case, a fresh
+        occurrence with none missed, without calling it, and must then decide it the same)."""
+        ...
 
     async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]: ...
 
@@ -254,6 +270,7 @@ class NewJob:
     schedule: str
     tz: str
     next_run_at: datetime | None
+    following_run_at: datetime | None = None  # the occurrence after next_run_at, if known
     payload: Any = field(default_factory=dict)
     enabled: bool = True
     max_attempts: int | None = None

@@ -148,7 +148,13 @@ class MemoryStore:
 
     # -- JobStore -------------------------------------------------------------------------------
     async def claim(
-        self, owner: str, limit: int, lease_s: float, planner: Planner
+        self,
+        owner: str,
+        limit: int,
+        lease_s: float,
+        planner: Planner,
+        *,
+        misfire_grace_s: float = 0.0,  # every job goes through the planner here
     ) -> list[Claimed]:
         await asyncio.sleep(0)  # a round trip: others run meanwhile, as with a database
         now = self._enter("claim")

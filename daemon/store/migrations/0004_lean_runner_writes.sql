@@ -71,7 +71,33 @@ CREATE TRIGGER scheduled_jobs_before_update
           AND NEW.next_run_at IS NOT DISTINCT FROM OLD.next_run_at)
     EXECUTE FUNCTION runbroker_jobs_before_write();
 
--- 4. Room on the page for a run's finish (and its start): with the rows filled to 45 % a
+-- 4. following_run_at: the schedule's occurrence after next_run_at, written by the runner's
+--    finish and by `runbroker jobs add` with next_run_at; 'infinity' when there is none; NULL
+--    when not known. With it a claim decides the plain case in SQL (a fresh occurrence, none
+--    missed since: following_run_at is after now) and leases the job in the same statement.
+--    Anything else goes through the runner's planner as before. Not indexed: the claim's
+--    update stays heap-only.
+ALTER TABLE scheduled_jobs ADD COLUMN following_run_at timestamptz;
+
+-- Whoever moves next_run_at without saying what follows it (a hand edit, run-now) makes
+-- following_run_at unknown again.
+CREATE FUNCTION runbroker_forget_following() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.following_run_at := NULL;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER scheduled_jobs_forget_following
+    BEFORE UPDATE OF next_run_at ON scheduled_jobs
+    FOR EACH ROW
+    WHEN (NEW.next_run_at IS DISTINCT FROM OLD.next_run_at
+          AND NEW.following_run_at IS NOT NULL
+          AND NEW.following_run_at IS NOT DISTINCT FROM OLD.following_run_at)
+    EXECUTE FUNCTION runbroker_forget_following();
+
+-- 5. Room on the page for a run's finish (and its start): with the rows filled to 45 % a
 --    second version of each fits beside it, so the update is heap-only and touches no index.
 --    At 70 % (0003) half the finishes of a burst wrote new entries into every job_runs index.
 ALTER TABLE job_runs SET (fillfactor = 45);
