@@ -121,12 +121,18 @@ VERIFY = {
                (SELECT count(*) FROM pgqueuer) AS left_over
     """,
 }
+# One-shot jobs due now, as ``runbroker jobs add --at`` writes them: following_run_at says
+# there is no later occurrence, so each is claimed by the one-statement plain claim.
 RB_ENQUEUE = (
-    "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at) "
-    "SELECT 'j' || g || '_' || $2::text, 'noop', 'at 2000-01-01T00:00:00Z', now() "
+    "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at, following_run_at) "
+    "SELECT 'j' || g || '_' || $2::text, 'noop', 'at 2000-01-01T00:00:00Z', now(), 'infinity' "
     "FROM generate_series(1, $1) g"
 )
+# The same rows written by hand without following_run_at: every claim goes through the
+# planner's transaction (``--hand-written``).
+RB_ENQUEUE_BY_HAND = RB_ENQUEUE.replace(", following_run_at)", ")").replace(", 'infinity'", "")
 POLL_S = 0.01  # the end of a drain is seen within this (the same for both sides)
+HAND_WRITTEN = False  # --hand-written
 
 
 async def pgq_enqueue(conn: asyncpg.Connection, jobs: int) -> None:
@@ -191,7 +197,8 @@ async def throughput(kind: str, replicas: int, jobs: int, batch: int) -> Drain:
                 cpu0 = await cpu_snapshot(conn, workers)
                 t0 = time.perf_counter()
                 if kind == "rb":
-                    await conn.execute(RB_ENQUEUE, jobs, "x")
+                    rows = RB_ENQUEUE_BY_HAND if HAND_WRITTEN else RB_ENQUEUE
+                    await conn.execute(rows, jobs, "x")
                 else:
                     await pgq_enqueue(conn, jobs)
                 await wait_count(conn, kind, jobs, 300)
@@ -322,7 +329,14 @@ async def main() -> None:
     parser.add_argument("--big-rows", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=5, help="drain repetitions")
     parser.add_argument("--parts", default="drain,latency,query", help="comma-separated")
+    parser.add_argument(
+        "--hand-written",
+        action="store_true",
+        help="drain rows written without following_run_at (the planner's claim path)",
+    )
     args = parser.parse_args()
+    global HAND_WRITTEN
+    HAND_WRITTEN = args.hand_written
     parts = set(args.parts.split(","))
 
     if "drain" in parts:
