@@ -34,6 +34,7 @@ from daemon.runqueue import Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (
     Claimed,
+    ClaimIncomplete,
     ClaimPlan,
     DueJob,
     JobStore,
@@ -295,6 +296,7 @@ class PgRunner:
             self._want_room = True
             return min(self._poll_s(), FULL_QUEUE_RECHECK_S)
         abandoned: list[tuple[DueJob, ClaimPlan]] = []
+        failure: BaseException | None = None
         self._reserved += room
         try:
             claimed = await self.store.claim(
@@ -304,6 +306,8 @@ class PgRunner:
                 partial(self._plan, abandoned),
                 misfire_grace_s=self._misfire_grace_s,
             )
+        except ClaimIncomplete as incomplete:  # start what was claimed, then report the error
+            claimed, failure = incomplete.claimed, incomplete.__cause__ or incomplete
         finally:
             self._reserved -= room
         self.claims_total += len(claimed)
@@ -323,6 +327,8 @@ class PgRunner:
         self._log_finishes = log_enabled(logging.INFO)
         for item in claimed:
             self._start(item)
+        if failure is not None:
+            raise failure
         if self._busy:
             return 0.0
         outlook = await self.store.outlook()

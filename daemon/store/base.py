@@ -94,6 +94,15 @@ class Claimed:
     attempt: int
 
 
+class ClaimIncomplete(Exception):
+    """A claim failed after committing some runs: ``claimed`` are this replica's now (start
+    them, or release them); ``__cause__`` is what failed."""
+
+    def __init__(self, claimed: list[Claimed]) -> None:
+        super().__init__(f"the claim failed after claiming {len(claimed)} runs")
+        self.claimed = claimed
+
+
 @dataclass(slots=True)
 class Finish:
     """A run's result and the job's next state, written in one transaction guarded by owner."""

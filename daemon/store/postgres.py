@@ -20,6 +20,7 @@ import asyncpg
 from daemon.store.base import (
     NO_OCCURRENCE,
     Claimed,
+    ClaimIncomplete,
     ClaimPlan,
     Dependency,
     DependencyState,
@@ -285,7 +286,8 @@ class PostgresStore:
     ) -> list[Claimed]:
         """The plain case in one statement (CLAIM_PLAIN); the planner's transaction only for
         the due rows that statement left (retries, expired leases, missed occurrences, rows
-        written by hand)."""
+        written by hand). Two commits: when the second fails, ``ClaimIncomplete`` carries the
+        runs the first one claimed."""
         if limit <= 0:
             return []
         async with self.connection() as conn:
@@ -296,7 +298,12 @@ class PostgresStore:
                 job = _due_job(row)
                 claimed.append(Claimed(job, run_id, job.next_run_at, 1))
         if len(claimed) < len(rows):  # rows for the planner
-            claimed += await self._claim_planned(owner, limit - len(claimed), lease_s, planner)
+            try:
+                claimed += await self._claim_planned(owner, limit - len(claimed), lease_s, planner)
+            except Exception as exc:  # the plain claims are committed: they must not be lost
+                if not claimed:
+                    raise
+                raise ClaimIncomplete(claimed) from exc
         return claimed
 
     async def _claim_planned(
@@ -659,9 +666,10 @@ WHERE r.id = ANY($1::bigint[]) AND r.id = x.id AND r.status = 'queued' AND r.own
 """
 
 # A finish is written only while the job is still leased by us for this very run; a schedule
-# edited by hand meanwhile (needs_schedule) is recomputed by the next claim. It notifies once
-# when it wrote anything (the row trigger leaves finishes to it, migration 0004): a released
-# lease lets dependants go on, and every replica's timer learns the new next_run_at. The batch
+# edited by hand meanwhile (needs_schedule) is recomputed by the next claim. It notifies when
+# it released any job (the row trigger leaves finishes to it, migration 0004; a data-modifying
+# CTE runs to the end, so its RETURNING is evaluated for every row): a released lease lets
+# dependants go on, and every replica's timer learns the new next_run_at. The batch
 # comes as one JSON array of arrays (``_finishes_json``), times as integer microseconds since
 # the epoch.
 # The plan must stay linear in the batch whatever the statistics say: the batch is
@@ -700,7 +708,8 @@ WITH f AS MATERIALIZED (
     FROM f
     WHERE s.id = ANY(ARRAY(SELECT job_id FROM f)) AND s.id = f.job_id
       AND s.current_run_id = f.run_id AND s.lease_owner = f.owner
-    RETURNING f.run_id, f.status, f.started_at, f.finished_at, f.output, f.error
+    RETURNING f.run_id, f.status, f.started_at, f.finished_at, f.output, f.error,
+        pg_notify('runbroker', 'jobs')  -- once per transaction, however many rows call it
 ), runs AS (
     UPDATE job_runs r SET
         status = jobs.status, started_at = coalesce(r.started_at, jobs.started_at),
@@ -709,10 +718,8 @@ WITH f AS MATERIALIZED (
     FROM jobs
     WHERE r.id = jobs.run_id
     RETURNING r.id
-), notified AS MATERIALIZED (  -- evaluated once, not once per row of the join below
-    SELECT pg_notify('runbroker', 'jobs') WHERE EXISTS (SELECT 1 FROM jobs)
 )
-SELECT runs.id AS run_id FROM runs, notified
+SELECT id AS run_id FROM runs
 """
 
 # A claimed run that never started: the job goes back as it was before the claim.

@@ -166,3 +166,23 @@ async def test_unreachable_database_exits_1_without_showing_the_dsn(
     err = capsys.readouterr().err
     assert "database unreachable" in err
     assert "s3cret" not in err
+
+
+async def test_add_writes_the_occurrence_after_the_next(
+    cli_env: str, sql: asyncpg.Connection
+) -> None:
+    assert await jobs("add", "often", "--task", "t", "--every", "7m") == 0
+    assert await jobs("add", "once", "--task", "t", "--at", "2099-01-02T03:04:05Z") == 0
+    rows = {
+        r["name"]: r
+        for r in await sql.fetch(
+            "SELECT name, next_run_at, following_run_at::text AS following FROM scheduled_jobs"
+        )
+    }
+    often = rows["often"]
+    assert often["following"] == (
+        await sql.fetchval(
+            "SELECT ($1::timestamptz + interval '7 minutes')::text", often["next_run_at"]
+        )
+    )
+    assert rows["once"]["following"] == "infinity"

@@ -14,8 +14,15 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from daemon.jobplan import plan_claim, schedule_for
-from daemon.store.base import NO_OCCURRENCE, ClaimPlan, DueJob, NewJob, WriteBatch
+from daemon.jobplan import plan_claim, plan_finish, schedule_for
+from daemon.store.base import (
+    NO_OCCURRENCE,
+    ClaimIncomplete,
+    ClaimPlan,
+    DueJob,
+    NewJob,
+    WriteBatch,
+)
 from daemon.store.postgres import SELECT_DUE, PostgresStore, _due_job
 from tests.integration.test_pg_store import add, success
 
@@ -203,9 +210,17 @@ async def test_a_failed_run_retries_through_the_planner(
 ) -> None:
     await add(store, "a", following_run_at=NO_OCCURRENCE)
     (c,) = await store.claim("me", 1, 30.0, oracle)
-    failure = success(c, await store.db_now())
-    failure.status, failure.error, failure.retry_in_s = "failed", "boom", 0.0
-    failure.scheduled_for, failure.attempt, failure.following_run_at = c.scheduled_for, 1, None
+    failure = plan_finish(
+        c,
+        ok=False,
+        cancelled=False,
+        error="boom",
+        output=None,
+        started_at=None,
+        finished_at=await store.db_now(),
+        default_max_attempts=3,
+        backoff_base_s=0.0,
+    )
     await store.write("me", WriteBatch(finishes=[failure]))
     assert await sql.fetchval("SELECT following_run_at FROM scheduled_jobs") is None
     planned: list[str] = []
@@ -216,3 +231,34 @@ async def test_a_failed_run_retries_through_the_planner(
 
     (retry,) = await store.claim("me", 1, 30.0, spy)
     assert (retry.scheduled_for, retry.attempt, planned) == (c.scheduled_for, 2, ["a"])
+
+
+async def test_a_rescheduled_row_forgets_a_stale_following_run_at(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    # written by hand: no next_run_at (so needs_schedule) and a following_run_at from nowhere
+    await sql.execute(
+        "INSERT INTO scheduled_jobs (name, task_type, schedule, following_run_at) "
+        "VALUES ('hand', 'default', 'every 1h', 'infinity')"
+    )
+    assert await store.claim("me", 5, 30.0, oracle) == []  # scheduled, not run
+    assert await sql.fetchval("SELECT following_run_at FROM scheduled_jobs") is None
+
+
+async def test_plain_claims_survive_a_failing_planner_step(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    await add(store, "plain", following_run_at=NO_OCCURRENCE)
+    await add(store, "by-hand")  # no following_run_at: the planner's path
+
+    def broken(job: DueJob, at: datetime) -> ClaimPlan:
+        raise RuntimeError("planner bug")
+
+    with pytest.raises(ClaimIncomplete) as caught:
+        await store.claim("me", 5, 30.0, broken)
+    assert [c.job.name for c in caught.value.claimed] == ["plain"]
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    leases = dict(await sql.fetch("SELECT name, lease_owner FROM scheduled_jobs"))
+    assert leases == {"plain": "me", "by-hand": None}
+    with pytest.raises(RuntimeError):  # nothing plain left: the failure itself
+        await store.claim("me", 5, 30.0, broken)

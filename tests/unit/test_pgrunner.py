@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import MutableMapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import Any
 
 from daemon.runqueue import Run, RunResult
-from daemon.store.base import Dependency, SchedulerFlags
+from daemon.store.base import (
+    Claimed,
+    ClaimIncomplete,
+    Dependency,
+    SchedulerFlags,
+    StoreUnavailable,
+)
 from daemon.store.memory import MemoryStore, MemRun
 from tests.unit.pgfakes import fail, running
 
@@ -280,3 +288,30 @@ async def test_dependency_wait_is_bounded() -> None:
         await store.wait_for(lambda: store.job("waiter").last_status == "failed")
     assert store.job("waiter").last_error == "dependency stuck failed: not settled within 200ms"
     assert h.executor.started == []
+
+
+class IncompleteOnce(MemoryStore):
+    """The first claim that gets runs fails after committing them, as PostgresStore's plain
+    claim does when its planner step then fails."""
+
+    raised = False
+
+    async def claim(self, *args: Any, **kwargs: Any) -> list[Claimed]:
+        claimed = await super().claim(*args, **kwargs)
+        if claimed and not self.raised:
+            self.raised = True
+            raise ClaimIncomplete(claimed) from StoreUnavailable("the planner's step failed")
+        return claimed
+
+
+async def test_runs_claimed_before_a_claim_failed_still_run_and_the_failure_is_seen(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    store = IncompleteOnce()
+    store.add("a", "default", "every 1h", now() - timedelta(seconds=1))
+    async with running(store):
+        await store.wait_for(lambda: succeeded(store, "a"))
+    assert store.raised
+    assert [run.status for run in store.runs_of("a")] == ["succeeded"]
+    (down,) = [e for e in logs if e["event"] == "db.disconnected"]
+    assert (down["where"], down["error"]) == ("claim", "the planner's step failed")
