@@ -31,6 +31,11 @@ def schedule_for(spec: str, tz: str) -> Schedule:
     return parsed
 
 
+def occurrence_after(sched: Schedule, t: datetime) -> datetime:
+    """What ``following_run_at`` says after ``t``: the next occurrence, or NO_OCCURRENCE."""
+    return sched.next_after(t) or NO_OCCURRENCE
+
+
 def walk_missed(
     sched: Schedule, start: datetime, now: datetime
 ) -> tuple[datetime, datetime | None]:
@@ -161,7 +166,7 @@ def plan_finish(
         else:
             following = sched.next_after(scheduled_for)
             if following is not None:
-                after_following = sched.next_after(following) or NO_OCCURRENCE
+                after_following = occurrence_after(sched, following)
     return Finish(
         job_id=job.id,
         run_id=claimed.run_id,

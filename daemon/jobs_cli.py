@@ -15,13 +15,12 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
-from daemon.jobplan import rfc3339_utc
+from daemon.jobplan import occurrence_after, rfc3339_utc
 from daemon.jobs_view import job_dict, jobs_table, run_dict, runs_table
 from daemon.migrate import as_tuples, load_migrations
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
 from daemon.store.base import (
-    NO_OCCURRENCE,
     Dependency,
     JobError,
     NewJob,
@@ -136,7 +135,7 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
         schedule=schedule.text,
         tz=args.tz,
         next_run_at=first,
-        following_run_at=None if first is None else schedule.next_after(first) or NO_OCCURRENCE,
+        following_run_at=None if first is None else occurrence_after(schedule, first),
         payload=payload,
         enabled=not args.disabled,
         max_attempts=args.max_attempts,
