@@ -122,7 +122,6 @@ class Broker:
 
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
-        self.children.reap_orphans()
 
     def control(self, request: ControlRequest) -> dict[str, Any]:
         if request.op == "status":

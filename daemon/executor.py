@@ -13,10 +13,9 @@ import os
 import time
 from collections.abc import Mapping
 
-import structlog
-
-from daemon.logs import get_logger
-from daemon.process import ChildSupervisor
+from daemon import protocol
+from daemon.logs import get_logger, log_enabled
+from daemon.process import ChildSupervisor, SpawnError
 from daemon.runqueue import (
     REASON_SHUTDOWN_CANCEL,
     REASON_USER_CANCEL,
@@ -36,14 +35,23 @@ _PRIVATE_ENV = ("RUNBROKER_",)
 _SHARED_ENV = frozenset({"RUNBROKER_SOCKET", "RUNBROKER_LOCK_DIR"})
 
 
-def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
-    """The environment a command task runs with: the container's, minus runbroker's own
-    settings, plus the run context and the env the trigger was allowed to set."""
-    env = {
+def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The container's environment minus runbroker's own settings."""
+    return {
         key: value
         for key, value in base.items()
         if key in _SHARED_ENV or not key.startswith(_PRIVATE_ENV)
     }
+
+
+def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
+    """The environment a command task runs with: the container's, minus runbroker's own
+    settings, plus the run context and the env the trigger was allowed to set."""
+    return _with_run(shared_environment(base), run)
+
+
+def _with_run(shared: Mapping[str, str], run: Run) -> dict[str, str]:
+    env = dict(shared)
     env.update(run.request.env)
     env["RUNBROKER_RUN_ID"] = run.id
     env["RUNBROKER_TASK"] = run.request.task
@@ -53,17 +61,6 @@ def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
     if run.request.payload is not None:
         env["RUNBROKER_PAYLOAD"] = json.dumps(run.request.payload, separators=(",", ":"))
     return env
-
-
-_STDLIB_LOGGER = logging.getLogger("runbroker.executor")  # getLogger takes a lock: once
-
-
-def _info_enabled() -> bool:
-    """False only when structlog goes through stdlib logging and info lines are dropped
-    (LOG_LEVEL=warning): the per-run info lines are then not built at all."""
-    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
-        return True
-    return _STDLIB_LOGGER.isEnabledFor(logging.INFO)
 
 
 async def _until_done(task: asyncio.Task[RunResult]) -> None:
@@ -105,7 +102,10 @@ class Executor:
         self.children = children
         self.default_grace_s = default_grace_s
         self.base_env = dict(os.environ if base_env is None else base_env)
+        self._shared_env = shared_environment(self.base_env)
         self.log_output = log_output
+        # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
+        self._verbose = log_enabled(logging.INFO)
         self._current_task: asyncio.Task[RunResult] | None = None
         self._cancel_reason = ""
         self.grace_cap_s: float | None = None
@@ -152,7 +152,7 @@ class Executor:
             log.warning("run.done", **_run_fields(run), ok=False, reason=result.reason)
             return result
         run.mark_started()
-        verbose = _info_enabled()
+        verbose = self._verbose
         if verbose:
             log.info("run.started", **_run_fields(run))
         started = time.monotonic()
@@ -208,9 +208,8 @@ class Executor:
 
         def overdue() -> None:
             if not run.is_done:
-                run.emit(
-                    "overdue", ok=True, id=run.id, reason=f"running longer than {_format_s(soft_s)}"
-                )
+                reason = f"running longer than {_format_s(soft_s)}"
+                run.emit_fields(protocol.EVENT_OVERDUE, protocol.overdue_event(run.id, reason))
                 log.warning("run.overdue", **_run_fields(run), soft_timeout_s=soft_s)
 
         return asyncio.get_running_loop().call_later(soft_s, overdue)
@@ -258,19 +257,25 @@ class Executor:
             cap_s = self.grace_cap_s
             return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
 
+        log_output = self.log_output and self._verbose
+
         def sink(stream: str, line: str) -> None:
-            run.emit("output", ok=True, id=run.id, stream=stream, line=line)
-            if self.log_output:
+            if run.listened:
+                run.emit_fields(protocol.EVENT_OUTPUT, protocol.output_event(run.id, stream, line))
+            if log_output:
                 log.info(
                     "run.output", run_id=run.id, task=run.request.task, stream=stream, line=line
                 )
 
-        outcome = await self.children.run_command(
-            (*task.command, *run.request.args),
-            job_environment(self.base_env, run),
-            sink,
-            grace_s=grace_s,
-        )
+        try:
+            outcome = await self.children.run_command(
+                (*task.command, *run.request.args),
+                _with_run(self._shared_env, run),
+                sink,
+                grace_s=grace_s,
+            )
+        except SpawnError as exc:
+            return RunResult(ok=False, reason=str(exc))
         if outcome.exit_code == 0:
             return RunResult(ok=True, exit_code=0)
         if outcome.signal_name:

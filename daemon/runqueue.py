@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from daemon import protocol
 from daemon.logs import get_logger
 
 _log = get_logger("runbroker.runqueue")
@@ -109,6 +110,16 @@ class Run:
     def emit(self, kind: str, **fields: Any) -> None:
         """Tell every listener; a listener that raises is dropped (and logged), never lets the
         exception reach the run's owner (the executor must outlive any listener)."""
+        if self._listeners:
+            self.emit_fields(kind, fields)
+
+    @property
+    def listened(self) -> bool:
+        """Whether anyone hears this run's events (else the caller need not build them)."""
+        return bool(self._listeners)
+
+    def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """``emit`` with the fields of one of ``protocol``'s event constructors."""
         if not self._listeners:
             return
         event = Event(kind, fields)
@@ -140,7 +151,9 @@ class Run:
         self.started_at = time.time()
         self._tell_watcher("started")
         if self._listeners:
-            self.emit("started", ok=True, id=self.id, task=self.request.task)
+            self.emit_fields(
+                protocol.EVENT_STARTED, protocol.started_event(self.id, self.request.task)
+            )
 
     def elapsed_s(self) -> float:
         if self.started_monotonic is None:
@@ -156,16 +169,15 @@ class Run:
         self._tell_watcher("done")
         self._watcher = None
         if self._listeners:
-            fields: dict[str, Any] = {"ok": result.ok, "id": self.id}
-            if result.reason:
-                fields["reason"] = result.reason
-            if result.duration_ms:
-                fields["duration_ms"] = result.duration_ms
-            if result.exit_code is not None:
-                fields["exit_code"] = result.exit_code
-            if result.output is not None:
-                fields["output"] = result.output
-            self.emit("done", **fields)
+            fields = protocol.done_event(
+                self.id,
+                result.ok,
+                result.reason,
+                result.duration_ms,
+                result.exit_code,
+                result.output,
+            )
+            self.emit_fields(protocol.EVENT_DONE, fields)
             self._listeners.clear()
         if self._done is not None:
             self._done.set()
@@ -235,7 +247,10 @@ class RunQueue:
         self._nonempty.set()
         if listener is not None:
             run.subscribe(listener)
-            run.emit("queued", ok=True, id=run.id, position=len(self._waiting), task=request.task)
+            run.emit_fields(
+                protocol.EVENT_QUEUED,
+                protocol.queued_event(run.id, len(self._waiting), request.task),
+            )
         return run
 
     def room(self) -> int:

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 import uvloop
+from hypothesis import given
+from hypothesis import strategies as st
 
 from daemon.process import (
     LINE_LIMIT_BYTES,
     ChildSupervisor,
     CommandOutcome,
-    _pump,
+    LineSplitter,
     describe_returncode,
     zombie_children,
 )
@@ -100,38 +102,43 @@ async def test_multibyte_characters_survive_the_cut_at_the_limit() -> None:
     assert "".join(pieces) == "".join(texts)
 
 
-async def _pumped(first: bytes, rest: bytes) -> list[str]:
-    """Pump ``first`` (which must overrun the limit) on its own, then ``rest`` and EOF."""
-    reader = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+def _split(*chunks: bytes) -> list[str]:
+    """The lines (and pieces) a stream of ``chunks`` gives, ended by EOF."""
     pieces: list[str] = []
-    got_piece = asyncio.Event()
-
-    def sink(_stream: str, line: str) -> None:
-        pieces.append(line)
-        got_piece.set()
-
-    pump = asyncio.create_task(_pump(reader, "stdout", sink))
-    async with asyncio.timeout(10):
-        reader.feed_data(first)
-        await got_piece.wait()
-        reader.feed_data(rest)
-        reader.feed_eof()
-        await pump
+    splitter = LineSplitter("stdout", lambda _stream, line: pieces.append(line))
+    for chunk in chunks:
+        splitter.feed(chunk)
+    splitter.close()
     return pieces
 
 
-async def test_a_cut_just_before_the_newline_gives_no_empty_piece() -> None:
-    pieces = await _pumped(b"a" * 100_000 + b"\n" + b"\n", b"tail\n")
-    assert pieces == ["a" * 100_000, "", "tail"]  # the empty line is the job's own
+def test_a_cut_just_before_the_newline_gives_no_empty_piece() -> None:
+    line = b"a" * (2 * LINE_LIMIT_BYTES)
+    pieces = _split(line + b"\n" + b"\n", b"tail\n")
+    # Two full pieces, no empty third one; the empty line is the job's own.
+    assert pieces == ["a" * LINE_LIMIT_BYTES, "a" * LINE_LIMIT_BYTES, "", "tail"]
+    assert _split(line[:1000], line[1000:], b"\n\ntail\n") == pieces
 
 
-async def test_a_cut_inside_a_character_does_not_break_it() -> None:
-    encoded = ("a" + "\u20ac" * 30_000).encode()
+def test_a_cut_inside_a_character_does_not_break_it() -> None:
+    encoded = ("ab" + "\u20ac" * 30_000).encode()
     first, rest = encoded[: LINE_LIMIT_BYTES + 2], encoded[LINE_LIMIT_BYTES + 2 :]
-    assert (len(first) - 1) % 3, "the cut must fall inside a character"
-    pieces = await _pumped(first, rest + b"\nnext\n")
-    assert "".join(pieces[:-1]) == "a" + "\u20ac" * 30_000
+    assert (LINE_LIMIT_BYTES - 2) % 3, "the cut must fall inside a character"
+    pieces = _split(first, rest + b"\nnext\n")
+    assert len(pieces) == 3
+    assert "\ufffd" not in "".join(pieces)
+    assert "".join(pieces[:-1]) == "ab" + "\u20ac" * 30_000
     assert pieces[-1] == "next"
+
+
+@given(st.lists(st.binary(max_size=300), max_size=30))
+def test_lines_are_the_bytes_split_at_newlines_whatever_the_chunks(chunks: list[bytes]) -> None:
+    # No line here reaches the limit: each line is one piece, however the bytes were chunked.
+    *lines, last = b"".join(chunks).split(b"\n")
+    expected = [line.decode("utf-8", "replace").removesuffix("\r") for line in lines]
+    if last:
+        expected.append(last.decode("utf-8", "replace"))  # what the stream ended with
+    assert _split(*chunks) == expected
 
 
 async def test_group_leftovers_are_terminated_when_the_leader_exits(short_dir: Path) -> None:
