@@ -157,7 +157,26 @@ class Executor:
             log.info("run.started", **_run_fields(run))
         started = time.monotonic()
         self._cancel_reason = ""
-        attempt = self._current_task = asyncio.create_task(self._attempt(run, task))
+        result = await self._follow(run, task, started)
+        duration_ms = result.duration_ms
+        if result.ok:
+            if verbose:
+                log.info("run.done", **_run_fields(run), ok=True, duration_ms=duration_ms)
+        else:
+            log.warning(
+                "run.done",
+                **_run_fields(run),
+                ok=False,
+                reason=result.reason,
+                exit_code=result.exit_code,
+                duration_ms=duration_ms,
+            )
+        return result
+
+    async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
+        """Run the attempt in a task of its own (cancellable without the executor) and wait
+        for it; the run has its result when this returns."""
+        attempt = self._current_task = asyncio.create_task(self._finishing(run, task, started))
         overdue = self._watch_soft_timeout(run, task)
         try:
             await _until_done(attempt)  # unlike shield(), not raising if attempt is cancelled
@@ -172,33 +191,20 @@ class Executor:
             if overdue is not None:
                 overdue.cancel()
             self._current_task = None
-        if attempt.cancelled():  # cancel_current() came before the attempt's first step
+        if attempt.cancelled():  # cancelled before the coroutine could see it
             reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
             result = RunResult(ok=False, reason=reason, cancelled=True)
-        else:
-            result = attempt.result()
-        duration_ms = max(1, round((time.monotonic() - started) * 1000))
-        result = RunResult(
-            ok=result.ok,
-            reason=result.reason,
-            exit_code=result.exit_code,
-            duration_ms=duration_ms,
-            output=result.output,
-            cancelled=result.cancelled,
-        )
+            result.duration_ms = _elapsed_ms(started)
+            run.finish(result)
+            return result
+        return attempt.result()
+
+    async def _finishing(self, run: Run, task: Task, started: float) -> RunResult:
+        """The attempt, and the run's result recorded by the attempt's own last step: a
+        handler that returns at once has its ``done`` written with its ``started``."""
+        result = await self._attempt(run, task)
+        result.duration_ms = _elapsed_ms(started)
         run.finish(result)
-        if result.ok:
-            if verbose:
-                log.info("run.done", **_run_fields(run), ok=True, duration_ms=duration_ms)
-        else:
-            log.warning(
-                "run.done",
-                **_run_fields(run),
-                ok=False,
-                reason=result.reason,
-                exit_code=result.exit_code,
-                duration_ms=duration_ms,
-            )
         return result
 
     def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
@@ -221,17 +227,29 @@ class Executor:
                 return await self._invoke(run, task)
             async with asyncio.timeout(task.timeout_s) as deadline:
                 return await self._invoke(run, task)
-        except asyncio.CancelledError:
-            reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
-            return RunResult(ok=False, reason=reason, cancelled=True)
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:
-            # A crashing handler fails its run, never the executor: not even sys.exit() in a
-            # handler may end the daemon.
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if self._cancel_reason or (current is not None and current.cancelling()):
+                reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
+                return RunResult(ok=False, reason=reason, cancelled=True)
+            # Nobody cancelled this run: the handler raised CancelledError itself.
+            return self._crashed(run, exc)
+        except BaseException as exc:
+            # A crashing handler fails its run, never the executor: not sys.exit(), not
+            # KeyboardInterrupt, not GeneratorExit or a BaseException of its own.
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
                 timeout_s = task.timeout_s or 0.0
                 return RunResult(ok=False, reason=f"timed out after {_format_s(timeout_s)}")
-            log.warning("run.crashed", **_run_fields(run), error_type=type(exc).__name__)
-            return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
+            return self._crashed(run, exc)
+
+    def _crashed(self, run: Run, exc: BaseException) -> RunResult:
+        log.warning(
+            "run.crashed",
+            **_run_fields(run),
+            error_type=type(exc).__name__,
+            exc_info=exc,
+        )
+        return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
 
     async def _invoke(self, run: Run, task: Task) -> RunResult:
         if task.handler is not None:
@@ -283,6 +301,10 @@ class Executor:
         else:
             reason = f"exit status {outcome.exit_code}"
         return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
+
+
+def _elapsed_ms(started: float) -> int:
+    return max(1, round((time.monotonic() - started) * 1000))
 
 
 def _json_safe(output: dict[str, object]) -> bool:

@@ -313,7 +313,12 @@ class _Connection(asyncio.Protocol):
         self.pending_bytes += len(line)
         if not self.flush_scheduled:
             self.flush_scheduled = True
-            self.server.loop.call_soon(self._flush)
+            # Written one loop turn later: the executor's next step (a run started, a quick
+            # handler's result) joins the same write.
+            self.server.loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self.server.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self.flush_scheduled = False
