@@ -15,12 +15,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from daemon import status
-from daemon.executor import Executor
+from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
 from daemon.interval import parse_interval
 from daemon.logs import get_logger
 from daemon.process import ChildSupervisor
-from daemon.protocol import ControlRequest
-from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
+from daemon.protocol import ControlRequest, clip
+from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
 from daemon.server import SocketServer
 from daemon.settings import Settings, SettingsError
 from daemon.tasks import TaskRegistry
@@ -131,17 +131,34 @@ class Broker:
         return self._cancel(request.id)
 
     def _cancel(self, run_id: str) -> dict[str, Any]:
-        if self.queue.cancel_waiting(run_id) is not None:
-            log.info("run.cancelled", run_id=run_id, state="queued")
+        """A queued run is cancelled at once; a running one is asked to stop (a command gets
+        SIGTERM and its grace, a handler a cancellation it may take time over): the answer
+        says which, and only the run's own result says that it ended."""
+        queued = self.queue.cancel_waiting(run_id)
+        if queued is not None:
+            log.info("run.cancelled", **run_log_fields(queued), state="queued")
             return {"event": "cancel", "ok": True, "id": run_id, "state": "queued"}
-        if self.executor.cancel_current(run_id):
-            log.info("run.cancelled", run_id=run_id, state="running")
-            return {"event": "cancel", "ok": True, "id": run_id, "state": "running"}
+        running = self.queue.current
+        requested = self.executor.cancel_current(run_id)
+        if requested and running is not None:
+            log.info("run.cancelled", **run_log_fields(running), state="running")
+            detail = (
+                "cancel already requested; the run is still being terminated"
+                if requested == CANCEL_ALREADY_REQUESTED
+                else "cancel requested; the run is being terminated and is still running"
+            )
+            return {
+                "event": "cancel",
+                "ok": True,
+                "id": run_id,
+                "state": "running",
+                "detail": detail,
+            }
         return {
             "event": "cancel",
             "ok": False,
             "id": run_id,
-            "reason": f"no queued or running run {run_id!r}",
+            "reason": f"no queued or running run {clip(run_id)!r}",
         }
 
     async def serve(self) -> int:

@@ -149,7 +149,10 @@ def _cancel(args: argparse.Namespace) -> int:
     if isinstance(answer, int):
         return answer
     if answer.get("ok"):
-        print(f"cancelled {args.id} ({answer.get('state', '')})")
+        if answer.get("detail"):  # a running run: asked to stop, not stopped yet
+            print(f"{args.id}: {answer['detail']}")
+        else:
+            print(f"cancelled {args.id} ({answer.get('state', '')})")
         return 0
     print(f"runbroker: {answer.get('reason', 'cancel failed')}", file=sys.stderr)
     return 1

@@ -22,12 +22,16 @@ from daemon.runqueue import (
     Run,
     RunQueue,
     RunResult,
+    run_log_fields,
 )
 from daemon.tasks import Task, TaskRegistry, handler_context
 
 log = get_logger("runbroker.executor")
 
 ABANDON_WAIT_S = 1.0  # at a forced stop, how long a run's own clean-up may take
+# What cancel_current tells: the running run was asked to stop (it has not stopped yet).
+CANCEL_REQUESTED = "requested"
+CANCEL_ALREADY_REQUESTED = "already requested"
 
 # Settings of the daemon itself are not the job's business (the database URL is a secret).
 _PRIVATE_ENV = ("RUNBROKER_",)
@@ -125,23 +129,28 @@ class Executor:
                 self.queue.release(run)
                 self.idle.set()
 
-    def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> bool:
-        """Terminate the running run (if ``run_id`` matches); its result says ``reason``."""
+    def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
+        """Terminate the running run (if ``run_id`` matches); its result says ``reason``.
+
+        Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (the run is still being
+        terminated: a command in its grace, a handler that has not stopped yet) or ``""`` when
+        no such run is running. Only the run's result says that it ended."""
         current = self.queue.current
         task = self._current_task
         if current is None or task is None or task.done():
-            return False
+            return ""
         if run_id is not None and current.id != run_id:
-            return False
+            return ""
         self._cancel_reason = reason
-        if not task.cancelling():  # a second cancel must not cut the first one's grace short
-            task.cancel()
-        return True
+        if task.cancelling():  # a second cancel must not cut the first one's grace short
+            return CANCEL_ALREADY_REQUESTED
+        task.cancel()
+        return CANCEL_REQUESTED
 
     def shutdown_running(self, grace_cap_s: float) -> bool:
         """At shutdown: terminate the running job with at most ``grace_cap_s`` of grace."""
         self.grace_cap_s = grace_cap_s
-        return self.cancel_current(None, REASON_SHUTDOWN_CANCEL)
+        return bool(self.cancel_current(None, REASON_SHUTDOWN_CANCEL))
 
     async def execute(self, run: Run) -> RunResult:
         task = self.tasks.get(run.request.task)
@@ -149,23 +158,23 @@ class Executor:
         if task is None or refusal is not None:
             result = RunResult(ok=False, reason=refusal or "unknown task")
             run.finish(result)
-            log.warning("run.done", **_run_fields(run), ok=False, reason=result.reason)
+            log.warning("run.done", **run_log_fields(run), ok=False, reason=result.reason)
             return result
         run.mark_started()
         verbose = self._verbose
         if verbose:
-            log.info("run.started", **_run_fields(run))
+            log.info("run.started", **run_log_fields(run))
         started = time.monotonic()
         self._cancel_reason = ""
         result = await self._follow(run, task, started)
         duration_ms = result.duration_ms
         if result.ok:
             if verbose:
-                log.info("run.done", **_run_fields(run), ok=True, duration_ms=duration_ms)
+                log.info("run.done", **run_log_fields(run), ok=True, duration_ms=duration_ms)
         else:
             log.warning(
                 "run.done",
-                **_run_fields(run),
+                **run_log_fields(run),
                 ok=False,
                 reason=result.reason,
                 exit_code=result.exit_code,
@@ -216,7 +225,7 @@ class Executor:
             if not run.is_done:
                 reason = f"running longer than {_format_s(soft_s)}"
                 run.emit_fields(protocol.EVENT_OVERDUE, protocol.overdue_event(run.id, reason))
-                log.warning("run.overdue", **_run_fields(run), soft_timeout_s=soft_s)
+                log.warning("run.overdue", **run_log_fields(run), soft_timeout_s=soft_s)
 
         return asyncio.get_running_loop().call_later(soft_s, overdue)
 
@@ -245,7 +254,7 @@ class Executor:
     def _crashed(self, run: Run, exc: BaseException) -> RunResult:
         log.warning(
             "run.crashed",
-            **_run_fields(run),
+            **run_log_fields(run),
             error_type=type(exc).__name__,
             exc_info=exc,
         )
@@ -314,12 +323,3 @@ def _json_safe(output: dict[str, object]) -> bool:
     except (TypeError, ValueError, RecursionError):
         return False
     return True
-
-
-def _run_fields(run: Run) -> dict[str, str]:
-    fields = {"run_id": run.id, "task": run.request.task, "trigger": run.request.trigger}
-    job = run.request.context.get("JOB")
-    if job:
-        fields["job"] = job
-        fields["attempt"] = run.request.context.get("ATTEMPT", "")
-    return fields

@@ -206,10 +206,37 @@ class _Child:
             self._close_pipe(fd)
 
 
+def keep_descriptors_private() -> int:
+    """Mark every open descriptor but 0, 1 and 2 close-on-exec; returns how many were not.
+
+    A job must inherit only stdin, stdout and stderr. Every descriptor Python, uvloop and
+    asyncpg open is close-on-exec already (PEP 446); this covers the ones the daemon itself
+    inherited (from its parent, a test runner, an init) at start. A scan of /proc/self/fd costs
+    too much to repeat before every spawn; a handler that makes a descriptor inheritable on
+    purpose (``os.set_inheritable``) hands it to the jobs that follow."""
+    changed = 0
+    try:
+        entries = os.listdir("/proc/self/fd")
+    except OSError:
+        return 0
+    for entry in entries:
+        fd = int(entry)
+        if fd <= 2:
+            continue
+        try:
+            if os.get_inheritable(fd):
+                os.set_inheritable(fd, False)
+                changed += 1
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return changed
+
+
 class ChildSupervisor:
     """Spawns commands, tracks their pids, and reaps orphans that are not ours to wait for."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        keep_descriptors_private()
         self._programs = _ProgramPaths()
         self._owned: set[int] = set()
         self._clock = clock

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from daemon import protocol
-from daemon.logs import get_logger
+from daemon.logs import get_logger, log_enabled
 
 _log = get_logger("runbroker.runqueue")
 
@@ -78,6 +79,19 @@ Listener = Callable[["Run", Event], None]
 # The run's owner (the Postgres runner) hears "started" and "done" by kind alone: no Event and
 # no field dict is built for it, and none at all for a run that no listener watches.
 Watcher = Callable[["Run", str], None]
+
+
+def run_log_fields(run: Run) -> dict[str, str]:
+    """What every log line about a run carries: its id, task and trigger (and, for a
+    database job, the job and the attempt)."""
+    request = run.request
+    fields = {"run_id": run.id, "task": request.task, "trigger": request.trigger}
+    job = request.context.get("JOB")
+    if job:
+        fields["job"] = job
+        fields["attempt"] = request.context.get("ATTEMPT", "")
+    return fields
+
 
 _id_counter = itertools.count(1)
 _id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
@@ -224,6 +238,8 @@ class RunQueue:
         self._rejected_closed = 0
         self._finished = 0
         self._on_finish: list[Callable[[Run], None]] = []
+        # run.queued lines (info) are not even built when LOG_LEVEL drops them.
+        self.log_runs = log_enabled(logging.INFO)
 
     # -- submitters -------------------------------------------------------------------------
     def submit(
@@ -245,6 +261,8 @@ class RunQueue:
         self._waiting[run.id] = run
         self._accepted += 1
         self._nonempty.set()
+        if self.log_runs:
+            _log.info("run.queued", **run_log_fields(run))
         if listener is not None:
             run.subscribe(listener)
             run.emit_fields(
@@ -295,6 +313,7 @@ class RunQueue:
         if not self._waiting:
             self._nonempty.clear()
         run.finish(RunResult(ok=False, reason=reason, cancelled=True))
+        _log.warning("run.done", **run_log_fields(run), ok=False, reason=reason, cancelled=True)
         self._finished += 1
         for callback in list(self._on_finish):
             callback(run)

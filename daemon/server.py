@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import logging
 import os
 import socket
 import stat
@@ -31,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from daemon.logs import get_logger, log_enabled
+from daemon.logs import get_logger
 from daemon.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
@@ -223,7 +222,7 @@ class _Connection(asyncio.Protocol):
             self._refuse(REASON_TOO_LARGE, "socket.bad_request")
             return
         server = self.server
-        if server.unfinished_bytes + len(data) > UNFINISHED_BYTES_MAX:
+        if server.unfinished_bytes + len(data) > server.unfinished_bytes_max:
             self._forget_buffer()
             self._refuse(REASON_BUSY, "socket.bad_request")
             return
@@ -281,13 +280,11 @@ class _Connection(asyncio.Protocol):
             return
         self.state = _STREAMING
         try:
-            run = server.queue.submit(run_request, self.on_event)
+            server.queue.submit(run_request, self.on_event)
         except Rejected as exc:
             log.info("run.rejected", task=request.task, reason=exc.reason)
             self._refuse(exc.reason, complete=True)
             return
-        if server.log_queued:
-            log.info("run.queued", run_id=run.id, task=request.task, trigger="external")
 
     # -- the answer -------------------------------------------------------------------------
     def on_event(self, run: Run, event: Event) -> None:
@@ -367,6 +364,7 @@ class SocketServer:
         *,
         allowed_uids: frozenset[int] | None = None,
         request_deadline_s: float = REQUEST_DEADLINE_S,
+        unfinished_bytes_max: int = UNFINISHED_BYTES_MAX,
     ) -> None:
         self.path = path
         self.queue = queue
@@ -379,13 +377,12 @@ class SocketServer:
         self.connections: set[_Connection] = set()
         self.all_closed = asyncio.Event()
         self.unfinished_bytes = 0
-        self.log_queued = True
+        self.unfinished_bytes_max = unfinished_bytes_max
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
 
     async def start(self) -> None:
         sock, self._lock_fd = bind_owner_only(self.path)
         self.loop = asyncio.get_running_loop()
-        self.log_queued = log_enabled(logging.INFO)
         try:
             self._server = await self.loop.create_unix_server(lambda: _Connection(self), sock=sock)
         except BaseException:
