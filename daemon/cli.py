@@ -199,9 +199,44 @@ def _fast_trigger(words: list[str]) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        return _closed_output()
+
+
+def _main(words: list[str]) -> int:
+    try:
+        code = _dispatch(words)
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    except SystemExit:  # argparse: --help or a usage error; what it printed must reach the pipe
+        _flush_output()
+        raise
+    _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit
+    return code
+
+
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+
+
+def _closed_output() -> int:
+    """The reader of our output went away (``runbroker status | head -1``): exit quietly with
+    128 + SIGPIPE, as a shell reports a Unix tool that SIGPIPE ended. Whatever is still buffered
+    goes to /dev/null, so the interpreter's own flush at exit cannot complain either."""
+    import contextlib
+    import os
+
+    from daemon.client import EXIT_BROKEN_PIPE
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        # Not a real file (a test's capture): then nothing will flush to a pipe either.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _dispatch(words: list[str]) -> int:

@@ -26,6 +26,7 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 69
 EXIT_TEMPFAIL = 75
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: our output was closed (``runbroker ... | head -1``)
 
 DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
 TEMPFAIL_REASONS = frozenset({"run queue is full", "scheduler is shutting down"})
@@ -150,6 +151,8 @@ def trigger(
     except KeyboardInterrupt:
         print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=err)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise  # our own output was closed, not the daemon's socket: the caller exits quietly
     except OSError as exc:
         print(f"runbroker: connection lost: {exc.strerror or exc}", file=err)
         return EXIT_UNAVAILABLE

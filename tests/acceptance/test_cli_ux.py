@@ -3,13 +3,100 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon
+import pytest
+
+from tests.acceptance.harness import RUNBROKER, Daemon, wait_until
+from tests.acceptance.pgsupport import jobs
 
 StartDaemon = Callable[..., Daemon]
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`
+
+TASKS = """
+[tasks.chatty]
+command = ["sh", "-c", "for i in $(seq 2000); do echo line $i; echo err $i >&2; done"]
+[tasks.ok]
+command = ["true"]
+"""
+
+
+def _with_closed(
+    which: str, argv: Sequence[str], env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with its stdout or stderr a pipe whose reader is already gone, as
+    ``runbroker status | head -1`` leaves it once head has exited."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    out = write_end if which == "stdout" else subprocess.PIPE
+    err = write_end if which == "stderr" else subprocess.PIPE
+    try:
+        return subprocess.run(
+            list(argv), env=dict(env), stdout=out, stderr=err, text=True, timeout=60, check=False
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("status", "--json"),
+        ("health",),
+        ("version",),
+        ("trigger", "chatty"),
+        ("trigger", "chatty", "--json"),
+    ],
+)
+def test_a_closed_stdout_ends_a_command_quietly(
+    start_daemon: StartDaemon, workdir: Path, args: tuple[str, ...]
+) -> None:
+    daemon = start_daemon(tasks_toml=TASKS)
+    done = _with_closed("stdout", daemon.exec_argv(*args), daemon.client_env())
+    assert done.returncode == EXIT_BROKEN_PIPE
+    if args[0] == "trigger":  # its progress and the job's stderr go on until stdout breaks
+        assert "Traceback" not in done.stderr
+        assert "Broken pipe" not in done.stderr
+        assert "connection lost" not in done.stderr
+    else:
+        assert done.stderr == ""
+
+
+def test_a_closed_stderr_ends_a_trigger_quietly(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon(tasks_toml=TASKS)
+    done = _with_closed("stderr", daemon.exec_argv("trigger", "chatty"), daemon.client_env())
+    assert done.returncode == EXIT_BROKEN_PIPE
+    assert "Traceback" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    "args", [("jobs", "list"), ("jobs", "list", "--json"), ("jobs", "history")]
+)
+def test_a_closed_stdout_ends_jobs_quietly(dsn: str, args: tuple[str, ...]) -> None:
+    jobs(dsn, "add", "nightly", "--task", "ok", "--daily", "02:30")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")}
+    env["RUNBROKER_DATABASE_URL"] = dsn
+    done = _with_closed("stdout", [RUNBROKER, *args], env)
+    assert (done.returncode, done.stderr) == (EXIT_BROKEN_PIPE, "")
+
+
+def test_a_closed_stdout_ends_once_quietly_and_the_run_goes_on(workdir: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")}
+    env.update(
+        RUNBROKER_LOCK_DIR=str(workdir),
+        RUNBROKER_LOG_FORMAT="json",
+        RUNBROKER_COMMAND=f"sh -c 'seq 5000; touch {workdir}/finished'",
+    )
+    done = _with_closed("stdout", [RUNBROKER, "once"], env)
+    assert done.returncode == EXIT_BROKEN_PIPE
+    assert "Traceback" not in done.stderr
+    assert "listener_failed" not in done.stderr
+    assert (workdir / "finished").exists()
 
 
 def test_a_huge_interval_is_clamped_and_the_warning_hides_the_value(
@@ -27,3 +114,39 @@ def test_a_huge_interval_is_clamped_and_the_warning_hides_the_value(
     next_at = datetime.fromisoformat(status["ticks"][0]["next_at"])
     days = (next_at - datetime.now(UTC)).total_seconds() / 86400
     assert 26 < days <= 33  # 30 days, give or take the jitter
+
+
+def test_once_callers_that_did_not_run_say_why_in_words(workdir: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")}
+    env.update(
+        RUNBROKER_LOCK_DIR=str(workdir),
+        RUNBROKER_LOG_FORMAT="json",
+        RUNBROKER_COMMAND=(
+            f"sh -c 'touch {workdir}/started; while [ ! -e {workdir}/go ]; do sleep 0.02; done'"
+        ),
+    )
+    runner = subprocess.Popen(
+        [RUNBROKER, "once"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until(lambda: (workdir / "started").exists(), "the first run to start")
+
+        def once(*args: str) -> list[str]:
+            done = subprocess.run(
+                [RUNBROKER, "once", *args], env=env, capture_output=True, text=True, timeout=30
+            )
+            assert done.returncode == 0
+            return [line for line in done.stderr.splitlines() if not line.startswith("{")]
+
+        assert once() == [
+            "runbroker: a run of 'default' is in flight; queued a rerun to start after it"
+        ]
+        assert once() == [
+            "runbroker: a run of 'default' is in flight and a rerun is already queued; "
+            "that rerun covers this call"
+        ]
+        assert once("--skip") == ["runbroker: skipped: a run of 'default' is in flight (--skip)"]
+    finally:
+        (workdir / "go").touch()
+        runner.communicate(timeout=30)
+    assert runner.returncode == 0
