@@ -25,6 +25,7 @@ from daemon.schedules import Schedule, parse_schedule
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 MAX_ARGS = 256
+LISTED_TASKS = 30  # an unknown task's refusal names at most this many of the defined ones
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,17 @@ class TaskRegistry:
     def refusal(self, request: RunRequest) -> str | None:
         task = self.tasks.get(request.task)
         if task is None:
-            return f"unknown task {request.task!r}"
+            return f"unknown task {request.task!r}: this container defines {self.listing()}"
         return task.refusal(request)
+
+    def listing(self) -> str:
+        """The task names for people, sorted, at most ``LISTED_TASKS`` of them."""
+        names = sorted(self.tasks)
+        if not names:
+            return "no tasks"
+        shown = ", ".join(names[:LISTED_TASKS])
+        more = len(names) - LISTED_TASKS
+        return f"{shown} and {more} more" if more > 0 else shown
 
     def names(self) -> frozenset[str]:
         return frozenset(self.tasks)
