@@ -150,3 +150,36 @@ def test_once_callers_that_did_not_run_say_why_in_words(workdir: Path) -> None:
         (workdir / "go").touch()
         runner.communicate(timeout=30)
     assert runner.returncode == 0
+
+
+def test_an_unknown_variable_warning_suggests_the_real_name(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = start_daemon("true", env={"RUNBROKER_INTERVALL": "5m", "RUNBROKER_NONSENSE": "1"})
+    found = {
+        line["variable"]: line.get("did_you_mean")
+        for line in daemon.log.wait_for("settings.unknown_variable", count=2)
+    }
+    assert found == {"RUNBROKER_INTERVALL": "RUNBROKER_INTERVAL", "RUNBROKER_NONSENSE": None}
+
+
+HOLD = """
+[tasks.hold]
+command = ["sh", "-c", 'while [ ! -e "$D/go" ]; do sleep 0.02; done']
+"""
+
+
+def test_a_rejection_says_rejected(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon(
+        tasks_toml=HOLD,
+        env={"RUNBROKER_QUEUE_CAPACITY": "0", "D": str(workdir)},
+    )
+    holder = daemon.popen("trigger", "hold")
+    try:
+        daemon.log.wait_for("run.started")
+        rejected = daemon.exec("trigger", "hold")
+        assert rejected.returncode == 75
+        assert rejected.stderr == "runbroker: rejected: run queue is full\n"
+    finally:
+        (workdir / "go").touch()
+        holder.communicate(timeout=30)

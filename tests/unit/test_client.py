@@ -351,3 +351,34 @@ def test_a_cold_trigger_never_imports_asyncio_pydantic_or_structlog() -> None:
     assert result.returncode == 69, result.stderr
     assert "daemon unreachable" in result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("answers", "code"),
+    [
+        ([QUEUED, STARTED, {"event": "output", "line": "hi"}, {"event": "done", "ok": True}], 0),
+        ([{"event": "done", "ok": False, "reason": "unknown task 'x': this container ..."}], 2),
+        ([{"event": "done", "ok": False, "reason": "run queue is full"}], 75),
+    ],
+)
+def test_a_plain_trigger_stays_off_argparse_difflib_and_typing(
+    short_dir: Path, answers: list[Answer], code: int
+) -> None:
+    """The cold path of every answer: what it imports beyond a bare interpreter's modules."""
+    path = short_dir / "rb.sock"
+    script = (
+        "import sys\n"
+        "before = set(sys.modules)\n"  # an editable install's path finder imports a few itself
+        "import daemon.cli\n"
+        f"rc = daemon.cli.main(['trigger', 'x', '--socket', {str(path)!r}])\n"
+        "slow = ('argparse', 'difflib', 'typing', 're', 'enum', 'contextlib', 'asyncio')\n"
+        "print(','.join(sorted(m for m in slow if m in set(sys.modules) - before)))\n"
+        "sys.exit(rc)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    with fake_daemon(path, *answers):
+        result = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=30
+        )
+    assert result.returncode == code, result.stderr
+    assert result.stdout.splitlines()[-1] == ""
