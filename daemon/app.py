@@ -116,7 +116,8 @@ class Broker:
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
-        self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
+        # Finished runs, newest first, each with when it finished (for ``status``).
+        self.recent: collections.deque[tuple[Run, float]] = collections.deque(maxlen=RECENT_RESULTS)
         self.started_at = time.time()
         self.pgrunner: Any = None
         self.queue.on_finish(self._finished)
@@ -131,7 +132,7 @@ class Broker:
             )
 
     def _finished(self, run: Run) -> None:
-        self.recent.appendleft(run)
+        self.recent.appendleft((run, time.time()))
         self.children.reap_orphans()
 
     def control(self, request: ControlRequest) -> dict[str, Any]:

@@ -9,8 +9,12 @@
      "waiting": [{"id", "task", "trigger", "position"}],
      "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
                  "finished_at"}],
-     "ticks": [{"task", "next_at", "last_at"}],
+     "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
      "database": null | {...}}
+
+Times are RFC 3339 in UTC. A tick's ``schedule`` is the one text form of DESIGN.md (``every
+DUR`` for an interval, the schedule's text otherwise, ``once`` for a run at start) and ``tz``
+its zone (null for an interval).
 
 ``health``: ``{"event": "health", "ok": bool, "reason": str}`` (``reason`` omitted when
 healthy). Unhealthy, with the reason in one line, when: the daemon is shutting down; a run is
@@ -26,7 +30,9 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from daemon.interval import format_duration
 from daemon.runqueue import Run
+from daemon.ticker import TickPlan
 
 if TYPE_CHECKING:
     from daemon.app import Broker
@@ -46,7 +52,7 @@ def _run_summary(run: Run) -> dict[str, Any]:
     return {"id": run.id, "task": run.request.task, "trigger": run.request.trigger}
 
 
-def _result_summary(run: Run) -> dict[str, Any]:
+def _result_summary(run: Run, finished_at: float) -> dict[str, Any]:
     summary = _run_summary(run)
     result = run.result
     if result is not None:
@@ -56,7 +62,26 @@ def _result_summary(run: Run) -> dict[str, Any]:
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
         )
+    summary["finished_at"] = _iso(finished_at)
     return summary
+
+
+def _tick_summary(plan: TickPlan) -> dict[str, Any]:
+    """A tick plan as ``status`` shows it: what it follows (text and zone) and its times."""
+    schedule, tz = "-", None
+    if plan.schedule is not None:
+        schedule, tz = plan.schedule.text, plan.schedule.tz
+    elif plan.once:
+        schedule = "once"
+    elif plan.interval_s is not None:
+        schedule = f"every {format_duration(plan.interval_s)}"
+    return {
+        "task": plan.task,
+        "schedule": schedule,
+        "tz": tz,
+        "next_at": _iso(plan.next_fire_at),
+        "last_at": _iso(plan.last_fired_at),
+    }
 
 
 def status_answer(broker: Broker) -> dict[str, Any]:
@@ -85,15 +110,8 @@ def status_answer(broker: Broker) -> dict[str, Any]:
             {**_run_summary(run), "position": position}
             for position, run in enumerate(broker.queue.waiting(), start=1)
         ],
-        "recent": [_result_summary(run) for run in broker.recent],
-        "ticks": [
-            {
-                "task": plan.task,
-                "next_at": _iso(plan.next_fire_at),
-                "last_at": _iso(plan.last_fired_at),
-            }
-            for plan in broker.ticker.plans
-        ],
+        "recent": [_result_summary(run, finished_at) for run, finished_at in broker.recent],
+        "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
         "database": database,
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -183,3 +184,49 @@ def test_a_rejection_says_rejected(start_daemon: StartDaemon, workdir: Path) -> 
     finally:
         (workdir / "go").touch()
         holder.communicate(timeout=30)
+
+
+STATUS_TASKS = """
+[tasks.fail]
+command = ["sh", "-c", "exit 3"]
+[tasks.nightly]
+command = ["true"]
+schedule = "cron 30 2 * * *"
+tz = "Europe/Berlin"
+"""
+
+
+def test_status_is_a_readable_report(start_daemon: StartDaemon, workdir: Path, dsn: str) -> None:
+    daemon = start_daemon(
+        "true",
+        tasks_toml=STATUS_TASKS,
+        env={"RUNBROKER_INTERVAL": "1h", "RUNBROKER_DATABASE_URL": dsn},
+    )
+    daemon.log.wait_for("run.done")  # default's tick at start
+    assert daemon.exec("trigger", "fail").returncode == 1
+
+    def database_up() -> bool:
+        answer = json.loads(daemon.exec("status", "--json").stdout)
+        return bool(answer["database"] and answer["database"]["up"])
+
+    wait_until(database_up, "the database to be up")
+    answer = json.loads(daemon.exec("status", "--json").stdout)
+    assert {(t["task"], t["schedule"], t["tz"]) for t in answer["ticks"]} == {
+        ("default", "every 1h", None),
+        ("nightly", "cron 30 2 * * *", "Europe/Berlin"),
+    }
+    assert all(set(item) >= {"finished_at"} for item in answer["recent"])
+    text = daemon.exec("status").stdout
+    assert "{" not in text  # no dict dumps
+    lines = text.splitlines()
+    assert re.fullmatch(r"runbroker: pid 1, up \d+(ms|\.\ds) \(since .*Z\)", lines[0]), lines[0]
+    ticks = lines[lines.index("ticks:") + 1 :]
+    assert ticks[0].split() == ["TASK", "SCHEDULE", "NEXT", "LAST"]
+    assert "every 1h" in ticks[1]
+    assert "cron 30 2 * * * (Europe/Berlin)" in ticks[2]
+    recent = lines[lines.index("recent:") + 1 :]
+    assert recent[0].split()[:3] == ["FINISHED", "RESULT", "ID"]
+    assert re.match(r"  \d\d:\d\d:\d\dZ \(\S+ ago\)\s+FAILED .* exit status 3$", recent[1])
+    assert [line for line in lines if line.startswith("database: ")] == [
+        f"database: up, listening, claiming; replica {answer['database']['owner']}"
+    ]
