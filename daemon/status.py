@@ -12,10 +12,6 @@
      "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
      "database": null | {...}}
 
-Times are RFC 3339 in UTC. A tick's ``schedule`` is the one text form of DESIGN.md (``every
-DUR`` for an interval, the schedule's text otherwise, ``once`` for a run at start) and ``tz``
-its zone (null for an interval).
-
 ``health``: ``{"event": "health", "ok": bool, "reason": str}`` (``reason`` omitted when
 healthy). Unhealthy, with the reason in one line, when: the daemon is shutting down; a run is
 wedged past its task's timeout + grace + 30 s; a ticking task has not fired within two of its
@@ -67,7 +63,9 @@ def _result_summary(run: Run, finished_at: float) -> dict[str, Any]:
 
 
 def _tick_summary(plan: TickPlan) -> dict[str, Any]:
-    """A tick plan as ``status`` shows it: what it follows (text and zone) and its times."""
+    """A tick plan as ``status`` shows it. ``schedule`` is the one text form of DESIGN.md
+    (``every DUR`` for an interval, the schedule's text otherwise, ``once`` for a run at start),
+    ``tz`` its zone (None for an interval); times are RFC 3339 in UTC, like ``finished_at``."""
     schedule, tz = "-", None
     if plan.schedule is not None:
         schedule, tz = plan.schedule.text, plan.schedule.tz

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon import settings as settings_module
-from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
+from daemon.settings import SettingsError, load_settings, unknown_variables
 
 DSN = "postgres://app:hunter2@db.internal/app"
 
@@ -234,23 +234,3 @@ def test_metrics_addresses_ipv6_and_names(
 ) -> None:
     monkeypatch.setenv("RUNBROKER_METRICS_ADDR", value)
     assert load_settings().metrics_addr == normalised
-
-
-@pytest.mark.parametrize(
-    ("typo", "meant"),
-    [
-        ("RUNBROKER_INTERVALL", "RUNBROKER_INTERVAL"),
-        ("RUNBROKER_QUEUE_CAPACTY", "RUNBROKER_QUEUE_CAPACITY"),
-        ("RUNBROKER_SHUTDOWN_TIMEOUTS", "RUNBROKER_SHUTDOWN_TIMEOUT"),
-        ("RUNBROKER_DATABASE_UR", "RUNBROKER_DATABASE_URL"),
-        ("RUNBROKER_LOGLEVEL", "RUNBROKER_LOG_LEVEL"),
-        ("RUNBROKER_JITER", "RUNBROKER_JITTER"),
-    ],
-)
-def test_an_unknown_variable_suggests_the_nearest_real_name(typo: str, meant: str) -> None:
-    assert nearest_setting(typo) == meant
-
-
-@pytest.mark.parametrize("name", ["RUNBROKER_GREETING", "RUNBROKER_X", "RUNBROKER_WORKERS"])
-def test_no_suggestion_when_nothing_is_close(name: str) -> None:
-    assert nearest_setting(name) is None
