@@ -116,8 +116,7 @@ class Broker:
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
-        # Finished runs, newest first, each with when it finished (for ``status``).
-        self.recent: collections.deque[tuple[Run, float]] = collections.deque(maxlen=RECENT_RESULTS)
+        self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.started_at = time.time()
         self.pgrunner: Any = None
         self.queue.on_finish(self._finished)
@@ -132,7 +131,7 @@ class Broker:
             )
 
     def _finished(self, run: Run) -> None:
-        self.recent.appendleft((run, time.time()))
+        self.recent.appendleft(run)
         self.children.reap_orphans()
 
     def control(self, request: ControlRequest) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def _run_summary(run: Run) -> dict[str, Any]:
     return {"id": run.id, "task": run.request.task, "trigger": run.request.trigger}
 
 
-def _result_summary(run: Run, finished_at: float) -> dict[str, Any]:
+def _result_summary(run: Run) -> dict[str, Any]:
     summary = _run_summary(run)
     result = run.result
     if result is not None:
@@ -58,6 +58,10 @@ def _result_summary(run: Run, finished_at: float) -> dict[str, Any]:
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
         )
+    # A run that started finished its duration later; one cancelled while queued never ran.
+    finished_at = None
+    if run.started_at is not None and result is not None:
+        finished_at = run.started_at + result.duration_ms / 1000
     summary["finished_at"] = _iso(finished_at)
     return summary
 
@@ -108,7 +112,7 @@ def status_answer(broker: Broker) -> dict[str, Any]:
             {**_run_summary(run), "position": position}
             for position, run in enumerate(broker.queue.waiting(), start=1)
         ],
-        "recent": [_result_summary(run, finished_at) for run, finished_at in broker.recent],
+        "recent": [_result_summary(run) for run in broker.recent],
         "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
         "database": database,
     }

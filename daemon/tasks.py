@@ -107,7 +107,7 @@ class TaskRegistry:
     def refusal(self, request: RunRequest) -> str | None:
         task = self.tasks.get(request.task)
         if task is None:
-            return f"unknown task {request.task!r}: this container defines {self.listing()}"
+            return f"unknown task {_shown(request.task)}: this container defines {self.listing()}"
         return task.refusal(request)
 
     def listing(self) -> str:
@@ -121,6 +121,14 @@ class TaskRegistry:
 
     def names(self) -> frozenset[str]:
         return frozenset(self.tasks)
+
+
+def _shown(name: str) -> str:
+    """A requested task name as a refusal repeats it: no task name is longer than 128
+    characters, so a longer one is cut there (a 16 MiB name is not echoed back whole)."""
+    if len(name) <= 128:
+        return repr(name)
+    return f"{name[:128]!r}... ({len(name)} characters)"
 
 
 def _duration_field(where: str, key: str, value: Any) -> float:

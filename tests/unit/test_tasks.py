@@ -217,6 +217,10 @@ def test_an_unknown_task_is_refused_with_the_tasks_defined() -> None:
     refusal = TaskRegistry(many).refusal(RunRequest(task="x"))
     listed = ", ".join(f"t{n:02d}" for n in range(30))
     assert refusal == f"unknown task 'x': this container defines {listed} and 5 more"
+    huge = TaskRegistry(many).refusal(RunRequest(task="y" * 5_000_000))
+    assert huge is not None
+    assert huge.startswith(f"unknown task '{'y' * 128}'... (5000000 characters): this container")
+    assert len(huge) < 1000
 
 
 def test_registry_from_the_command_and_the_file(tmp_path: Path) -> None:
