@@ -110,15 +110,14 @@ class Ticker:
 
     async def _interval_loop(self, plan: TickPlan, interval_s: float) -> None:
         start = self._monotonic()
-        last_fired: float | None = None
         if plan.fire_on_start:
             self.fire(plan)
-            last_fired = start
+        last_fired = start  # without a tick at start, the first still waits a little
         slot = 1
         while True:
             target = start + slot * interval_s + self.offset(interval_s)
-            if last_fired is not None:  # a large jitter never piles two ticks together
-                target = max(target, last_fired + MIN_GAP * interval_s)
+            # A large jitter never piles two ticks together (nor ticks at once at start).
+            target = max(target, last_fired + MIN_GAP * interval_s)
             wait_s = target - self._monotonic()
             plan.next_fire_at = time.time() + max(wait_s, 0.0)
             if wait_s > 0:

@@ -323,3 +323,28 @@ async def test_a_one_shot_schedule_that_has_passed_stops_its_loop() -> None:
     assert [run.request.task for run in queue.waiting()] == ["once"]
     assert plan.next_fire_at is None
     assert ticker.fired == 1
+
+
+async def test_even_full_jitter_never_fires_two_ticks_together(logs: Logs) -> None:
+    clock = LateClock(RunQueue(4), ticks=2_000, latency_s=0.0)
+    plan = TickPlan("default", interval_s=10.0, fire_on_start=False)
+    ticker = Ticker(
+        clock.queue,
+        [plan],
+        jitter=1.0,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        rng=random.Random(5),
+    )
+    runner = asyncio.create_task(ticker.run())
+    try:
+        async with asyncio.timeout(60):
+            await clock.parked.wait()
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+    assert clock.fired[0] >= 0.1  # not at once at start without fire_on_start
+    gaps = [later - earlier for earlier, later in itertools.pairwise(clock.fired)]
+    assert min(gaps) >= 0.1 - 1e-9
+    assert abs(clock.fired[-1] - 2_000 * 10.0) <= 10.0 + 1e-6  # and still on the grid
