@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon import status
 from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
-from daemon.interval import parse_interval
+from daemon.interval import clamp_interval, parse_interval
 from daemon.logs import get_logger
 from daemon.process import ChildSupervisor
 from daemon.protocol import ControlRequest, clip
@@ -35,6 +35,7 @@ EXIT_CLEAN = 0
 EXIT_FATAL = 1
 RECENT_RESULTS = 20
 MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
 
 
 class Signals:
@@ -57,7 +58,9 @@ class Signals:
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about ``RUNBROKER_INTERVAL``."""
+    """The ticker's plans and the warnings about their intervals. Every interval is held to
+    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
+    (``redact``: the environment can carry secrets, and a typo may be one)."""
     plans: list[TickPlan] = []
     warnings: list[str] = []
     default = tasks.get("default")
@@ -67,8 +70,10 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
             default_s=settings.default_interval_s,
             zero_as_once=True,
             min_s=MIN_INTERVAL_S,
+            max_s=MAX_INTERVAL_S,
+            redact=True,
         )
-        warnings.extend(decision.warnings)
+        warnings.extend(f"RUNBROKER_INTERVAL: {warning}" for warning in decision.warnings)
         if decision.mode == "builtin":
             plans.append(
                 TickPlan(
@@ -81,10 +86,15 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         if task.schedule is not None:
             plans.append(TickPlan(task.name, schedule=task.schedule))
         elif task.interval_s is not None:
+            own = clamp_interval(
+                task.interval_s,
+                subject=f"tasks.{task.name}: interval",
+                min_s=MIN_INTERVAL_S,
+                max_s=MAX_INTERVAL_S,
+            )
+            warnings.extend(own.warnings)
             plans.append(
-                TickPlan(
-                    task.name, interval_s=task.interval_s, fire_on_start=settings.fire_on_start
-                )
+                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
             )
     return plans, warnings
 

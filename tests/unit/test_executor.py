@@ -186,7 +186,7 @@ async def test_unknown_task_gets_a_failed_result_without_starting() -> None:
         recorder = Recorder()
         result = await _result(queue.submit(RunRequest(task="ghost"), recorder))
         assert not result.ok
-        assert result.reason == "unknown task 'ghost'"
+        assert result.reason == "unknown task 'ghost': this container defines known"
         assert recorder.kinds() == ["queued", "done"]
         # A request its task does not allow is refused the same way, even if it got queued.
         refused = await _result(queue.submit(RunRequest(task="known", args=("x",))))

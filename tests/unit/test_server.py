@@ -283,7 +283,7 @@ async def test_a_request_without_newline_is_read_at_half_close(short_dir: Path) 
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
-        (b'{"task":"ghost"}\n', "unknown task 'ghost'"),
+        (b'{"task":"ghost"}\n', "unknown task 'ghost': this container defines default"),
         (b'{"args":["x"]}\n', "task 'default' does not accept args"),
         (b'{"env":{"SECRET":"x"}}\n', "task 'default' does not allow env 'SECRET'"),
         (b"nonsense\n", "undecodable request"),
