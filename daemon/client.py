@@ -102,7 +102,13 @@ def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
         return EXIT_OK, ""
     if reason in TEMPFAIL_REASONS:
         return EXIT_TEMPFAIL, f"rejected: {reason}"
-    if not accepted and reason != REASON_FORBIDDEN:
+    if not accepted and reason == REASON_FORBIDDEN:
+        # The peer check: as unusable for this user as a socket it cannot open (69).
+        return (
+            EXIT_UNAVAILABLE,
+            "refused: permission denied (the daemon serves its own user and root)",
+        )
+    if not accepted:
         return EXIT_USAGE, f"refused: {reason}"
     return EXIT_FAILED, f"failed: {reason}"
 
