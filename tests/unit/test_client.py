@@ -145,10 +145,14 @@ def test_a_run_refused_after_it_was_queued_is_a_failure(short_dir: Path) -> None
     assert "runbroker: failed: unknown task 'gone'" in err
 
 
-def test_another_uid_refused_is_not_a_usage_error(short_dir: Path) -> None:
+def test_another_uid_refused_is_unavailable_not_a_usage_error(short_dir: Path) -> None:
+    """Refused by the daemon's peer check: the same exit (69) as a socket whose mode refuses
+    the user, with the reason in words."""
     path = short_dir / "rb.sock"
     with fake_daemon(path, {"event": "done", "ok": False, "reason": "permission denied"}):
-        assert _trigger(path)[0] == client.EXIT_FAILED
+        code, _out, err = _trigger(path)
+    assert code == client.EXIT_UNAVAILABLE
+    assert "permission denied" in err
 
 
 def test_a_cancelled_run_exits_1_not_75(short_dir: Path) -> None:
