@@ -22,6 +22,7 @@ import json
 
 TYPE_CHECKING = False  # the thin client must not pay for importing typing
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -173,11 +174,13 @@ def decode_request(line: bytes) -> Request:
                 raise ProtocolError("cancel needs an id")
             _name(run_id, "id")
         return ControlRequest(op=op, id=run_id)
-    task = _name(obj.get("task", "default"), "task")
+    task = _name(obj["task"], "task") if "task" in obj else "default"
+    args = obj.get("args")
+    env = obj.get("env")
     return SubmitRequest(
-        task=task,
-        args=_string_list(obj.get("args", []), "args"),
-        env=_string_map(obj.get("env", {}), "env"),
+        task,
+        _string_list(args, "args") if args is not None else (),
+        _string_map(env, "env") if env is not None else None,
     )
 
 
@@ -273,11 +276,9 @@ def done_event(
     return fields
 
 
-def encode_fields(event: str, fields: dict[str, Any]) -> bytes:
+def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
     """The wire line of a run event from its constructor's fields (``ok`` among them)."""
-    body = {"event": event}
-    body.update(fields)
-    return _dump_json(body) + b"\n"
+    return _dump_json({"event": event, **fields}) + b"\n"
 
 
 def rejection(reason: str) -> bytes:

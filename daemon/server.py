@@ -292,30 +292,27 @@ class _Connection(asyncio.Protocol):
         if self.state != _STREAMING:
             return
         kind = event.kind
+        fields = event.fields
         if kind == EVENT_OUTPUT:
             assert self.transport is not None
             backlog = self.transport.get_write_buffer_size() + self.pending_bytes
             if backlog >= BUFFERED_BYTES_MAX:
                 self.dropped_lines += 1
                 return
-        fields = event.fields
-        if kind == EVENT_DONE and self.dropped_lines:
-            fields = {**fields, "dropped_lines": self.dropped_lines}
-        self._send(encode_fields(kind, dict(fields)))
-        if kind == EVENT_DONE:
+        elif kind == EVENT_DONE:
+            if self.dropped_lines:
+                fields = {**fields, "dropped_lines": self.dropped_lines}
+            self._send(encode_fields(kind, fields))
             self._finish()
+            return
+        self._send(encode_fields(kind, fields))
 
     def _send(self, line: bytes) -> None:
         self.pending.append(line)
         self.pending_bytes += len(line)
         if not self.flush_scheduled:
             self.flush_scheduled = True
-            # Written one loop turn later: the executor's next step (a run started, a quick
-            # handler's result) joins the same write.
-            self.server.loop.call_soon(self._flush_soon)
-
-    def _flush_soon(self) -> None:
-        self.server.loop.call_soon(self._flush)
+            self.server.flush_later(self)
 
     def _flush(self) -> None:
         self.flush_scheduled = False
@@ -377,8 +374,27 @@ class SocketServer:
         self.connections: set[_Connection] = set()
         self.all_closed = asyncio.Event()
         self.unfinished_bytes = 0
+        self._dirty: list[_Connection] = []
+        self._flush_scheduled = False
         self.unfinished_bytes_max = unfinished_bytes_max
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
+
+    def flush_later(self, connection: _Connection) -> None:
+        """Write ``connection``'s lines one loop turn later, with every other connection's:
+        the executor's next step (a run started, a quick handler's result) joins the write."""
+        self._dirty.append(connection)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self.loop.call_soon(self._flush_dirty)
+
+    def _flush_dirty(self) -> None:
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, []
+        for connection in dirty:
+            connection._flush()
 
     async def start(self) -> None:
         sock, self._lock_fd = bind_owner_only(self.path)
