@@ -42,6 +42,20 @@ _RESTORED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, name)
 )
 
+
+def _ignored_signals() -> tuple[int, ...]:
+    """Every signal the daemon ignores now, and those Python ignores: a job starts with all of
+    them at their defaults (a handled signal is reset by exec itself)."""
+    ignored = set(_RESTORED_SIGNALS)
+    for signum in signal.valid_signals():
+        try:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                ignored.add(signum)
+        except (ValueError, OSError):
+            continue
+    return tuple(sorted(ignored))
+
+
 OutputSink = Callable[[str, str], None]  # (stream, line)
 
 
@@ -237,6 +251,7 @@ class ChildSupervisor:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         keep_descriptors_private()
+        self._default_signals = _ignored_signals()
         self._programs = _ProgramPaths()
         self._owned: set[int] = set()
         self._clock = clock
@@ -277,7 +292,7 @@ class ChildSupervisor:
                     (os.POSIX_SPAWN_DUP2, err_write, 2),
                 ],
                 setsid=True,
-                setsigdef=_RESTORED_SIGNALS,
+                setsigdef=self._default_signals,
                 setsigmask=(),
             )
         except FileNotFoundError:
