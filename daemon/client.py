@@ -14,13 +14,15 @@ import sys
 import time
 
 from daemon.protocol import (
-    REASON_BUSY,
     REASON_FORBIDDEN,
     ControlRequest,
     Request,
     SubmitRequest,
     decode_event,
     encode_request,
+)
+from daemon.protocol import (
+    TEMPFAIL_REASONS,
 )
 
 TYPE_CHECKING = False
@@ -37,8 +39,6 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: our output was closed (``runbroker ... | head -1``)
 
 DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
-# Retry later (75): the queue is full, the daemon is stopping, or busy with other requests.
-TEMPFAIL_REASONS = frozenset({"run queue is full", "scheduler is shutting down", REASON_BUSY})
 CONNECT_TIMEOUT_S = 5.0
 
 

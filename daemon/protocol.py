@@ -37,6 +37,12 @@ REASON_TOO_LARGE = "request too large"
 REASON_TOO_SLOW = "request not received in time"
 REASON_FORBIDDEN = "permission denied"
 REASON_BUSY = "server busy: too many unfinished requests"
+REASON_FULL = "run queue is full"
+REASON_CLOSED = "scheduler is shutting down"
+REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
+REASON_USER_CANCEL = "cancelled by request"
+# A client may try again later (exit 75): the daemon is busy, full or stopping.
+TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY})
 CONTROL_OPS = ("status", "cancel", "health")
 
 

@@ -28,10 +28,12 @@ _log = get_logger("runbroker.runqueue")
 Trigger = Literal["tick", "external", "schedule", "once"]
 RunState = Literal["queued", "running", "done"]
 
-REASON_FULL = "run queue is full"
-REASON_CLOSED = "scheduler is shutting down"
-REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
-REASON_USER_CANCEL = "cancelled by request"
+# The reasons are wire vocabulary: protocol.py holds them; they are named here too because the
+# queue is where they arise.
+REASON_FULL = protocol.REASON_FULL
+REASON_CLOSED = protocol.REASON_CLOSED
+REASON_SHUTDOWN_CANCEL = protocol.REASON_SHUTDOWN_CANCEL
+REASON_USER_CANCEL = protocol.REASON_USER_CANCEL
 
 
 class Rejected(Exception):
