@@ -15,14 +15,12 @@ import time
 
 from daemon.protocol import (
     REASON_FORBIDDEN,
+    TEMPFAIL_REASONS,
     ControlRequest,
     Request,
     SubmitRequest,
     decode_event,
     encode_request,
-)
-from daemon.protocol import (
-    TEMPFAIL_REASONS,
 )
 
 TYPE_CHECKING = False
