@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon import status
 from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
+from daemon.gctune import tune_gc
 from daemon.interval import clamp_interval, parse_interval
 from daemon.logs import get_logger
 from daemon.process import ChildSupervisor
@@ -204,6 +205,7 @@ class Broker:
             pid=os.getpid(),
             database=database is not None,
         )
+        tune_gc()  # start-up is over: what it made is frozen
         pg_stopping = asyncio.Event()
         async with asyncio.TaskGroup() as group:
             force_task = group.create_task(self._force_exit_watch())

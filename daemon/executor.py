@@ -185,8 +185,9 @@ class Executor:
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
         """Run the attempt in a task of its own (cancellable without the executor) and wait
         for it; the run has its result when this returns."""
-        attempt = self._current_task = asyncio.create_task(self._finishing(run, task, started))
-        overdue = self._watch_soft_timeout(run, task)
+        loop = asyncio.get_running_loop()
+        attempt = self._current_task = loop.create_task(self._finishing(run, task, started))
+        overdue = None if task.soft_timeout_s is None else self._watch_soft_timeout(run, task)
         try:
             await _until_done(attempt)  # unlike shield(), not raising if attempt is cancelled
         except asyncio.CancelledError:

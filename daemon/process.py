@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
+import select
 import shutil
 import signal
 import time
@@ -57,6 +59,7 @@ def _ignored_signals() -> tuple[int, ...]:
 
 
 OutputSink = Callable[[str, str], None]  # (stream, line)
+_UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
 
 
 @dataclass(frozen=True)
@@ -93,10 +96,12 @@ class LineSplitter:
         self._sink = sink
         self._buffer = b""
         self._cut = False  # the last piece was cut at the limit
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._decoder: codecs.IncrementalDecoder | None = None  # made by the first bytes
 
     def feed(self, data: bytes) -> None:
         buffer = self._buffer + data if self._buffer else data
+        if self._decoder is None:
+            self._decoder = _UTF8_DECODER("replace")
         name, sink, decode = self._name, self._sink, self._decoder.decode
         limit = LINE_LIMIT_BYTES
         start = 0
@@ -122,6 +127,8 @@ class LineSplitter:
         self._buffer = buffer[start:]
 
     def close(self) -> None:
+        if self._decoder is None:
+            return  # the stream said nothing
         text = self._decoder.decode(self._buffer, True)
         self._buffer = b""
         if text:
@@ -166,25 +173,83 @@ class _ProgramPaths:
         return self._found.pop((program, env.get("PATH", os.defpath)), None) is not None
 
 
+class _Poller:
+    """One epoll instance for every child's pidfd and pipes, which the event loop watches as a
+    single descriptor. The loop's own readers cost libuv about seven epoll_ctl calls a
+    descriptor (a probe, the add, the removes), 21 for a command's three; here a descriptor
+    costs one ``register``, and closing it is its removal."""
+
+    def __init__(self) -> None:
+        self._epoll: select.epoll | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._callbacks: dict[int, Callable[[], None]] = {}
+
+    def watch(self, fd: int, callback: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._epoll is None:
+            self._start(loop)
+        assert self._epoll is not None
+        self._callbacks[fd] = callback
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def forget_closed(self, fd: int) -> None:
+        """``fd`` is being closed: its registration goes with it."""
+        self._callbacks.pop(fd, None)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._epoll is not None:  # a new loop (tests): the old one's epoll is dropped
+            self._epoll.close()
+        self._epoll = select.epoll()  # close-on-exec
+        self._loop = loop
+        self._callbacks.clear()
+        loop.add_reader(self._epoll.fileno(), self._ready)
+
+    def _ready(self) -> None:
+        assert self._epoll is not None
+        callbacks = self._callbacks
+        for fd, _events in self._epoll.poll(0):
+            callback = callbacks.get(fd)
+            if callback is not None:
+                callback()
+
+
 class _Child:
     """One started command: its pidfd, its two pipes, and futures for its exit and EOFs."""
 
-    def __init__(self, pid: int, pipes: dict[int, LineSplitter]) -> None:
+    def __init__(self, pid: int, pipes: dict[int, LineSplitter], poller: _Poller) -> None:
         self.pid = pid
         self.loop = asyncio.get_running_loop()
         self.exited: asyncio.Future[None] = self.loop.create_future()
         self.drained: asyncio.Future[None] = self.loop.create_future()
         self.pipes = pipes
+        self.poller = poller
+        self.has_exited = False
         self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
-        self.loop.add_reader(self.pidfd, self._on_exit)
+        poller.watch(self.pidfd, self._on_exit)
         for fd in pipes:
             os.set_blocking(fd, False)
-            self.loop.add_reader(fd, self._on_output, fd)
+            poller.watch(fd, functools.partial(self._on_output, fd))
 
     def _on_exit(self) -> None:
-        self.loop.remove_reader(self.pidfd)
+        self._close_pidfd()  # waitpid by pid now: it cannot be reused before it is collected
+        self.has_exited = True
         if not self.exited.done():
             self.exited.set_result(None)
+
+    def exit_future(self) -> asyncio.Future[None]:
+        """The exit, as a future no cancelled wait has cancelled (a cancel of the task that
+        awaited ``exited`` cancels that future with it)."""
+        if self.exited.cancelled():
+            self.exited = self.loop.create_future()
+            if self.has_exited:
+                self.exited.set_result(None)
+        return self.exited
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd >= 0:
+            self.poller.forget_closed(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = -1
 
     def _on_output(self, fd: int) -> None:
         try:
@@ -200,7 +265,7 @@ class _Child:
 
     def _close_pipe(self, fd: int) -> None:
         splitter = self.pipes.pop(fd)
-        self.loop.remove_reader(fd)
+        self.poller.forget_closed(fd)
         os.close(fd)
         splitter.close()
         if not self.pipes and not self.drained.done():
@@ -213,9 +278,7 @@ class _Child:
 
     def close(self) -> None:
         """Stop watching: what the pipes still hold is not read."""
-        if not self.exited.done():
-            self.loop.remove_reader(self.pidfd)
-        os.close(self.pidfd)
+        self._close_pidfd()
         for fd in list(self.pipes):
             self._close_pipe(fd)
 
@@ -253,6 +316,7 @@ class ChildSupervisor:
         keep_descriptors_private()
         self._default_signals = _ignored_signals()
         self._programs = _ProgramPaths()
+        self._poller = _Poller()
         self._owned: set[int] = set()
         self._clock = clock
         self._unclaimed: dict[int, float] = {}  # zombie of our session -> first seen
@@ -329,13 +393,13 @@ class ChildSupervisor:
         child: _Child | None = None
         collected = False
         try:
-            child = _Child(
-                pid,
-                {out_read: LineSplitter("stdout", sink), err_read: LineSplitter("stderr", sink)},
-            )
+            splitters = {
+                out_read: LineSplitter("stdout", sink),
+                err_read: LineSplitter("stderr", sink),
+            }
+            child = _Child(pid, splitters, self._poller)
             try:
-                # Shielded: a cancel must not cancel the future the termination waits on.
-                await asyncio.shield(child.exited)
+                await child.exited
             except asyncio.CancelledError:
                 # Terminating is not itself cancellable: a second cancel (another `cancel`, or
                 # SIGTERM during a timeout's grace) must not skip the SIGKILL and forget the
@@ -369,10 +433,10 @@ class ChildSupervisor:
         pgid = child.pid
         _signal_group(pgid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.shield(child.exited), grace_s)
+            await asyncio.wait_for(asyncio.shield(child.exit_future()), grace_s)
         except TimeoutError:
             _signal_group(pgid, signal.SIGKILL)
-            await asyncio.shield(child.exited)
+            await asyncio.shield(child.exit_future())
         _signal_group(pgid, signal.SIGKILL)
         # Its last words, as far as they come promptly.
         if not child.drained.done():

@@ -163,7 +163,7 @@ def decode_request(line: bytes) -> Request:
     if len(line) > MAX_REQUEST_BYTES:
         raise ProtocolError(REASON_TOO_LARGE)
     try:
-        obj = _load_json(line)
+        obj = _loads(line) if _loads is not None else _load_json(line)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ProtocolError(REASON_UNDECODABLE) from None
     if not isinstance(obj, dict):
@@ -284,7 +284,13 @@ def done_event(
 
 def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
     """The wire line of a run event from its constructor's fields (``ok`` among them)."""
-    return _dump_json({"event": event, **fields}) + b"\n"
+    body = {"event": event, **fields}
+    if _dumps is not None:
+        try:
+            return _dumps(body) + b"\n"  # type: ignore[no-any-return]
+        except TypeError:
+            pass
+    return _dump_json(body) + b"\n"
 
 
 def rejection(reason: str) -> bytes:

@@ -165,7 +165,8 @@ class Run:
         self.state = "running"
         self.started_monotonic = time.monotonic()
         self.started_at = time.time()
-        self._tell_watcher("started")
+        if self._watcher is not None:
+            self._tell_watcher("started")
         if self._listeners:
             self.emit_fields(
                 protocol.EVENT_STARTED, protocol.started_event(self.id, self.request.task)
@@ -182,8 +183,9 @@ class Run:
             return False
         self.result = result
         self.state = "done"
-        self._tell_watcher("done")
-        self._watcher = None
+        if self._watcher is not None:
+            self._tell_watcher("done")
+            self._watcher = None
         if self._listeners:
             fields = protocol.done_event(
                 self.id,
@@ -232,7 +234,7 @@ class RunQueue:
             raise ValueError("queue capacity must be >= 0")
         self.capacity = capacity
         self._waiting: collections.OrderedDict[str, Run] = collections.OrderedDict()
-        self._nonempty = asyncio.Event()
+        self._taker: asyncio.Future[None] | None = None  # take() waiting for a run
         self._closed = False
         self.current: Run | None = None
         self._accepted = 0
@@ -262,11 +264,12 @@ class RunQueue:
         run = Run(request, watcher=watcher)
         self._waiting[run.id] = run
         self._accepted += 1
-        self._nonempty.set()
+        if self._taker is not None:
+            self._wake_taker()
         if self.log_runs:
             _log.info("run.queued", **run_log_fields(run))
         if listener is not None:
-            run.subscribe(listener)
+            run._listeners.append(listener)
             run.emit_fields(
                 protocol.EVENT_QUEUED,
                 protocol.queued_event(run.id, len(self._waiting), request.task),
@@ -286,14 +289,20 @@ class RunQueue:
         while True:
             if self._waiting:
                 _, run = self._waiting.popitem(last=False)
-                if not self._waiting:
-                    self._nonempty.clear()
                 self.current = run
                 return run
             if self._closed:
                 return None
-            self._nonempty.clear()
-            await self._nonempty.wait()
+            self._taker = asyncio.get_running_loop().create_future()
+            try:
+                await self._taker
+            finally:
+                self._taker = None
+
+    def _wake_taker(self) -> None:
+        taker = self._taker
+        if taker is not None and not taker.done():
+            taker.set_result(None)
 
     def release(self, run: Run) -> None:
         """The executor is done with ``run`` (which must have a result by now)."""
@@ -312,8 +321,6 @@ class RunQueue:
         run = self._waiting.pop(run_id, None)
         if run is None:
             return None
-        if not self._waiting:
-            self._nonempty.clear()
         run.finish(RunResult(ok=False, reason=reason, cancelled=True))
         _log.warning("run.done", **run_log_fields(run), ok=False, reason=reason, cancelled=True)
         self._finished += 1
@@ -324,13 +331,13 @@ class RunQueue:
     def close(self) -> None:
         """Stop accepting. Waiting runs stay until ``cancel_all`` or until taken."""
         self._closed = True
-        self._nonempty.set()
+        self._wake_taker()
 
     def cancel_all(self, reason: str = REASON_SHUTDOWN_CANCEL) -> int:
         ids = list(self._waiting)
         for run_id in ids:
             self.cancel_waiting(run_id, reason)
-        self._nonempty.set()
+        self._wake_taker()
         return len(ids)
 
     @property

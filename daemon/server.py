@@ -28,7 +28,7 @@ import stat
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from daemon.logs import get_logger
 from daemon.protocol import (
@@ -153,7 +153,7 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         server = self.server
         server.connections.add(self)
         self.deadline = server.loop.call_later(server.request_deadline_s, self._deadline)
@@ -195,9 +195,11 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         # A client that goes away does not cancel its run; it just stops listening.
         self.state = _CLOSED
-        self._forget_buffer()
+        if self.buffer:
+            self._forget_buffer()
         self.pending.clear()
-        self._stop_deadline()
+        if self.deadline is not None:
+            self._stop_deadline()
         if self.stalled is not None:
             self.stalled.cancel()
         self.server.connections.discard(self)
@@ -243,7 +245,8 @@ class _Connection(asyncio.Protocol):
             self._finish()
 
     def _request(self, line: bytes) -> None:
-        self._stop_deadline()
+        if self.deadline is not None:
+            self._stop_deadline()
         server = self.server
         try:
             request = decode_request(line)
@@ -329,7 +332,8 @@ class _Connection(asyncio.Protocol):
     def _finish(self) -> None:
         """The last line is queued: close once it is written."""
         self.finished = True
-        self._stop_deadline()
+        if self.deadline is not None:
+            self._stop_deadline()
         if not self.flush_scheduled:
             self._flush()
 
