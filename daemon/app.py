@@ -239,6 +239,7 @@ class Broker:
         log.info("broker.stopping", shutdown_timeout_s=budget_s)
         # The socket keeps answering while the run drains: a closed queue tells new triggers
         # "scheduler is shutting down" (exit 75), and status/health still answer.
+        self.server.begin_drain()
         self.queue.close()
         ticker_task.cancel()
         pg_stopping.set()

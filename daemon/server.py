@@ -190,6 +190,8 @@ class _Connection(asyncio.Protocol):
             self._request(line)
         elif self.state == _DRAINING:
             self._finish()
+        elif self.closing:
+            return False  # the client read its last line and closed: done
         return True  # keep our half open to answer
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -338,10 +340,19 @@ class _Connection(asyncio.Protocol):
             self._flush()
 
     def _close_after_write(self) -> None:
-        assert self.transport is not None
+        transport = self.transport
+        assert transport is not None
         self.closing = True
-        self.transport.close()  # what is still buffered is written first
-        if self.transport.get_write_buffer_size() and self.stalled is None:
+        if self.server.draining and transport.can_write_eof():
+            # The daemon is about to exit, and with PID 1 every process of the container goes:
+            # a client must have read its last line before that, so the connection ends when
+            # the client closes it (the shutdown waits for that, within its budget).
+            transport.write_eof()
+            if self.stalled is None:
+                self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+            return
+        transport.close()  # what is still buffered is written first
+        if transport.get_write_buffer_size() and self.stalled is None:
             self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
 
     def _abort(self) -> None:
@@ -379,6 +390,7 @@ class SocketServer:
         self.all_closed = asyncio.Event()
         self.unfinished_bytes = 0
         self._dirty: list[_Connection] = []
+        self.draining = False
         self._flush_scheduled = False
         self.unfinished_bytes_max = unfinished_bytes_max
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
@@ -408,6 +420,11 @@ class SocketServer:
         except BaseException:
             sock.close()
             raise
+
+    def begin_drain(self) -> None:
+        """The daemon is stopping: answers still go out, and each connection now ends only
+        once its client has read the last line and closed (``close`` waits for them)."""
+        self.draining = True
 
     def stop_accepting(self) -> None:
         if self._server is not None:
