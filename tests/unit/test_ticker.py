@@ -226,15 +226,22 @@ class LateClock:
         self.t += seconds + self.latency_s + self.stall(self)
 
 
-async def _tick_late(clock: LateClock, interval_s: float, jitter: float) -> None:
-    plan = TickPlan("default", interval_s=interval_s, fire_on_start=True)
+async def _tick_late(
+    clock: LateClock,
+    interval_s: float,
+    jitter: float,
+    *,
+    fire_on_start: bool = True,
+    seed: int = 11,
+) -> None:
+    plan = TickPlan("default", interval_s=interval_s, fire_on_start=fire_on_start)
     ticker = Ticker(
         clock.queue,
         [plan],
         jitter=jitter,
         sleep=clock.sleep,
         monotonic=clock.monotonic,
-        rng=random.Random(11),
+        rng=random.Random(seed),
     )
     runner = asyncio.create_task(ticker.run())
     try:
@@ -327,23 +334,7 @@ async def test_a_one_shot_schedule_that_has_passed_stops_its_loop() -> None:
 
 async def test_even_full_jitter_never_fires_two_ticks_together(logs: Logs) -> None:
     clock = LateClock(RunQueue(4), ticks=2_000, latency_s=0.0)
-    plan = TickPlan("default", interval_s=10.0, fire_on_start=False)
-    ticker = Ticker(
-        clock.queue,
-        [plan],
-        jitter=1.0,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-        rng=random.Random(5),
-    )
-    runner = asyncio.create_task(ticker.run())
-    try:
-        async with asyncio.timeout(60):
-            await clock.parked.wait()
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
+    await _tick_late(clock, 10.0, 1.0, fire_on_start=False, seed=5)
     assert clock.fired[0] >= 0.1  # not at once at start without fire_on_start
     gaps = [later - earlier for earlier, later in itertools.pairwise(clock.fired)]
     assert min(gaps) >= 0.1 - 1e-9
