@@ -14,13 +14,13 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from daemon import status
+from daemon import protocol, status
 from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
 from daemon.gctune import tune_gc
 from daemon.interval import clamp_interval, parse_interval
 from daemon.logs import get_logger
 from daemon.process import ChildSupervisor
-from daemon.protocol import ControlRequest, clip
+from daemon.protocol import ControlRequest
 from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
 from daemon.server import SocketServer
 from daemon.settings import Settings, SettingsError
@@ -148,7 +148,7 @@ class Broker:
         queued = self.queue.cancel_waiting(run_id)
         if queued is not None:
             log.info("run.cancelled", **run_log_fields(queued), state="queued")
-            return {"event": "cancel", "ok": True, "id": run_id, "state": "queued"}
+            return protocol.cancel_answer(run_id, protocol.CANCEL_QUEUED)
         running = self.queue.current
         requested = self.executor.cancel_current(run_id)
         if requested and running is not None:
@@ -158,19 +158,8 @@ class Broker:
                 if requested == CANCEL_ALREADY_REQUESTED
                 else "cancel requested; the run is being terminated and is still running"
             )
-            return {
-                "event": "cancel",
-                "ok": True,
-                "id": run_id,
-                "state": "running",
-                "detail": detail,
-            }
-        return {
-            "event": "cancel",
-            "ok": False,
-            "id": run_id,
-            "reason": f"no queued or running run {clip(run_id)!r}",
-        }
+            return protocol.cancel_answer(run_id, protocol.CANCEL_RUNNING, detail)
+        return protocol.cancel_refusal(run_id)
 
     async def serve(self) -> int:
         """Run until a signal; returns the process exit code."""

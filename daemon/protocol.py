@@ -293,6 +293,31 @@ def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
     return _dump_json(body) + b"\n"
 
 
+# -- the answers of control requests (a field dict each, ``event`` among them) ---------------
+EVENT_CANCEL = "cancel"
+EVENT_HEALTH = "health"
+EVENT_STATUS = "status"
+CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
+CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
+
+
+def cancel_answer(run_id: str, state: str, detail: str = "") -> dict[str, Any]:
+    answer: dict[str, Any] = {"event": EVENT_CANCEL, "ok": True, "id": run_id, "state": state}
+    if detail:
+        answer["detail"] = detail
+    return answer
+
+
+def cancel_refusal(run_id: str) -> dict[str, Any]:
+    reason = f"no queued or running run {clip(run_id)!r}"
+    return {"event": EVENT_CANCEL, "ok": False, "id": run_id, "reason": reason}
+
+
+def health_answer(problem: str | None) -> dict[str, Any]:
+    """``ok`` unless there is a problem, which is the reason (omitted when empty)."""
+    return {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
+
+
 def rejection(reason: str) -> bytes:
     """The single ``done`` line of a request that was not accepted."""
     return encode_event(EVENT_DONE, False, reason=reason)

@@ -26,6 +26,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from daemon import protocol
 from daemon.interval import format_duration
 from daemon.runqueue import Run
 from daemon.ticker import TickPlan
@@ -94,7 +95,7 @@ def status_answer(broker: Broker) -> dict[str, Any]:
         current_info = {**_run_summary(current), "elapsed_ms": round(current.elapsed_s() * 1000)}
     database = broker.pgrunner.status() if broker.pgrunner is not None else None
     return {
-        "event": "status",
+        "event": protocol.EVENT_STATUS,
         "ok": True,
         "pid": os.getpid(),
         "uptime_s": round(time.time() - broker.started_at, 3),
@@ -163,4 +164,4 @@ def ticker_stall(broker: Broker, now: float) -> str | None:
 
 def health_answer(broker: Broker) -> dict[str, Any]:
     problem = health_problem(broker)
-    return {"event": "health", "ok": problem is None, "reason": problem or ""}
+    return protocol.health_answer(problem)
