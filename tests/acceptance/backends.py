@@ -11,10 +11,12 @@ generated override file (the test's command, environment and tasks file); client
 ``docker compose exec -T daemon runbroker ...``; signals, exit status and logs go through
 ``docker kill``, ``docker wait`` and ``docker logs`` on its container. The running
 stack's broker is reached with ``docker compose exec -T broker runbroker ...``
-(``ComposeBackend.broker_argv``). It needs a Docker engine on this Linux host: the test's work
+(``ComposeBackend.broker_argv``). It needs an engine on this Linux host: the test's work
 directory is bind-mounted at the same path (tests create files there and connect to the socket
-in it) and the daemon's host pid is read for /proc checks. No engine runs where this was
-written: only the generated files and the command lines are checked (tests/static), never a run.
+in it) and the daemon's host pid is read for /proc checks. An engine that needs more than
+docker-compose.yml gets its override files from ``RUNBROKER_TEST_COMPOSE_OVERRIDES``. The
+container tier (tests/container) runs this backend on podman; tests/static checks the files it
+generates and its command lines without an engine.
 
 The fixtures use ``get_backend().start(...)``; both backends return a ``DaemonHandle``.
 """

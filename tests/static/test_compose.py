@@ -3,6 +3,7 @@ binary, not its always-0 wrapper), then the facts read from compose's own resolv
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +218,32 @@ def test_production_tasks_file_is_mounted_where_the_daemon_reads_it() -> None:
     tasks = parse_tasks_toml(source.read_text(encoding="utf-8"), str(source))
     assert set(tasks) == {"default", "report"}
     assert set(tasks["report"].allow_env) == {"REPORT_DAY"}
+
+
+def test_the_podman_override_changes_only_what_podman_refuses() -> None:
+    """tests/container/compose.podman.yml (the container tier's, for podman 4.3) may differ
+    from docker-compose.yml only where podman refuses Docker's form: the socket tmpfs's owner
+    given as `U` instead of uid=/gid=, and no healthcheck.start_interval."""
+    override = REPO / "tests" / "container" / "compose.podman.yml"
+    argv = [docker_compose(), "-f", DEV_COMPOSE, "-f", override, "--profile", "*"]
+    result = run_tool([*argv, "config", "--format", "json"], REPO)
+    assert result.returncode == 0, result.stderr
+    podman: dict[str, Any] = json.loads(result.stdout)["services"]
+    docker = _services(DEV_COMPOSE)
+    assert set(podman) == set(docker)
+    changed = set()
+    for name, service in docker.items():
+        expected = dict(service)
+        if "tmpfs" in service:
+            expected["tmpfs"] = [
+                entry.replace(f"uid={RUNBROKER_UID},gid={RUNBROKER_UID}", "U")
+                for entry in service["tmpfs"]
+            ]
+        if "start_interval" in service.get("healthcheck", {}):
+            expected["healthcheck"] = {
+                k: v for k, v in service["healthcheck"].items() if k != "start_interval"
+            }
+        if expected != service:
+            changed.add(name)
+        assert podman[name] == expected, name
+    assert changed == {"migrate", "broker", "broker-2", "daemon"}
