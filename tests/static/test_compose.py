@@ -225,7 +225,7 @@ def test_the_podman_override_changes_only_what_podman_refuses() -> None:
     from docker-compose.yml only where podman refuses Docker's form: the socket tmpfs's owner
     given as `U` instead of uid=/gid=, and no healthcheck.start_interval."""
     override = REPO / "tests" / "container" / "compose.podman.yml"
-    argv = [docker_compose(), "-f", DEV_COMPOSE, "-f", override, "--profile", "*"]
+    argv: list[str | Path] = [docker_compose(), "-f", DEV_COMPOSE, "-f", override, "--profile", "*"]
     result = run_tool([*argv, "config", "--format", "json"], REPO)
     assert result.returncode == 0, result.stderr
     podman: dict[str, Any] = json.loads(result.stdout)["services"]
