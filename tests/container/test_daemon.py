@@ -108,7 +108,9 @@ def test_the_daemon_is_pid_1_as_10001_read_only_without_capabilities(
         assert int(fields[caps], 16) == 0, f"{caps} {fields[caps]}"
     assert fields["NoNewPrivs"] == "1"
     cmdline = _podman(engine, "exec", container, "cat", "/proc/1/cmdline").stdout
-    assert cmdline.split("\0")[:3] == ["/usr/local/bin/python", "/usr/local/bin/runbroker", "run"]
+    argv = cmdline.split("\0")
+    assert argv[0].startswith("/usr/local/bin/python"), argv
+    assert argv[1:3] == ["/usr/local/bin/runbroker", "run"], argv
     # The same process, seen from the host: the container's PID 1 is the daemon.
     assert Path(f"/proc/{daemon.pid}/cmdline").read_text() == cmdline
     # A read-only root; the socket directory a tmpfs of the daemon's own, mode 0700.
@@ -152,8 +154,7 @@ command = ["sh", "-c", "echo failing; exit 3"]
     failed = daemon.exec("trigger", "fails")
     assert failed.returncode == 1
     assert failed.stdout.splitlines() == ["failing"]
-    assert failed.stderr.startswith("runbroker: failed:"), failed.stderr
-    assert "3" in failed.stderr, failed.stderr
+    assert failed.stderr.splitlines()[-1] == "runbroker: failed: exit status 3", failed.stderr
     ok = daemon.exec("trigger")  # the default task, `true`
     assert ok.returncode == 0, ok.stderr
 
