@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,12 +224,9 @@ def image_exists(state: Path, name: str) -> bool:
     return result.returncode == 0
 
 
-def base_image(state: Path, name: str) -> str:
-    """The imported root filesystem ``name``, made (and its tar cached) when missing."""
+def rootfs_tar(state: Path, name: str) -> Path:
+    """The root filesystem tar ``name``, made with mmdebstrap unless cached for its key."""
     key = rootfs_key(name)
-    tag = f"localhost/runbroker-engine/{name}-rootfs:{key}"
-    if image_exists(state, tag):
-        return tag
     cache = state / "rootfs"
     cache.mkdir(parents=True, exist_ok=True)
     tar = cache / f"{name}-{key}.tar"
@@ -240,8 +238,21 @@ def base_image(state: Path, name: str) -> str:
         run(mmdebstrap_argv(ROOTFS[name], partial))
         partial.rename(tar)
         log(f"{name} root filesystem made in {time.monotonic() - started:.0f} s")
-    podman(state, "import", "--quiet", tar, tag)
-    return tag
+    return tar
+
+
+def base_images(state: Path) -> dict[str, str]:
+    """Each root filesystem imported as an image (made when missing; the mmdebstrap runs go
+    side by side: they mostly wait for downloads and the disk)."""
+    tags = {name: f"localhost/runbroker-engine/{name}-rootfs:{rootfs_key(name)}" for name in ROOTFS}
+    missing = [name for name, tag in tags.items() if not image_exists(state, tag)]
+    with ThreadPoolExecutor(max_workers=len(ROOTFS)) as pool:
+        tars = dict(
+            zip(missing, pool.map(lambda name: rootfs_tar(state, name), missing), strict=True)
+        )
+    for name, tar in tars.items():
+        podman(state, "import", "--quiet", tar, tags[name])
+    return tags
 
 
 def pip_conf(environ: Mapping[str, str] | None = None, host_conf: Path | None = None) -> str:
@@ -288,15 +299,14 @@ def build(state: Path, containerfile: Path, tag: str, context: Path, *extra: str
 
 
 def stand_ins(state: Path) -> None:
-    base = base_image(state, "python")
+    bases = base_images(state)
     build(
         state, ENGINE_FILES / "python.Containerfile", PYTHON_IMAGE, python_context(state),
-        "--build-arg", f"BASE={base}",
+        "--build-arg", f"BASE={bases['python']}",
     )  # fmt: skip
-    base = base_image(state, "postgres")
     build(
         state, ENGINE_FILES / "postgres.Containerfile", POSTGRES_IMAGE, ENGINE_FILES,
-        "--build-arg", f"BASE={base}",
+        "--build-arg", f"BASE={bases['postgres']}",
     )  # fmt: skip
 
 
@@ -443,8 +453,11 @@ class HealthChecks:
 
 
 def main(argv: Sequence[str]) -> int:
+    if list(argv) == ["state-dir"]:
+        print(state_dir())
+        return 0
     if list(argv) != ["setup"]:
-        print("usage: python -m tests.container.podman_engine setup", file=sys.stderr)
+        print("usage: python -m tests.container.podman_engine setup|state-dir", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("the container tier runs podman as root: run it as root", file=sys.stderr)
