@@ -183,7 +183,15 @@ def configure(state: Path) -> None:
     for name in ("containers.conf", "storage.conf"):
         text = render((ENGINE_FILES / f"{name}.in").read_text(), values)
         write_if_changed(state / "conf" / name, text)
-    for sub in ("run", "networks", "volumes", "storage"):
+    # podman's run-time state (runroot, tmp_dir) must not outlive a reboot, as it would not
+    # on a tmpfs: it is kept on disk with the boot it belongs to, and dropped after another.
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    marker = state / "run" / "boot_id"
+    if marker.exists() and marker.read_text().strip() != boot_id:
+        shutil.rmtree(state / "run")
+    (state / "run").mkdir(parents=True, exist_ok=True)
+    marker.write_text(boot_id + "\n")
+    for sub in ("networks", "volumes", "storage"):
         (state / sub).mkdir(parents=True, exist_ok=True)
 
 
@@ -322,10 +330,36 @@ def project_images(state: Path) -> None:
     podman(state, "image", "prune", "--force", "--filter", "until=24h", capture=True)
 
 
+# The compose project names the tier gives (tests/container/conftest.py, the acceptance
+# suite's compose backend).
+TIER_PROJECTS = ("rbct-", "rbtest-")
+
+
+def remove_leftovers(state: Path) -> None:
+    """What an interrupted run of the tier left in the engine: its compose projects'
+    containers, volumes and networks (runs hold a lock, so none is in use now)."""
+    fmt = '{{.ID}} {{index .Labels "com.docker.compose.project"}}'
+    listed = podman(state, "ps", "--all", "--format", fmt, capture=True)
+    containers = [
+        line.split()[0]
+        for line in listed.splitlines()
+        if len(line.split()) == 2 and line.split()[1].startswith(TIER_PROJECTS)
+    ]
+    if containers:
+        log(f"removing {len(containers)} containers an interrupted run left")
+        podman(state, "rm", "--force", "--volumes", *containers, capture=True)
+    for kind in ("volume", "network"):
+        names = podman(state, kind, "ls", "--format", "{{.Name}}", capture=True).split()
+        stale = [name for name in names if name.startswith(TIER_PROJECTS)]
+        if stale:
+            podman(state, kind, "rm", "--force", *stale, capture=True)
+
+
 def setup(state: Path) -> None:
     started = time.monotonic()
     install_packages()
     configure(state)
+    remove_leftovers(state)
     log(f"packages and configuration ready in {time.monotonic() - started:.1f} s")
     stand_ins(state)
     project_images(state)
@@ -365,6 +399,7 @@ def api_service(state: Path) -> Iterator[dict[str, str]]:
     sockets = state / "run" / "api"
     sockets.mkdir(parents=True, exist_ok=True)
     path = sockets / f"{os.getpid()}.sock"
+    path.unlink(missing_ok=True)  # a socket of a run that was killed
     env = engine_env(state)
     log_file = (state / "run" / f"api-{os.getpid()}.log").open("wb")
     proc = subprocess.Popen(
