@@ -401,7 +401,7 @@ def api_service(state: Path) -> Iterator[dict[str, str]]:
     path = sockets / f"{os.getpid()}.sock"
     path.unlink(missing_ok=True)  # a socket of a run that was killed
     env = engine_env(state)
-    log_file = (state / "run" / f"api-{os.getpid()}.log").open("wb")
+    log_file = (state / "run" / "api.log").open("wb")  # the last run's
     proc = subprocess.Popen(
         ["podman", "system", "service", "--time=0", f"unix://{path}"],
         env=env,
