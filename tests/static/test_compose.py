@@ -220,18 +220,28 @@ def test_production_tasks_file_is_mounted_where_the_daemon_reads_it() -> None:
     assert set(tasks["report"].allow_env) == {"REPORT_DAY"}
 
 
-def test_the_podman_override_changes_only_what_podman_refuses() -> None:
-    """tests/container/compose.podman.yml (the container tier's, for podman 4.3) may differ
-    from docker-compose.yml only where podman refuses Docker's form: the socket tmpfs's owner
+@pytest.mark.parametrize(
+    ("path", "override", "changed"),
+    [
+        (DEV_COMPOSE, "compose.podman.yml", {"migrate", "broker", "broker-2", "daemon"}),
+        (PROD_COMPOSE, "compose.podman.prod.yml", {"migrate", "broker"}),
+    ],
+    ids=["dev", "prod"],
+)
+def test_the_podman_override_changes_only_what_podman_refuses(
+    path: Path, override: str, changed: set[str]
+) -> None:
+    """The container tier's overrides for podman 4.3 (tests/container) may differ from the
+    compose files users run only where podman refuses Docker's form: the socket tmpfs's owner
     given as `U` instead of uid=/gid=, and no healthcheck.start_interval."""
-    override = REPO / "tests" / "container" / "compose.podman.yml"
-    argv: list[str | Path] = [docker_compose(), "-f", DEV_COMPOSE, "-f", override, "--profile", "*"]
-    result = run_tool([*argv, "config", "--format", "json"], REPO)
+    extra = REPO / "tests" / "container" / override
+    argv: list[str | Path] = [docker_compose(), "-f", path, "-f", extra, "--profile", "*"]
+    result = run_tool([*argv, "config", "--format", "json"], path.parent)
     assert result.returncode == 0, result.stderr
     podman: dict[str, Any] = json.loads(result.stdout)["services"]
-    docker = _services(DEV_COMPOSE)
+    docker = _services(path)
     assert set(podman) == set(docker)
-    changed = set()
+    found = set()
     for name, service in docker.items():
         expected = dict(service)
         if "tmpfs" in service:
@@ -244,6 +254,6 @@ def test_the_podman_override_changes_only_what_podman_refuses() -> None:
                 k: v for k, v in service["healthcheck"].items() if k != "start_interval"
             }
         if expected != service:
-            changed.add(name)
+            found.add(name)
         assert podman[name] == expected, name
-    assert changed == {"migrate", "broker", "broker-2", "daemon"}
+    assert found == changed

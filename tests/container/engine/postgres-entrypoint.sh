@@ -1,12 +1,19 @@
 #!/bin/sh
 # Entrypoint of the postgres stand-in image (see postgres.Containerfile). On first start it
 # makes the cluster in PGDATA with the superuser `postgres` and the password POSTGRES_PASSWORD
-# (required), password login from any host, and the database POSTGRES_DB; then it runs the
-# server as PID 1, as the user postgres.
+# or the content of POSTGRES_PASSWORD_FILE (one is required), password login from any host,
+# and the database POSTGRES_DB; then it runs the server as PID 1, as the user postgres.
 set -eu
 
 if [ "${1:-}" != postgres ]; then
   exec "$@"
+fi
+
+# POSTGRES_PASSWORD_FILE (a secret) instead of POSTGRES_PASSWORD, read while still root.
+if [ -n "${POSTGRES_PASSWORD_FILE:-}" ] && [ -z "${POSTGRES_PASSWORD:-}" ]; then
+  POSTGRES_PASSWORD=$(cat "$POSTGRES_PASSWORD_FILE")
+  export POSTGRES_PASSWORD
+  unset POSTGRES_PASSWORD_FILE
 fi
 
 if [ "$(id -u)" = 0 ]; then
