@@ -9,7 +9,8 @@ ready, idempotently, from nothing but Debian's archive and this repository:
 2. podman's configuration: the files in tests/container/engine/, rendered with this machine's
    limits and the state directory, selected by ``CONTAINERS_CONF``,
    ``CONTAINERS_STORAGE_CONF`` and ``CONTAINERS_REGISTRIES_CONF`` (the machine's own
-   /etc/containers is never read or changed);
+   /etc/containers is never changed; podman still reads its signature policy and short-name
+   aliases there);
 3. the base images: no registry is reachable, so two Debian bookworm root filesystems are made
    with mmdebstrap (cached as tar files keyed by their inputs) and imported, and the stand-ins
    the Dockerfile and docker-compose.yml name (``python:3.11-slim-bookworm``,
