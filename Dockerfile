@@ -11,8 +11,8 @@
 # build tool ends up in a layer of the final image. Every dependency ships manylinux wheels for
 # CPython 3.11 (amd64 and arm64), so no compiler is needed anywhere.
 #
-# The checks of this file run without a Docker engine: tests/static/test_dockerfile.py (hadolint
-# with no finding allowed, and the structural facts below). The daemon's uid, 10001, appears in
+# The checks of this file: tests/static/test_dockerfile.py (hadolint with no finding allowed, and
+# the structural facts below) and the container tier (tests/container: built and run on podman). The daemon's uid, 10001, appears in
 # USER, in the socket directory's owner, in docker-compose.yml and in deploy/: the tests check
 # that they all agree.
 

@@ -11,10 +11,12 @@ generated override file (the test's command, environment and tasks file); client
 ``docker compose exec -T daemon runbroker ...``; signals, exit status and logs go through
 ``docker kill``, ``docker wait`` and ``docker logs`` on its container. The running
 stack's broker is reached with ``docker compose exec -T broker runbroker ...``
-(``ComposeBackend.broker_argv``). It needs a Docker engine on this Linux host: the test's work
+(``ComposeBackend.broker_argv``). It needs an engine on this Linux host: the test's work
 directory is bind-mounted at the same path (tests create files there and connect to the socket
-in it) and the daemon's host pid is read for /proc checks. No engine runs where this was
-written: only the generated files and the command lines are checked (tests/static), never a run.
+in it) and the daemon's host pid is read for /proc checks. An engine that needs more than
+docker-compose.yml gets its override files from ``RUNBROKER_TEST_COMPOSE_OVERRIDES``. The
+container tier (tests/container) runs this backend on podman; tests/static checks the files it
+generates and its command lines without an engine.
 
 The fixtures use ``get_backend().start(...)``; both backends return a ``DaemonHandle``.
 """
@@ -34,6 +36,9 @@ from typing import Protocol
 from tests.acceptance.harness import WAIT_S, Daemon, LogTail
 
 BACKEND_ENV = "RUNBROKER_TEST_BACKEND"
+# Override files added after docker-compose.yml, separated by os.pathsep: what an engine other
+# than Docker needs (podman: tests/container/compose.podman.yml, set by the container tier).
+COMPOSE_OVERRIDES_ENV = "RUNBROKER_TEST_COMPOSE_OVERRIDES"
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DAEMON_SERVICE = "daemon"  # per-test daemons (profile "backend")
@@ -119,6 +124,13 @@ def zombies_in_pid_namespace_of(pid: int) -> list[str]:
         if stat[stat.rfind(")") + 2 :].split()[0] == "Z":
             found.append(stat)
     return found
+
+
+def compose_files(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """docker-compose.yml and the overrides ``RUNBROKER_TEST_COMPOSE_OVERRIDES`` names."""
+    env = os.environ if environ is None else environ
+    extra = [Path(part) for part in env.get(COMPOSE_OVERRIDES_ENV, "").split(os.pathsep) if part]
+    return (COMPOSE_FILE, *extra)
 
 
 class ComposeCLI:
@@ -218,7 +230,7 @@ class ComposeDaemon:
         document = override_document(workdir, command, daemon_environment(workdir, env, tasks_file))
         override.write_text(json.dumps(document, indent=2))
         self.compose = ComposeCLI(
-            f"rbtest-{uuid.uuid4().hex[:12]}", (COMPOSE_FILE, override), (COMPOSE_PROFILE,)
+            f"rbtest-{uuid.uuid4().hex[:12]}", (*compose_files(), override), (COMPOSE_PROFILE,)
         )
         _run(self.compose.up_argv(DAEMON_SERVICE), timeout_s=600.0)
         self.container = _run(self.compose.container_id_argv(DAEMON_SERVICE)).strip()
@@ -299,7 +311,7 @@ class ComposeBackend:
 
     def __init__(self, project: str | None = None) -> None:
         # The stack started by `docker compose up` (default project name: runbroker).
-        self.stack = ComposeCLI(project or "runbroker", (COMPOSE_FILE,))
+        self.stack = ComposeCLI(project or "runbroker", compose_files())
 
     def start(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -75,3 +76,77 @@ def cli(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
 def jobs(dsn: str, *args: str) -> None:
     done = cli(dsn, "jobs", *args)
     assert done.returncode == 0, done.stderr
+
+
+def local_cluster(dsn: str) -> tuple[str, str] | None:
+    """(version, name) of this machine's cluster that ``dsn`` reaches, if it reaches one:
+    a loopback or socket host and the port of a cluster ``pg_lsclusters`` lists."""
+    parts = urlsplit(dsn)
+    if parts.hostname not in (None, "", "localhost", "127.0.0.1", "::1"):
+        return None
+    if shutil.which("pg_lsclusters") is None:
+        return None
+    listed = subprocess.run(
+        ["pg_lsclusters", "--no-header"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    for line in listed.splitlines():
+        version, name, port = line.split()[:3]
+        if int(port) == (parts.port or 5432):
+            return version, name
+    return None
+
+
+def restart_server(dsn: str = ADMIN_DSN, timeout_s: float = 60.0) -> None:
+    """Restart the PostgreSQL server that ``dsn`` (a superuser's) reaches; return once it
+    accepts connections again. Either way every session is ended and connections are refused
+    for a moment, which is what a client of the server sees of a restart.
+
+    A cluster of this machine is restarted with ``pg_ctlcluster ... restart -m fast``. A server
+    elsewhere (the compose stack's ``postgres`` service, seen from the ``tests`` container) has
+    no command here that restarts it, so it is made to restart itself: this session's server
+    process is killed with SIGKILL (``COPY ... TO PROGRAM``, as the server's user), and the
+    postmaster, as after any crash of a server process, ends every other session, runs crash
+    recovery and accepts connections again, without the server's container stopping."""
+    cluster = local_cluster(dsn)
+    if cluster is not None:
+        version, name = cluster
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart", "-m", "fast"],
+            check=True,
+            timeout=timeout_s,
+        )
+        return
+    asyncio.run(_crash_restart(dsn, timeout_s))
+
+
+async def _crash_restart(dsn: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    witness = await asyncpg.connect(dsn)
+    victim = await asyncpg.connect(dsn)
+    try:
+        # $PPID of the program's shell is this session's server process.
+        with contextlib.suppress(asyncpg.PostgresError, OSError):
+            await victim.execute("COPY (SELECT 1) TO PROGRAM 'kill -KILL $PPID'")
+        # The crash restart has ended every session once the witness's has ended; a new
+        # connection is accepted only once recovery is over.
+        while True:
+            try:
+                await witness.fetchval("SELECT 1", timeout=5)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError("the server did not end its sessions after the crash")
+            await asyncio.sleep(0.05)
+        while True:
+            try:
+                conn = await asyncpg.connect(dsn, timeout=5)
+            except (asyncpg.PostgresError, OSError, TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise AssertionError("the server did not come back after its restart") from exc
+                await asyncio.sleep(0.1)
+                continue
+            await conn.close()
+            return
+    finally:
+        for conn in (witness, victim):
+            conn.terminate()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -17,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, poll, query, value
+from tests.acceptance.pgsupport import jobs, poll, query, restart_server, value
 
 TASKS = """
 [tasks.noop]
@@ -125,25 +124,13 @@ def test_a_killed_replicas_run_is_abandoned_and_retried_on_another(
     survivor.log.wait_for("job.abandoned")
 
 
-def restart_postgres() -> None:
-    clusters = subprocess.run(
-        ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    version, name = clusters[0], clusters[1]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart", "-m", "fast"],
-        check=True,
-        timeout=60,
-    )
-
-
 def test_database_restart_mid_run_is_survived_and_the_result_recorded(
     dsn: str, replicas: Callable[..., Daemon]
 ) -> None:
     daemon = replicas(RUNBROKER_LEASE="60s")
     jobs(dsn, "add", "steady", "--task", "slow", "--at", "now")
     poll(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
-    restart_postgres()
+    restart_server()  # the server the tests use, wherever it runs (see there)
     poll(
         lambda: value(dsn, "SELECT status FROM job_runs") == "succeeded",
         "the result to be recorded",

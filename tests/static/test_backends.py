@@ -1,10 +1,10 @@
 """The acceptance suite's backends (tests/acceptance/backends.py).
 
-``local`` is run for real. ``compose`` cannot run here (no Docker engine): what is checked is
-everything it would hand to the engine: the override file it generates is valid compose and
-resolves to the hardened ``daemon`` service with the test's command and environment, and every
-flag of every ``docker compose`` command line it builds is one the shipped compose binary
-accepts.
+``local`` is run for real. ``compose`` runs on podman in the container tier (tests/container);
+what is checked here, without an engine, is everything it would hand to one: the override file
+it generates is valid compose and resolves to the hardened ``daemon`` service with the test's
+command and environment, and every flag of every ``docker compose`` command line it builds is
+one the shipped compose binary accepts.
 """
 
 from __future__ import annotations
@@ -273,3 +273,11 @@ def test_compose_backend_reports_a_bad_setting_like_the_local_one(
         assert "RUNBROKER_GRACE" in daemon.stderr()
     finally:
         daemon.stop()
+
+
+def test_compose_overrides_come_after_the_compose_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.yml", tmp_path / "b.yml"
+    env = {backends.COMPOSE_OVERRIDES_ENV: f"{first}{os.pathsep}{second}"}
+    assert backends.compose_files(env) == (COMPOSE_FILE, first, second)
+    assert backends.compose_files({}) == (COMPOSE_FILE,)
+    assert backends.compose_files({backends.COMPOSE_OVERRIDES_ENV: ""}) == (COMPOSE_FILE,)

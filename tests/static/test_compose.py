@@ -3,6 +3,7 @@ binary, not its always-0 wrapper), then the facts read from compose's own resolv
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +218,42 @@ def test_production_tasks_file_is_mounted_where_the_daemon_reads_it() -> None:
     tasks = parse_tasks_toml(source.read_text(encoding="utf-8"), str(source))
     assert set(tasks) == {"default", "report"}
     assert set(tasks["report"].allow_env) == {"REPORT_DAY"}
+
+
+@pytest.mark.parametrize(
+    ("path", "override", "changed"),
+    [
+        (DEV_COMPOSE, "compose.podman.yml", {"migrate", "broker", "broker-2", "daemon"}),
+        (PROD_COMPOSE, "compose.podman.prod.yml", {"migrate", "broker"}),
+    ],
+    ids=["dev", "prod"],
+)
+def test_the_podman_override_changes_only_what_podman_refuses(
+    path: Path, override: str, changed: set[str]
+) -> None:
+    """The container tier's overrides for podman 4.3 (tests/container) may differ from the
+    compose files users run only where podman refuses Docker's form: the socket tmpfs's owner
+    given as `U` instead of uid=/gid=, and no healthcheck.start_interval."""
+    extra = REPO / "tests" / "container" / override
+    argv: list[str | Path] = [docker_compose(), "-f", path, "-f", extra, "--profile", "*"]
+    result = run_tool([*argv, "config", "--format", "json"], path.parent)
+    assert result.returncode == 0, result.stderr
+    podman: dict[str, Any] = json.loads(result.stdout)["services"]
+    docker = _services(path)
+    assert set(podman) == set(docker)
+    found = set()
+    for name, service in docker.items():
+        expected = dict(service)
+        if "tmpfs" in service:
+            expected["tmpfs"] = [
+                entry.replace(f"uid={RUNBROKER_UID},gid={RUNBROKER_UID}", "U")
+                for entry in service["tmpfs"]
+            ]
+        if "start_interval" in service.get("healthcheck", {}):
+            expected["healthcheck"] = {
+                k: v for k, v in service["healthcheck"].items() if k != "start_interval"
+            }
+        if expected != service:
+            found.add(name)
+        assert podman[name] == expected, name
+    assert found == changed
