@@ -264,6 +264,10 @@ class JobNotFound(JobError):
     pass
 
 
+class JobInvalid(JobError):
+    """The job as given cannot be added (a usage error: exit 2)."""
+
+
 class JobExists(JobError):
     pass
 

@@ -29,6 +29,7 @@ from daemon.store.base import (
     JobBusy,
     JobExists,
     JobInfo,
+    JobInvalid,
     JobNotFound,
     NewJob,
     Outlook,
@@ -440,7 +441,15 @@ class PostgresStore:
     async def add_job(self, job: NewJob) -> JobInfo:
         deps = [{"job": d.job, "policy": d.policy} for d in job.depends_on]
         try:
-            async with self.connection() as conn:
+            async with self.connection() as conn, conn.transaction():
+                if deps:  # the jobs depended on exist, and stay until this one is in
+                    names = sorted({d.job for d in job.depends_on})
+                    found = {row["name"] for row in await conn.fetch(LOCK_JOB_NAMES, names)}
+                    missing = [name for name in names if name not in found]
+                    if missing:
+                        raise JobInvalid(
+                            f"--depends-on: no job named {', '.join(map(repr, missing))}"
+                        )
                 row = await conn.fetchrow(
                     INSERT_JOB,
                     job.name,
@@ -789,6 +798,7 @@ RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_a
     scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
     last_run_at, last_status, last_error
 """
+LOCK_JOB_NAMES = "SELECT name FROM scheduled_jobs WHERE name = ANY($1::text[]) FOR KEY SHARE"
 LIST_JOBS = """
 SELECT id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
     scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,

@@ -32,6 +32,9 @@ async def test_migrate_reports_up_to_date(cli_env: str, capsys: pytest.CaptureFi
 async def test_add_list_and_json(
     cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert await jobs("add", "extract", "--task", "e", "--every", "1h") == 0
+    assert await jobs("add", "report", "--task", "r", "--every", "1h") == 0
+    capsys.readouterr()
     code = await jobs(
         "add", "nightly", "--task", "backup", "--daily", "02:30", "--tz", "Europe/Berlin",
         "--payload", '{"bucket": "b1"}', "--depends-on", "extract", "--depends-on",
@@ -60,7 +63,7 @@ async def test_add_list_and_json(
     assert "daily 02:30 (Europe/Berlin)" in table
     assert await jobs("list", "--json") == 0
     listed = json.loads(capsys.readouterr().out)["jobs"]
-    assert [j["name"] for j in listed] == ["asap", "nightly"]
+    assert [j["name"] for j in listed] == ["asap", "extract", "nightly", "report"]
     assert listed[0]["next_run_at"] is not None
 
 
