@@ -123,6 +123,7 @@ def _payload_problem(value: Any) -> str | None:
 def _payload(text: str | None) -> Any:
     if text is None:
         return {}
+    problem: str | None
     try:
         payload = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
