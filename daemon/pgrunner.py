@@ -54,6 +54,7 @@ FULL_QUEUE_RECHECK_S = 1.0
 BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
 PRUNE_EVERY_S = 3600.0
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
+UNUSABLE_REPORT_S = 3600.0  # a job row found unusable is reported this long after last seen
 GC_GEN0_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
 
@@ -125,6 +126,9 @@ class PgRunner:
         # the last first attempt's start (epoch seconds) and occurrence: schedule_lag_s
         self._last_first_start: tuple[float, datetime] | None = None
         self.unhealthy_after_s = max(5.0, 2 * settings.lease_s)
+        # job id -> (name, why, when last seen): rows that could not be run as written
+        self.unusable: dict[int, tuple[str, str, float]] = {}
+        self._claim_failing: tuple[float, str] | None = None  # since (monotonic), why
         queue.on_finish(self._room_freed)
 
     # -- observability ----------------------------------------------------------------------
@@ -152,18 +156,45 @@ class PgRunner:
             "claims_total": self.claims_total,
             "lease_reclaims_total": self.lease_reclaims_total,
             "schedule_lag_s": round(self.schedule_lag_s, 3),
+            "unusable_jobs": [
+                {"job": name, "error": why} for name, why in self._unusable_now().values()
+            ],
         }
 
     def health_problem(self) -> str | None:
         """Unhealthy once the database has been unreachable longer than the threshold
         (twice the lease, at least 5 s): by then other replicas have taken our leases."""
         down_since = self.health.down_since
-        if down_since is None:
-            return None
-        down_s = time.monotonic() - down_since
-        if down_s <= self.unhealthy_after_s:
-            return None
-        return f"database unreachable for {down_s:.0f}s"
+        now = time.monotonic()
+        if down_since is not None:
+            down_s = now - down_since
+            if down_s > self.unhealthy_after_s:
+                return f"database unreachable for {down_s:.0f}s"
+        if self._claim_failing is not None:
+            since, why = self._claim_failing
+            if now - since > self.unhealthy_after_s:
+                return f"database jobs: every claim fails for {now - since:.0f}s: {why}"
+        return None
+
+    def _unusable_now(self) -> dict[int, tuple[str, str]]:
+        cutoff = time.monotonic() - UNUSABLE_REPORT_S
+        for job_id in [j for j, (_n, _w, seen) in self.unusable.items() if seen < cutoff]:
+            del self.unusable[job_id]
+        return {job_id: (name, why) for job_id, (name, why, _seen) in self.unusable.items()}
+
+    def health_warnings(self) -> list[str]:
+        """Job rows this runner could not use (seen within the last hour, and not run fine
+        since): each failed or was disabled on its own while every other job went on. Not
+        a reason to restart the daemon, which could not fix a row: said, not unhealthy."""
+        return [
+            f"database job {name!r} cannot run: {why}"
+            for name, why in self._unusable_now().values()
+        ]
+
+    def _found_unusable(self, job: DueJob, why: str) -> None:
+        if job.id not in self.unusable:
+            self.log.warning("job.unusable", job=job.name, error=why)
+        self.unusable[job.id] = (job.name, why, time.monotonic())
 
     def metrics_snapshot(self) -> dict[str, float]:
         return {
@@ -236,6 +267,8 @@ class PgRunner:
         )
         if plan.abandon_error is not None:
             abandoned.append((job, plan))
+        if not plan.enabled:  # the planner disabled a job it cannot schedule
+            self._found_unusable(job, plan.last_error or "cannot be scheduled")
         return plan
 
     async def _claim_loop(self, stopping: asyncio.Event) -> None:
@@ -266,10 +299,13 @@ class PgRunner:
         except (StoreUnavailable, StoreSchemaMissing) as exc:
             self.health.failed("claim", exc)
             return backoff.next_s()
-        except Exception:
+        except Exception as exc:
             log.exception("pgrunner.error", where="claim")
+            if self._claim_failing is None:
+                self._claim_failing = (time.monotonic(), f"{type(exc).__name__}: {exc}"[:200])
             return backoff.next_s()
         backoff.reset()
+        self._claim_failing = None
         self.health.ok()
         return delay_s
 
@@ -358,14 +394,21 @@ class PgRunner:
                 attempt=claimed.attempt,
                 scheduled_for=claimed.scheduled_for,
             )
-        if job.task not in self.known_tasks:
+        if job.unusable is not None:
+            self._found_unusable(job, job.unusable)
+            error = f"job row unusable: {job.unusable}"
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        elif job.task not in self.known_tasks:
             defined = ", ".join(sorted(self.known_tasks)) or "none"
             error = f"unknown task {job.task!r}: this container defines {defined}"
+            self._found_unusable(job, error)
             self._finish(held, RunResult(ok=False, reason=error), retryable=False)
         elif job.depends_on and self._group is not None:
             held.waiter = self._group.create_task(self._after_dependencies(held))
         else:
             self._submit(held)
+        if self.unusable and job.unusable is None and job.task in self.known_tasks:
+            self.unusable.pop(job.id, None)  # fixed: it runs again
 
     async def _after_dependencies(self, held: Held) -> None:
         claimed = held.claimed

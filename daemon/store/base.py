@@ -52,6 +52,9 @@ class DueJob:
     needs_schedule: bool
     lease_owner: str | None  # set: another replica's lease expired
     current_run_id: int | None
+    # set: why the row cannot be run as written (a payload or depends_on that cannot be read);
+    # its run fails with this reason instead of running, and every other job goes on
+    unusable: str | None = None
 
 
 @dataclass(slots=True)

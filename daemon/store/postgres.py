@@ -65,9 +65,31 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
 
 
+UNREADABLE_JSON = "<unreadable JSON: nested too deeply>"
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why a JSON text from the database cannot be read (hand-written rows can hold anything
+    jsonb takes: it nests far deeper than Python's decoder can follow)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to be read"
+    return f"not readable: {str(exc)[:120]}"
+
+
+def _json_or_marker(text: str) -> Any:
+    """The json/jsonb decoder of the ``jobs`` commands: a value that cannot be read becomes a
+    marker, so listing jobs or runs never fails on one row."""
+    try:
+        return json.loads(text)
+    except (RecursionError, ValueError):
+        return UNREADABLE_JSON
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
-        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        await conn.set_type_codec(
+            name, encoder=json.dumps, decoder=_json_or_marker, schema="pg_catalog"
+        )
 
 
 async def _keep_session(_conn: asyncpg.Connection) -> None:
@@ -146,12 +168,23 @@ def _finishes_json(owner: str, finishes: Sequence[Finish]) -> str:
 
 
 def _due_job(row: asyncpg.Record) -> DueJob:
+    """A due row as the runner sees it. Never raises for what a row holds: a payload or
+    depends_on that cannot be read marks the job ``unusable`` (its run fails with the reason),
+    so one row written by hand cannot fail the claim of every other."""
     payload, depends_on = row["payload"], row["depends_on"]
+    unusable = None
+    what = "payload"
+    try:
+        payload = {} if payload == "{}" else json.loads(payload)
+        what = "depends_on"
+        deps = () if depends_on is None else parse_dependencies(json.loads(depends_on))
+    except (RecursionError, ValueError) as exc:
+        payload, deps, unusable = None, (), f"its {what} is {_unreadable(exc)}"
     return DueJob(
         id=row["id"],
         name=row["name"],
         task=row["task_type"],
-        payload={} if payload == "{}" else json.loads(payload),
+        payload=payload,
         schedule=row["schedule"],
         tz=row["time_zone"],
         next_run_at=_EPOCH + timedelta(microseconds=row["next_run_us"]),
@@ -159,10 +192,11 @@ def _due_job(row: asyncpg.Record) -> DueJob:
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
         misfire=row["misfire"],
-        depends_on=() if depends_on is None else parse_dependencies(json.loads(depends_on)),
+        depends_on=deps,
         needs_schedule=row["needs_schedule"],
         lease_owner=row["lease_owner"],
         current_run_id=row["current_run_id"],
+        unusable=unusable,
     )
 
 
@@ -536,9 +570,12 @@ def _job_info(row: asyncpg.Record) -> JobInfo:
 # lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at,
 # and the lease filter skips only the runs in flight now (migration 0003).
 
+# next_run_at is clamped to year 1, where Python's datetime begins: a row written by hand with
+# '-infinity' or a date BC must not fail the claim of every row in its batch.
 _DUE_COLUMNS = """
     id, name, task_type, payload::text AS payload, schedule, time_zone,
-    (extract(epoch FROM next_run_at) * 1000000)::int8 AS next_run_us,
+    (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
+     * 1000000)::int8 AS next_run_us,
     (extract(epoch FROM scheduled_for) * 1000000)::int8 AS scheduled_for_us, attempt,
     max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
     needs_schedule, lease_owner, current_run_id"""

@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, poll, query, value
+from tests.acceptance.pgsupport import cli, jobs, poll, query, value
 
 TASKS = """
 [tasks.noop]
@@ -202,3 +202,39 @@ def test_dependency_chain_with_both_policies(dsn: str, replicas: Callable[..., D
     assert rows["load"] == ("failed", "dependency extract failed")
     assert rows["report"] == ("succeeded", None)
     assert rows["archive"] == ("failed", "dependency load failed")
+
+
+def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    query(
+        dsn,
+        "INSERT INTO scheduled_jobs (name, task_type, schedule, payload) VALUES "
+        "('deep', 'noop', 'every 1h', (repeat('[', 3000) || repeat(']', 3000))::jsonb)",
+    )
+    jobs(dsn, "run-now", "deep")
+    jobs(dsn, "add", "fine", "--task", "noop", "--every", "1h")
+    jobs(dsn, "run-now", "fine")
+    poll(
+        lambda: (
+            value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 2
+        ),
+        "both jobs to have a result",
+    )
+    rows = {
+        r["name"]: (r["last_status"], r["last_error"])
+        for r in query(dsn, "SELECT name, last_status, last_error FROM scheduled_jobs")
+    }
+    assert rows["fine"] == ("succeeded", None)
+    assert rows["deep"][0] == "failed"
+    assert "nested too deeply" in rows["deep"][1]
+    listed = cli(dsn, "jobs", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    deep_line = next(line for line in listed.stdout.splitlines() if line.startswith("deep "))
+    assert "failed" in deep_line
+    health = daemon.exec("health")
+    assert health.returncode == 0  # one bad row is no reason to restart the daemon ...
+    assert "warning: database job 'deep' cannot run" in health.stdout  # ... but it is said
+    assert "nested too deeply" in health.stdout
