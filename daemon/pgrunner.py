@@ -49,7 +49,8 @@ from daemon.store.base import (
 
 log = structlog.get_logger("runbroker.pgrunner")
 
-PING_S = 10.0  # the LISTEN connection is checked this often
+PING_S = 10.0  # the LISTEN connection (and the schema's version) is checked this often
+SCHEMA_RECHECK_S = 1.0  # ... and the schema this often while it does not fit
 FULL_QUEUE_RECHECK_S = 1.0
 BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
 PRUNE_EVERY_S = 3600.0
@@ -166,6 +167,8 @@ class PgRunner:
         (twice the lease, at least 5 s): by then other replicas have taken our leases."""
         down_since = self.health.down_since
         now = time.monotonic()
+        if self.health.schema_problem is not None:
+            return f"database {self.health.schema_problem}"
         if down_since is not None:
             down_s = now - down_since
             if down_s > self.unhealthy_after_s:
@@ -532,10 +535,15 @@ class PgRunner:
             self.writer.nudge()
             self._notified("listen")  # anything may have happened while we were not listening
             try:
+                self.health.schema_checked(await self.store.schema_problem())
                 while not subscription.lost and not self._closing.is_set():
-                    await first_of(subscription.wait_lost(), self._closing.wait(), timeout_s=PING_S)
+                    every_s = PING_S if self.health.schema_problem is None else SCHEMA_RECHECK_S
+                    lost, closing = subscription.wait_lost(), self._closing.wait()
+                    await first_of(lost, closing, timeout_s=every_s)
                     if not subscription.lost and not self._closing.is_set():
                         await subscription.ping()
+                        # also how a `runbroker migrate` run meanwhile is seen
+                        self.health.schema_checked(await self.store.schema_problem())
                 if subscription.lost:
                     self.health.failed("listen", StoreUnavailable("LISTEN connection lost"))
             except StoreUnavailable as exc:

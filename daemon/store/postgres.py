@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from daemon.migrate import latest_migration_version
 from daemon.store.base import (
     NO_OCCURRENCE,
     Claimed,
@@ -45,6 +46,9 @@ from daemon.store.base import (
 )
 
 CHANNEL = "runbroker"
+SCHEMA_NOT_MIGRATED = (
+    "schema not migrated (the runbroker tables are missing): run `runbroker migrate`"
+)
 UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
@@ -295,9 +299,7 @@ class PostgresStore:
             async with pool.acquire(timeout=self._connect_timeout_s) as conn:
                 yield conn
         except asyncpg.exceptions.UndefinedTableError:
-            raise StoreSchemaMissing(
-                "the runbroker tables are missing: run `runbroker migrate`"
-            ) from None
+            raise StoreSchemaMissing(SCHEMA_NOT_MIGRATED) from None
         except UNAVAILABLE as exc:
             raise StoreUnavailable(describe(exc)) from None
 
@@ -466,6 +468,24 @@ class PostgresStore:
                 # a migration's SQL may have set before the connection serves the runner.
                 await conn.reset()
         return applied
+
+    async def schema_problem(self) -> str | None:
+        """Why the schema does not fit this runbroker (not migrated, or older than its newest
+        migration), or None. A newer schema is fine: a newer replica has migrated it."""
+        expected = latest_migration_version()
+        async with self.connection() as conn:
+            try:
+                version = await conn.fetchval(SCHEMA_VERSION)
+            except asyncpg.exceptions.UndefinedTableError:
+                version = None
+        if version is None:
+            return SCHEMA_NOT_MIGRATED
+        if version < expected:
+            return (
+                f"schema version {version:04d} is older than this runbroker's {expected:04d}: "
+                "run `runbroker migrate`"
+            )
+        return None
 
     async def db_now(self) -> datetime:
         async with self.connection() as conn:
@@ -822,6 +842,7 @@ CREATE TABLE IF NOT EXISTS runbroker_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )
 """
+SCHEMA_VERSION = "SELECT max(version) FROM runbroker_migrations"
 APPLIED_MIGRATIONS = "SELECT version, name, checksum FROM runbroker_migrations ORDER BY version"
 RECORD_MIGRATION = "INSERT INTO runbroker_migrations (version, name, checksum) VALUES ($1, $2, $3)"
 

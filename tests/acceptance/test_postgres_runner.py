@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import cli, jobs, poll, query, value
+from tests.acceptance.pgsupport import cli, fresh_database, jobs, poll, query, value
 
 TASKS = """
 [tasks.noop]
@@ -238,3 +238,33 @@ def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
     assert health.returncode == 0  # one bad row is no reason to restart the daemon ...
     assert "warning: database job 'deep' cannot run" in health.stdout  # ... but it is said
     assert "nested too deeply" in health.stdout
+
+
+def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
+    with fresh_database(migrated=False) as url:
+        work = Workdir()
+        daemon = Daemon(
+            work.path, env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "3s"},
+            tasks_toml=TASKS,
+        )  # fmt: skip
+        try:
+            daemon.log.wait_for("pgrunner.started")
+            unhealthy: list[subprocess.CompletedProcess[str]] = []
+
+            def says_not_migrated() -> bool:
+                unhealthy[:] = [daemon.exec("health")]
+                return "schema not migrated" in unhealthy[0].stdout
+
+            poll(says_not_migrated, "health to say the schema is not migrated")
+            assert unhealthy[0].returncode == 1
+            assert "runbroker migrate" in unhealthy[0].stdout
+            assert cli(url, "migrate").returncode == 0
+            poll(lambda: daemon.exec("health").returncode == 0, "health once migrated")
+            jobs(url, "add", "after", "--task", "noop", "--at", "now")
+            poll(
+                lambda: value(url, "SELECT last_status FROM scheduled_jobs") == "succeeded",
+                "a job to run once migrated",
+            )
+        finally:
+            daemon.stop()
+            work.cleanup()
