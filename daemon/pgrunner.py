@@ -30,7 +30,7 @@ import structlog
 from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
 from daemon.pgdeps import DependencyWaiter
 from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, log_enabled, wait_event
-from daemon.runqueue import Rejected, Run, RunQueue, RunRequest, RunResult
+from daemon.runqueue import REASON_USER_CANCEL, Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (
     Claimed,
@@ -454,10 +454,15 @@ class PgRunner:
                 self._last_first_start = (started, held.claimed.scheduled_for)
             self.writer.start(held.claimed.run_id, started)
         elif kind == "done" and run.result is not None:
-            if run.result.cancelled and run.started_at is None:
-                self._release(held)
+            result = run.result
+            if result.cancelled and result.reason.startswith(REASON_USER_CANCEL):
+                # `runbroker cancel`, queued or running: recorded, not retried; the job goes
+                # on to its next occurrence (a one-shot is finished)
+                self._finish(held, result, retryable=False)
+            elif result.cancelled and run.started_at is None:
+                self._release(held)  # shutdown or a lost lease: another claim runs it
             else:
-                self._finish(held, run.result)
+                self._finish(held, result)
 
     def _finish(self, held: Held, result: RunResult, *, retryable: bool = True) -> None:
         claimed, run = held.claimed, held.run

@@ -7,6 +7,7 @@ database is watched with bounded polls (a deadline each); the daemons through th
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -31,6 +32,9 @@ command = ["sh", "-c", "if [ \\"$RUNBROKER_ATTEMPT\\" = 1 ]; then sleep 300; fi"
 
 [tasks.slow]
 command = ["sleep", "4"]
+
+[tasks.sleeper]
+command = ["sleep", "300"]
 """
 
 
@@ -268,3 +272,70 @@ def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
         finally:
             daemon.stop()
             work.cleanup()
+
+
+def broker_run_id(daemon: Daemon, where: str, trigger: str) -> str:
+    """The broker's id of the run of ``trigger`` that is current ("current") or waiting."""
+    found: list[str] = []
+
+    def look() -> bool:
+        status = json.loads(daemon.exec("status", "--json").stdout)
+        runs = [status["current"]] if where == "current" else status["waiting"]
+        found[:] = [r["id"] for r in runs if r is not None and r["trigger"] == trigger]
+        return bool(found)
+
+    poll(look, f"a {where} run of {trigger}")
+    return found[0]
+
+
+def test_cancelling_a_running_database_job_records_it_cancelled_and_does_not_retry(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    jobs(dsn, "add", "long", "--task", "sleeper", "--at", "now", "--max-attempts", "3")
+    poll(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    run_id = broker_run_id(daemon, "current", "schedule")
+    done = daemon.exec("cancel", run_id)
+    assert done.returncode == 0, done.stderr
+    poll(
+        lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
+        "the cancel to be recorded",
+    )
+    job = query(dsn, "SELECT next_run_at, scheduled_for, attempt, lease_owner FROM scheduled_jobs")
+    assert dict(job[0]) == {
+        "next_run_at": None, "scheduled_for": None, "attempt": 0, "lease_owner": None
+    }  # fmt: skip
+    runs = query(dsn, "SELECT attempt, status, error FROM job_runs")
+    assert [(r["attempt"], r["status"]) for r in runs] == [(1, "cancelled")]
+    assert "cancelled" in runs[0]["error"]
+    assert daemon.log.wait_for("job.finished")[0]["status"] == "cancelled"
+
+
+def test_cancelling_a_queued_database_job_records_it_and_moves_to_the_next_occurrence(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    blocker = daemon.popen("trigger", "sleeper")
+    try:
+        broker_run_id(daemon, "current", "external")
+        jobs(dsn, "add", "hourly", "--task", "noop", "--every", "1h")
+        jobs(dsn, "run-now", "hourly")
+        run_id = broker_run_id(daemon, "waiting", "schedule")
+        done = daemon.exec("cancel", run_id)
+        assert done.returncode == 0, done.stderr
+        poll(
+            lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
+            "the cancel to be recorded",
+        )
+        runs = query(dsn, "SELECT scheduled_for, attempt, status, started_at FROM job_runs")
+        assert [(r["attempt"], r["status"], r["started_at"]) for r in runs] == [
+            (1, "cancelled", None)
+        ]
+        job = query(dsn, "SELECT next_run_at, attempt, lease_owner FROM scheduled_jobs")[0]
+        assert job["next_run_at"] == runs[0]["scheduled_for"] + timedelta(hours=1)
+        assert (job["attempt"], job["lease_owner"]) == (0, None)
+        status = json.loads(daemon.exec("status", "--json").stdout)
+        assert status["waiting"] == []  # not released and claimed again
+    finally:
+        blocker.kill()
+        blocker.wait()
