@@ -17,7 +17,14 @@ from datetime import timedelta
 from typing import Any
 
 from daemon.jobplan import occurrence_after, rfc3339_utc
-from daemon.jobs_view import job_dict, jobs_table, run_dict, runs_table
+from daemon.jobs_view import (
+    job_dict,
+    jobs_table,
+    local_time,
+    run_dict,
+    runs_table,
+    schedule_text,
+)
 from daemon.migrate import as_tuples, load_migrations
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
@@ -189,7 +196,8 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
     )
     info = await store.add_job(job)
     if not args.json:
-        print(f"added job {info.name}: {info.schedule} ({info.tz}), next run {_when(first)}")
+        when = "-" if first is None else f"{local_time(first, info.tz)} ({_when(first)})"
+        print(f"added job {info.name}: {schedule_text(info)}, next run {when}")
     return job_dict(info)
 
 
