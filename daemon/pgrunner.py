@@ -393,7 +393,7 @@ class PgRunner:
             self.log.debug(
                 "job.claimed",
                 job=job.name,
-                run_id=claimed.run_id,
+                job_run_id=claimed.run_id,
                 attempt=claimed.attempt,
                 scheduled_for=claimed.scheduled_for,
             )
@@ -487,10 +487,14 @@ class PgRunner:
             retryable=retryable,
         )
         if self._log_finishes:
+            # job_run_id: the job_runs row's id; run_id: the broker's run, as in run.* events
+            # (none when the run never reached the queue: an unusable row, a dependency failed)
+            broker_run = {} if run is None else {"run_id": run.id}
             self.log.info(
                 "job.finished",
                 job=claimed.job.name,
-                run_id=claimed.run_id,
+                job_run_id=claimed.run_id,
+                **broker_run,
                 status=finish.status,
                 attempt=claimed.attempt,
                 duration_ms=result.duration_ms,
@@ -511,7 +515,7 @@ class PgRunner:
                 held = held_runs.pop(record.run_id, None)
                 if lost and held is not None and record.run_id in lost:
                     self.log.warning(
-                        "job.lease_lost", job=held.claimed.job.name, run_id=record.run_id
+                        "job.lease_lost", job=held.claimed.job.name, job_run_id=record.run_id
                     )
         self._settled.set()
 
@@ -582,7 +586,9 @@ class PgRunner:
 
     def _lease_lost(self, held: Held) -> None:
         held.lost = True
-        self.log.warning("job.lease_lost", job=held.claimed.job.name, run_id=held.claimed.run_id)
+        self.log.warning(
+            "job.lease_lost", job=held.claimed.job.name, job_run_id=held.claimed.run_id
+        )
         if held.waiter is not None:
             held.waiter.cancel()
             self.held.pop(held.claimed.run_id, None)

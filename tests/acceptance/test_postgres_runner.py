@@ -339,3 +339,15 @@ def test_cancelling_a_queued_database_job_records_it_and_moves_to_the_next_occur
     finally:
         blocker.kill()
         blocker.wait()
+
+
+def test_job_finished_names_the_database_run_and_the_brokers_run_apart(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    jobs(dsn, "add", "once", "--task", "noop", "--at", "now")
+    (finished,) = daemon.log.wait_for("job.finished")
+    (done,) = daemon.log.wait_for("run.done", lambda line: line.get("job") == "once")
+    assert finished["job_run_id"] == value(dsn, "SELECT id FROM job_runs")
+    assert finished["run_id"] == done["run_id"]  # one key, one meaning: the broker's run id
+    assert isinstance(finished["run_id"], str)
