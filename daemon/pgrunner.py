@@ -544,15 +544,14 @@ class PgRunner:
             self.writer.nudge()
             self._notified("listen")  # anything may have happened while we were not listening
             try:
-                self.health.schema_checked(await self.store.schema_problem())
+                await self._check_schema()
                 while not subscription.lost and not self._closing.is_set():
                     every_s = PING_S if self.health.schema_problem is None else SCHEMA_RECHECK_S
                     lost, closing = subscription.wait_lost(), self._closing.wait()
                     await first_of(lost, closing, timeout_s=every_s)
                     if not subscription.lost and not self._closing.is_set():
                         await subscription.ping()
-                        # also how a `runbroker migrate` run meanwhile is seen
-                        self.health.schema_checked(await self.store.schema_problem())
+                        await self._check_schema()  # sees a `runbroker migrate` meanwhile
                 if subscription.lost:
                     self.health.failed("listen", StoreUnavailable("LISTEN connection lost"))
             except StoreUnavailable as exc:
@@ -562,6 +561,18 @@ class PgRunner:
             finally:
                 self.listening = False
                 await subscription.close()
+
+    async def _check_schema(self) -> None:
+        """Look at the schema's version; connection trouble is the LISTEN loop's to handle,
+        anything else is logged and leaves the last verdict (never a reconnect loop)."""
+        try:
+            problem = await self.store.schema_problem()
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("pgrunner.error", where="schema")
+            return
+        self.health.schema_checked(problem)
 
     async def _heartbeat_loop(self) -> None:
         every_s = self.settings.lease_s / 3

@@ -590,13 +590,15 @@ def _job_info(row: asyncpg.Record) -> JobInfo:
 # lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at,
 # and the lease filter skips only the runs in flight now (migration 0003).
 
-# next_run_at is clamped to year 1, where Python's datetime begins: a row written by hand with
-# '-infinity' or a date BC must not fail the claim of every row in its batch.
+# The times are clamped to the years 1-9999 Python's datetime holds: a row written by hand
+# with '-infinity', 'infinity' or a date BC must not fail the claim of every row in its batch.
 _DUE_COLUMNS = """
     id, name, task_type, payload::text AS payload, schedule, time_zone,
     (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
      * 1000000)::int8 AS next_run_us,
-    (extract(epoch FROM scheduled_for) * 1000000)::int8 AS scheduled_for_us, attempt,
+    (extract(epoch FROM CASE WHEN scheduled_for IS NOT NULL THEN least(greatest(
+        scheduled_for, timestamptz '0001-01-01 00:00:00+00'), timestamptz '9999-12-31 00:00:00+00')
+     END) * 1000000)::int8 AS scheduled_for_us, attempt,
     max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
     needs_schedule, lease_owner, current_run_id"""
 

@@ -29,7 +29,8 @@ VALUES
   ('bad-spec', 'default', 'every banana', 'UTC', '{{}}', '[]', now(), NULL, NULL, 0),
   ('no-task', 'nosuchtask', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, NULL, 0),
   ('minus-infinity', 'default', 'every 1h', 'UTC', '{{}}', '[]', '-infinity', NULL, NULL, 0),
-  ('spent', 'default', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, now(), 2147483647)
+  ('spent', 'default', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, now(), 2147483647),
+  ('bc-retry', 'default', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, '0044-03-15 BC', 1)
 """  # noqa: S608 (built from the constant above)
 
 
@@ -62,7 +63,7 @@ async def test_unusable_rows_fail_alone_and_every_other_job_runs(
         warnings = "\n".join(h.runner.health_warnings())
         status = h.runner.status()
     ran = sorted(r.request.context["JOB"] for r in h.executor.started)
-    assert ran == ["good", "good-once", "minus-infinity"]
+    assert ran == ["bc-retry", "good", "good-once", "minus-infinity"]
     jobs = {
         row["name"]: row
         for row in await sql.fetch(
@@ -103,6 +104,6 @@ async def test_unusable_rows_fail_alone_and_every_other_job_runs(
         history = await admin.history(None, 100)
     finally:
         await admin.close()
-    assert len(listed) == 10
+    assert len(listed) == 11
     assert "deep-plain" in jobs_table(listed)
     assert len(history) == len(runs)
