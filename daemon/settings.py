@@ -187,7 +187,8 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and (problem := database_url_problem(value.get_secret_value())):
+        text = value.get_secret_value() if value is not None else ""
+        if text and (problem := database_url_problem(text)):  # set but empty: no database
             raise ValueError(problem)
         return value
 

@@ -285,3 +285,10 @@ def test_a_malformed_database_url_in_a_file_is_refused(
     message = _error(monkeypatch, RUNBROKER_DATABASE_URL_FILE=str(url_file))
     assert message.startswith("RUNBROKER_DATABASE_URL_FILE: ")
     assert "hunter2" not in message
+
+
+def test_an_empty_database_url_still_means_no_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", "")
+    assert load_settings().database_dsn() is None
+    message = _error(monkeypatch, RUNBROKER_DATABASE_URL="   ")
+    assert message == "RUNBROKER_DATABASE_URL: is empty"
