@@ -10,6 +10,9 @@ noisy.
    (goal <= 2.0).
 2. Round trips per second with 64 concurrent socket clients on a no-op task, p50/p99 latency.
 3. The daemon's idle RSS (goal <= 40 MiB) and its RSS after 10,000 runs (goal: growth <= 2 MiB).
+4. The start cost of a command job (``true``) against the daemon's size: a lean daemon and one
+   whose handler module holds 1 GiB of touched heap, sequential round trips alternated between
+   them, p50 of each and the ratio (goal <= 1.15: a start must not grow with the daemon).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ import time
 from pathlib import Path
 
 RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
-TASKS = '[tasks.noop]\nhandler = "daemon.builtin_tasks:noop"\n'
+TASKS = '[tasks.noop]\nhandler = "daemon.builtin_tasks:noop"\n[tasks.true]\ncommand = ["true"]\n'
+# A handler module that holds 1 GiB of touched heap from the daemon's start.
+BALLAST_MODULE = 'BALLAST = b"\\x01" * (1 << 30)\n\n\nasync def noop(run):\n    return None\n'
+BALLAST_TASKS = TASKS + '[tasks.ballast]\nhandler = "rb_ballast:noop"\n'
 
 
 def rss_kib(pid: int) -> int:
@@ -36,11 +42,13 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def start_daemon(workdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def start_daemon(workdir: Path, tasks: str = TASKS) -> tuple[subprocess.Popen[bytes], Path]:
     socket_path = workdir / "rb.sock"
-    (workdir / "tasks.toml").write_text(TASKS)
+    (workdir / "tasks.toml").write_text(tasks)
+    (workdir / "rb_ballast.py").write_text(BALLAST_MODULE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNBROKER_")}
     env.update(
+        PYTHONPATH=str(workdir),
         RUNBROKER_SOCKET=str(socket_path),
         RUNBROKER_TASKS_FILE=str(workdir / "tasks.toml"),
         RUNBROKER_QUEUE_CAPACITY="256",
@@ -48,7 +56,7 @@ def start_daemon(workdir: Path) -> tuple[subprocess.Popen[bytes], Path]:
         RUNBROKER_LOG_FORMAT="json",
     )
     proc = subprocess.Popen([RUNBROKER, "run"], env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not socket_path.exists():
         if time.monotonic() > deadline or proc.poll() is not None:
             raise RuntimeError("daemon did not start")
@@ -77,10 +85,10 @@ def cold_start(socket_path: Path, rounds: int) -> None:
     )
 
 
-async def _round_trip(socket_path: Path) -> float:
+async def _round_trip(socket_path: Path, task: str = "noop") -> float:
     t0 = time.perf_counter()
     reader, writer = await asyncio.open_unix_connection(str(socket_path))
-    writer.write(b'{"task":"noop"}\n')
+    writer.write(b'{"task":"%s"}\n' % task.encode())
     await writer.drain()
     done = None
     while line := await reader.readline():
@@ -118,11 +126,46 @@ async def concurrent(socket_path: Path, clients: int, total: int) -> None:
     )
 
 
+async def start_cost_by_size(lean: Path, heavy: Path, rounds: int) -> None:
+    lean_ms: list[float] = []
+    heavy_ms: list[float] = []
+    for _ in range(rounds):
+        lean_ms.append(await _round_trip(lean, "true") * 1000)
+        heavy_ms.append(await _round_trip(heavy, "true") * 1000)
+    lean_p50, heavy_p50 = statistics.median(lean_ms), statistics.median(heavy_ms)
+    print(
+        f"a `true` job, sequential, {rounds} alternated rounds: lean daemon p50 {lean_p50:.2f} ms, "
+        f"daemon holding 1 GiB p50 {heavy_p50:.2f} ms, ratio {heavy_p50 / lean_p50:.2f} "
+        "(goal <= 1.15)"
+    )
+
+
+def size_case(rounds: int) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="rbl-", dir="/tmp") as lean_dir,
+        tempfile.TemporaryDirectory(prefix="rbh-", dir="/tmp") as heavy_dir,
+    ):
+        lean, lean_socket = start_daemon(Path(lean_dir))
+        heavy, heavy_socket = start_daemon(Path(heavy_dir), BALLAST_TASKS)
+        try:
+            print(
+                f"RSS: lean daemon {rss_kib(lean.pid) / 1024:.0f} MiB, "
+                f"the other {rss_kib(heavy.pid) / 1024:.0f} MiB"
+            )
+            asyncio.run(start_cost_by_size(lean_socket, heavy_socket, rounds))
+        finally:
+            for proc in (lean, heavy):
+                proc.terminate()
+                proc.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--size-rounds", type=int, default=300)
     args = parser.parse_args()
+    size_case(args.size_rounds)
     with tempfile.TemporaryDirectory(prefix="rbb-", dir="/tmp") as tmp:
         proc, socket_path = start_daemon(Path(tmp))
         try:

@@ -15,12 +15,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from daemon import status
-from daemon.executor import Executor
-from daemon.interval import parse_interval
+from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
+from daemon.interval import clamp_interval, parse_interval
 from daemon.logs import get_logger
 from daemon.process import ChildSupervisor
-from daemon.protocol import ControlRequest
-from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
+from daemon.protocol import ControlRequest, clip
+from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
 from daemon.server import SocketServer
 from daemon.settings import Settings, SettingsError
 from daemon.tasks import TaskRegistry
@@ -35,6 +35,7 @@ EXIT_CLEAN = 0
 EXIT_FATAL = 1
 RECENT_RESULTS = 20
 MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
 
 
 class Signals:
@@ -57,7 +58,9 @@ class Signals:
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about ``RUNBROKER_INTERVAL``."""
+    """The ticker's plans and the warnings about their intervals. Every interval is held to
+    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
+    (``redact``: the environment can carry secrets, and a typo may be one)."""
     plans: list[TickPlan] = []
     warnings: list[str] = []
     default = tasks.get("default")
@@ -67,8 +70,10 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
             default_s=settings.default_interval_s,
             zero_as_once=True,
             min_s=MIN_INTERVAL_S,
+            max_s=MAX_INTERVAL_S,
+            redact=True,
         )
-        warnings.extend(decision.warnings)
+        warnings.extend(f"RUNBROKER_INTERVAL: {warning}" for warning in decision.warnings)
         if decision.mode == "builtin":
             plans.append(
                 TickPlan(
@@ -81,10 +86,15 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         if task.schedule is not None:
             plans.append(TickPlan(task.name, schedule=task.schedule))
         elif task.interval_s is not None:
+            own = clamp_interval(
+                task.interval_s,
+                subject=f"tasks.{task.name}: interval",
+                min_s=MIN_INTERVAL_S,
+                max_s=MAX_INTERVAL_S,
+            )
+            warnings.extend(own.warnings)
             plans.append(
-                TickPlan(
-                    task.name, interval_s=task.interval_s, fire_on_start=settings.fire_on_start
-                )
+                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
             )
     return plans, warnings
 
@@ -122,7 +132,6 @@ class Broker:
 
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
-        self.children.reap_orphans()
 
     def control(self, request: ControlRequest) -> dict[str, Any]:
         if request.op == "status":
@@ -132,17 +141,34 @@ class Broker:
         return self._cancel(request.id)
 
     def _cancel(self, run_id: str) -> dict[str, Any]:
-        if self.queue.cancel_waiting(run_id) is not None:
-            log.info("run.cancelled", run_id=run_id, state="queued")
+        """A queued run is cancelled at once; a running one is asked to stop (a command gets
+        SIGTERM and its grace, a handler a cancellation it may take time over): the answer
+        says which, and only the run's own result says that it ended."""
+        queued = self.queue.cancel_waiting(run_id)
+        if queued is not None:
+            log.info("run.cancelled", **run_log_fields(queued), state="queued")
             return {"event": "cancel", "ok": True, "id": run_id, "state": "queued"}
-        if self.executor.cancel_current(run_id):
-            log.info("run.cancelled", run_id=run_id, state="running")
-            return {"event": "cancel", "ok": True, "id": run_id, "state": "running"}
+        running = self.queue.current
+        requested = self.executor.cancel_current(run_id)
+        if requested and running is not None:
+            log.info("run.cancelled", **run_log_fields(running), state="running")
+            detail = (
+                "cancel already requested; the run is still being terminated"
+                if requested == CANCEL_ALREADY_REQUESTED
+                else "cancel requested; the run is being terminated and is still running"
+            )
+            return {
+                "event": "cancel",
+                "ok": True,
+                "id": run_id,
+                "state": "running",
+                "detail": detail,
+            }
         return {
             "event": "cancel",
             "ok": False,
             "id": run_id,
-            "reason": f"no queued or running run {run_id!r}",
+            "reason": f"no queued or running run {clip(run_id)!r}",
         }
 
     async def serve(self) -> int:

@@ -13,7 +13,15 @@ import os
 import sys
 import time
 
-from daemon.protocol import ControlRequest, Request, SubmitRequest, decode_event, encode_request
+from daemon.protocol import (
+    REASON_FORBIDDEN,
+    TEMPFAIL_REASONS,
+    ControlRequest,
+    Request,
+    SubmitRequest,
+    decode_event,
+    encode_request,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,9 +34,9 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 69
 EXIT_TEMPFAIL = 75
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: our output was closed (``runbroker ... | head -1``)
 
 DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
-TEMPFAIL_REASONS = frozenset({"run queue is full", "scheduler is shutting down"})
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -82,7 +90,28 @@ def connect(path: str, request: Request) -> Connection:
     return Connection(sock)
 
 
-def _print_human(event: dict[str, Any], err: TextIO) -> None:
+def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
+    """The exit code of a ``done`` event and how to say it. A ``done`` before ``queued`` is the
+    daemon refusing the request itself: a full queue or a shutdown is worth retrying (75), a
+    request it would never run (an unknown task, args or env the task does not allow, a
+    malformed request) is a usage error (2)."""
+    reason = str(event.get("reason", "")) or "unknown reason"
+    if event.get("ok"):
+        return EXIT_OK, ""
+    if reason in TEMPFAIL_REASONS:
+        return EXIT_TEMPFAIL, f"rejected: {reason}"
+    if not accepted and reason == REASON_FORBIDDEN:
+        # The peer check: as unusable for this user as a socket it cannot open (69).
+        return (
+            EXIT_UNAVAILABLE,
+            "refused: permission denied (the daemon serves its own user and root)",
+        )
+    if not accepted:
+        return EXIT_USAGE, f"refused: {reason}"
+    return EXIT_FAILED, f"failed: {reason}"
+
+
+def _print_human(event: dict[str, Any], err: TextIO, accepted: bool) -> None:
     kind = event.get("event")
     if kind == "queued":
         print(
@@ -99,7 +128,7 @@ def _print_human(event: dict[str, Any], err: TextIO) -> None:
             suffix = f" in {duration} ms" if duration else ""
             print(f"runbroker: done{suffix}", file=err)
         else:
-            print(f"runbroker: failed: {event.get('reason', 'unknown reason')}", file=err)
+            print(f"runbroker: {_outcome(event, accepted)[1]}", file=err)
 
 
 def trigger(
@@ -123,6 +152,7 @@ def trigger(
         print(exc, file=err)
         return EXIT_UNAVAILABLE
     run_id = ""
+    accepted = False  # a run exists once the daemon has said anything but a refusal
     try:
         for event in conn.events(deadline):
             kind = event.get("event")
@@ -133,23 +163,22 @@ def trigger(
                 stream = err if event.get("stream") == "stderr" else out
                 print(event.get("line", ""), file=stream, flush=True)
             else:
-                _print_human(event, err)
+                _print_human(event, err, accepted)
             if kind == "queued" and detach:
                 if not as_json:
                     print(run_id, file=out)
                 return EXIT_OK
             if kind == "done":
-                if event.get("ok"):
-                    return EXIT_OK
-                if event.get("reason") in TEMPFAIL_REASONS:
-                    return EXIT_TEMPFAIL
-                return EXIT_FAILED
+                return _outcome(event, accepted)[0]
+            accepted = True
     except TimeoutError:
         print(f"runbroker: gave up waiting; run {run_id or '?'} goes on", file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=err)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise  # our own output was closed, not the daemon's socket: the caller exits quietly
     except OSError as exc:
         print(f"runbroker: connection lost: {exc.strerror or exc}", file=err)
         return EXIT_UNAVAILABLE

@@ -10,7 +10,7 @@ import shlex
 import sys
 
 from daemon.logs import configure_logging, get_logger
-from daemon.settings import SettingsError, load_settings, unknown_variables
+from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
 from daemon.tasks import TaskConfigError, build_registry
 
 EXIT_CONFIG = 2
@@ -26,7 +26,11 @@ def main(command: list[str], early_signals: list[int]) -> int:
     configure_logging(settings.log_format, settings.log_level)
     log = get_logger("runbroker.main")
     for name in unknown_variables():
-        log.warning("settings.unknown_variable", variable=name)
+        nearest = nearest_setting(name)
+        if nearest is None:
+            log.warning("settings.unknown_variable", variable=name)
+        else:
+            log.warning("settings.unknown_variable", variable=name, did_you_mean=nearest)
     if not command and settings.command:
         try:
             command = shlex.split(settings.command)

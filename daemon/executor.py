@@ -13,22 +13,25 @@ import os
 import time
 from collections.abc import Mapping
 
-import structlog
-
-from daemon.logs import get_logger
-from daemon.process import ChildSupervisor
+from daemon import protocol
+from daemon.logs import get_logger, log_enabled
+from daemon.process import ChildSupervisor, SpawnError
 from daemon.runqueue import (
     REASON_SHUTDOWN_CANCEL,
     REASON_USER_CANCEL,
     Run,
     RunQueue,
     RunResult,
+    run_log_fields,
 )
 from daemon.tasks import Task, TaskRegistry, handler_context
 
 log = get_logger("runbroker.executor")
 
 ABANDON_WAIT_S = 1.0  # at a forced stop, how long a run's own clean-up may take
+# What cancel_current tells: the running run was asked to stop (it has not stopped yet).
+CANCEL_REQUESTED = "requested"
+CANCEL_ALREADY_REQUESTED = "already requested"
 
 # Settings of the daemon itself are not the job's business (the database URL is a secret).
 _PRIVATE_ENV = ("RUNBROKER_",)
@@ -36,14 +39,23 @@ _PRIVATE_ENV = ("RUNBROKER_",)
 _SHARED_ENV = frozenset({"RUNBROKER_SOCKET", "RUNBROKER_LOCK_DIR"})
 
 
-def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
-    """The environment a command task runs with: the container's, minus runbroker's own
-    settings, plus the run context and the env the trigger was allowed to set."""
-    env = {
+def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The container's environment minus runbroker's own settings."""
+    return {
         key: value
         for key, value in base.items()
         if key in _SHARED_ENV or not key.startswith(_PRIVATE_ENV)
     }
+
+
+def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
+    """The environment a command task runs with: the container's, minus runbroker's own
+    settings, plus the run context and the env the trigger was allowed to set."""
+    return _with_run(shared_environment(base), run)
+
+
+def _with_run(shared: Mapping[str, str], run: Run) -> dict[str, str]:
+    env = dict(shared)
     env.update(run.request.env)
     env["RUNBROKER_RUN_ID"] = run.id
     env["RUNBROKER_TASK"] = run.request.task
@@ -53,17 +65,6 @@ def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
     if run.request.payload is not None:
         env["RUNBROKER_PAYLOAD"] = json.dumps(run.request.payload, separators=(",", ":"))
     return env
-
-
-_STDLIB_LOGGER = logging.getLogger("runbroker.executor")  # getLogger takes a lock: once
-
-
-def _info_enabled() -> bool:
-    """False only when structlog goes through stdlib logging and info lines are dropped
-    (LOG_LEVEL=warning): the per-run info lines are then not built at all."""
-    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
-        return True
-    return _STDLIB_LOGGER.isEnabledFor(logging.INFO)
 
 
 async def _until_done(task: asyncio.Task[RunResult]) -> None:
@@ -105,7 +106,10 @@ class Executor:
         self.children = children
         self.default_grace_s = default_grace_s
         self.base_env = dict(os.environ if base_env is None else base_env)
+        self._shared_env = shared_environment(self.base_env)
         self.log_output = log_output
+        # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
+        self._verbose = log_enabled(logging.INFO)
         self._current_task: asyncio.Task[RunResult] | None = None
         self._cancel_reason = ""
         self.grace_cap_s: float | None = None
@@ -125,23 +129,28 @@ class Executor:
                 self.queue.release(run)
                 self.idle.set()
 
-    def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> bool:
-        """Terminate the running run (if ``run_id`` matches); its result says ``reason``."""
+    def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
+        """Terminate the running run (if ``run_id`` matches); its result says ``reason``.
+
+        Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (the run is still being
+        terminated: a command in its grace, a handler that has not stopped yet) or ``""`` when
+        no such run is running. Only the run's result says that it ended."""
         current = self.queue.current
         task = self._current_task
         if current is None or task is None or task.done():
-            return False
+            return ""
         if run_id is not None and current.id != run_id:
-            return False
+            return ""
         self._cancel_reason = reason
-        if not task.cancelling():  # a second cancel must not cut the first one's grace short
-            task.cancel()
-        return True
+        if task.cancelling():  # a second cancel must not cut the first one's grace short
+            return CANCEL_ALREADY_REQUESTED
+        task.cancel()
+        return CANCEL_REQUESTED
 
     def shutdown_running(self, grace_cap_s: float) -> bool:
         """At shutdown: terminate the running job with at most ``grace_cap_s`` of grace."""
         self.grace_cap_s = grace_cap_s
-        return self.cancel_current(None, REASON_SHUTDOWN_CANCEL)
+        return bool(self.cancel_current(None, REASON_SHUTDOWN_CANCEL))
 
     async def execute(self, run: Run) -> RunResult:
         task = self.tasks.get(run.request.task)
@@ -149,15 +158,34 @@ class Executor:
         if task is None or refusal is not None:
             result = RunResult(ok=False, reason=refusal or "unknown task")
             run.finish(result)
-            log.warning("run.done", **_run_fields(run), ok=False, reason=result.reason)
+            log.warning("run.done", **run_log_fields(run), ok=False, reason=result.reason)
             return result
         run.mark_started()
-        verbose = _info_enabled()
+        verbose = self._verbose
         if verbose:
-            log.info("run.started", **_run_fields(run))
+            log.info("run.started", **run_log_fields(run))
         started = time.monotonic()
         self._cancel_reason = ""
-        attempt = self._current_task = asyncio.create_task(self._attempt(run, task))
+        result = await self._follow(run, task, started)
+        duration_ms = result.duration_ms
+        if result.ok:
+            if verbose:
+                log.info("run.done", **run_log_fields(run), ok=True, duration_ms=duration_ms)
+        else:
+            log.warning(
+                "run.done",
+                **run_log_fields(run),
+                ok=False,
+                reason=result.reason,
+                exit_code=result.exit_code,
+                duration_ms=duration_ms,
+            )
+        return result
+
+    async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
+        """Run the attempt in a task of its own (cancellable without the executor) and wait
+        for it; the run has its result when this returns."""
+        attempt = self._current_task = asyncio.create_task(self._finishing(run, task, started))
         overdue = self._watch_soft_timeout(run, task)
         try:
             await _until_done(attempt)  # unlike shield(), not raising if attempt is cancelled
@@ -172,33 +200,20 @@ class Executor:
             if overdue is not None:
                 overdue.cancel()
             self._current_task = None
-        if attempt.cancelled():  # cancel_current() came before the attempt's first step
+        if attempt.cancelled():  # cancelled before the coroutine could see it
             reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
             result = RunResult(ok=False, reason=reason, cancelled=True)
-        else:
-            result = attempt.result()
-        duration_ms = max(1, round((time.monotonic() - started) * 1000))
-        result = RunResult(
-            ok=result.ok,
-            reason=result.reason,
-            exit_code=result.exit_code,
-            duration_ms=duration_ms,
-            output=result.output,
-            cancelled=result.cancelled,
-        )
+            result.duration_ms = _elapsed_ms(started)
+            run.finish(result)
+            return result
+        return attempt.result()
+
+    async def _finishing(self, run: Run, task: Task, started: float) -> RunResult:
+        """The attempt, and the run's result recorded by the attempt's own last step: a
+        handler that returns at once has its ``done`` written with its ``started``."""
+        result = await self._attempt(run, task)
+        result.duration_ms = _elapsed_ms(started)
         run.finish(result)
-        if result.ok:
-            if verbose:
-                log.info("run.done", **_run_fields(run), ok=True, duration_ms=duration_ms)
-        else:
-            log.warning(
-                "run.done",
-                **_run_fields(run),
-                ok=False,
-                reason=result.reason,
-                exit_code=result.exit_code,
-                duration_ms=duration_ms,
-            )
         return result
 
     def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
@@ -208,10 +223,9 @@ class Executor:
 
         def overdue() -> None:
             if not run.is_done:
-                run.emit(
-                    "overdue", ok=True, id=run.id, reason=f"running longer than {_format_s(soft_s)}"
-                )
-                log.warning("run.overdue", **_run_fields(run), soft_timeout_s=soft_s)
+                reason = f"running longer than {_format_s(soft_s)}"
+                run.emit_fields(protocol.EVENT_OVERDUE, protocol.overdue_event(run.id, reason))
+                log.warning("run.overdue", **run_log_fields(run), soft_timeout_s=soft_s)
 
         return asyncio.get_running_loop().call_later(soft_s, overdue)
 
@@ -222,17 +236,29 @@ class Executor:
                 return await self._invoke(run, task)
             async with asyncio.timeout(task.timeout_s) as deadline:
                 return await self._invoke(run, task)
-        except asyncio.CancelledError:
-            reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
-            return RunResult(ok=False, reason=reason, cancelled=True)
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:
-            # A crashing handler fails its run, never the executor: not even sys.exit() in a
-            # handler may end the daemon.
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if self._cancel_reason or (current is not None and current.cancelling()):
+                reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
+                return RunResult(ok=False, reason=reason, cancelled=True)
+            # Nobody cancelled this run: the handler raised CancelledError itself.
+            return self._crashed(run, exc)
+        except BaseException as exc:
+            # A crashing handler fails its run, never the executor: not sys.exit(), not
+            # KeyboardInterrupt, not GeneratorExit or a BaseException of its own.
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
                 timeout_s = task.timeout_s or 0.0
                 return RunResult(ok=False, reason=f"timed out after {_format_s(timeout_s)}")
-            log.warning("run.crashed", **_run_fields(run), error_type=type(exc).__name__)
-            return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
+            return self._crashed(run, exc)
+
+    def _crashed(self, run: Run, exc: BaseException) -> RunResult:
+        log.warning(
+            "run.crashed",
+            **run_log_fields(run),
+            error_type=type(exc).__name__,
+            exc_info=exc,
+        )
+        return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
 
     async def _invoke(self, run: Run, task: Task) -> RunResult:
         if task.handler is not None:
@@ -258,19 +284,25 @@ class Executor:
             cap_s = self.grace_cap_s
             return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
 
+        log_output = self.log_output and self._verbose
+
         def sink(stream: str, line: str) -> None:
-            run.emit("output", ok=True, id=run.id, stream=stream, line=line)
-            if self.log_output:
+            if run.listened:
+                run.emit_fields(protocol.EVENT_OUTPUT, protocol.output_event(run.id, stream, line))
+            if log_output:
                 log.info(
                     "run.output", run_id=run.id, task=run.request.task, stream=stream, line=line
                 )
 
-        outcome = await self.children.run_command(
-            (*task.command, *run.request.args),
-            job_environment(self.base_env, run),
-            sink,
-            grace_s=grace_s,
-        )
+        try:
+            outcome = await self.children.run_command(
+                (*task.command, *run.request.args),
+                _with_run(self._shared_env, run),
+                sink,
+                grace_s=grace_s,
+            )
+        except SpawnError as exc:
+            return RunResult(ok=False, reason=str(exc))
         if outcome.exit_code == 0:
             return RunResult(ok=True, exit_code=0)
         if outcome.signal_name:
@@ -280,6 +312,10 @@ class Executor:
         return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
 
 
+def _elapsed_ms(started: float) -> int:
+    return max(1, round((time.monotonic() - started) * 1000))
+
+
 def _json_safe(output: dict[str, object]) -> bool:
     """Whether the output can travel on the wire and into ``job_runs.output`` (jsonb)."""
     try:
@@ -287,12 +323,3 @@ def _json_safe(output: dict[str, object]) -> bool:
     except (TypeError, ValueError, RecursionError):
         return False
     return True
-
-
-def _run_fields(run: Run) -> dict[str, str]:
-    fields = {"run_id": run.id, "task": run.request.task, "trigger": run.request.trigger}
-    job = run.request.context.get("JOB")
-    if job:
-        fields["job"] = job
-        fields["attempt"] = run.request.context.get("ATTEMPT", "")
-    return fields

@@ -19,6 +19,7 @@ __all__ = [
     "DurationError",
     "IntervalDecision",
     "IntervalMode",
+    "clamp_interval",
     "format_duration",
     "parse_duration",
     "parse_interval",
@@ -210,6 +211,25 @@ def parse_interval(
         warning = f"{label} is negative; using {default_label}"
         return _builtin(default_s, low_s, high_s, default_label, [warning])
     return _builtin(interval_s, low_s, high_s, label, [])
+
+
+def clamp_interval(
+    interval_s: float,
+    *,
+    subject: str,
+    min_s: float | None = None,
+    max_s: float | None = None,
+) -> IntervalDecision:
+    """A positive interval already parsed (a tasks file's ``interval``) held to the same bounds
+    as ``parse_interval``: a built-in decision, with a warning naming ``subject`` (never the
+    value) when clamping changes it. ``ValueError`` for a bound or interval that is not a
+    positive, finite number of seconds."""
+    interval_s = _check_seconds("interval_s", interval_s)
+    low_s = None if min_s is None else _check_seconds("min_s", min_s)
+    high_s = None if max_s is None else _check_seconds("max_s", max_s)
+    if low_s is not None and high_s is not None and low_s > high_s:
+        low_s, high_s = high_s, low_s
+    return _builtin(interval_s, low_s, high_s, subject, [])
 
 
 def _builtin(

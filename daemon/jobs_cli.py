@@ -44,6 +44,21 @@ MAX_ATTEMPTS = 1000  # as RUNBROKER_RETRY_ATTEMPTS
 MAX_HISTORY = 100_000
 
 
+ADD_HELP = """\
+Times are wall-clock times in --tz (across DST as cron does: a time in the spring gap runs
+right after it, one in the autumn overlap runs once). The next run is computed from the
+previous scheduled time. --cron also takes @every DUR.
+
+examples:
+  runbroker jobs add nightly-report --task report --daily 02:30 --tz Europe/Berlin
+  runbroker jobs add sync --task sync --every 5m --payload '{"full": false}' --max-attempts 5
+  runbroker jobs add weekly --task cleanup --weekly sun 04:00 --depends-on sync:skip
+  runbroker jobs add quarter --task report --cron '0 6 1 */3 *'
+  runbroker jobs add once --task migrate-data --at now
+  runbroker jobs add later --task migrate-data --at 2027-01-01T08:00:00+01:00
+"""
+
+
 class UsageError(Exception):
     """Bad input: exit 2, nothing written."""
 
@@ -58,21 +73,44 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     add = sub("add", "add a scheduled job")
-    add.add_argument("name")
-    add.add_argument("--task", required=True, help="the task the job runs")
-    when = add.add_mutually_exclusive_group(required=True)
-    when.add_argument("--every", metavar="DUR")
-    when.add_argument("--daily", metavar="HH:MM")
-    when.add_argument("--weekly", nargs=2, metavar=("DAY", "HH:MM"))
-    when.add_argument("--cron", metavar="EXPR")
-    when.add_argument("--at", metavar="TIME|now")
+    add.epilog = ADD_HELP
+    add.formatter_class = argparse.RawDescriptionHelpFormatter
+    add.add_argument("name", help="the job's unique name (no spaces)")
+    add.add_argument("--task", required=True, help="the task the job runs (the container's)")
+    when = add.add_argument_group("schedule (exactly one)")
+    once = when.add_mutually_exclusive_group(required=True)
+    once.add_argument("--every", metavar="DUR", help="fixed elapsed time: 90s, 5m, 1h30m")
+    once.add_argument("--daily", metavar="HH:MM", help="every day at HH:MM in --tz")
+    once.add_argument(
+        "--weekly", nargs=2, metavar=("DAY", "HH:MM"), help="DAY mon..sun at HH:MM in --tz"
+    )
+    once.add_argument(
+        "--cron", metavar="EXPR", help="five fields, or @hourly @daily @weekly @monthly @yearly"
+    )
+    once.add_argument("--at", metavar="TIME|now", help="one-shot: RFC 3339 time, or now")
     add.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA zone (default UTC)")
     add.add_argument("--payload", metavar="JSON", help="JSON given to the run")
     add.add_argument(
-        "--depends-on", action="append", default=[], metavar="NAME[:skip]", dest="depends_on"
+        "--depends-on",
+        action="append",
+        default=[],
+        metavar="NAME[:skip]",
+        dest="depends_on",
+        help="wait for that job's latest run; fail if it failed (:skip: run anyway)",
     )
-    add.add_argument("--max-attempts", type=int, metavar="N", dest="max_attempts")
-    add.add_argument("--misfire", choices=("coalesce", "skip"), default="coalesce")
+    add.add_argument(
+        "--max-attempts",
+        type=int,
+        metavar="N",
+        dest="max_attempts",
+        help="attempts in all (default RUNBROKER_RETRY_ATTEMPTS)",
+    )
+    add.add_argument(
+        "--misfire",
+        choices=("coalesce", "skip"),
+        default="coalesce",
+        help="occurrences missed while no daemon ran: run once (default) or not at all",
+    )
     add.add_argument("--disabled", action="store_true", help="add it disabled")
 
     sub("list", "list jobs with their next run and last status")

@@ -17,7 +17,7 @@ import sys
 from typing import Literal, TextIO
 
 import structlog
-from structlog.typing import Processor
+from structlog.typing import FilteringBoundLogger, Processor
 
 LogFormat = Literal["auto", "json", "console"]
 
@@ -63,7 +63,9 @@ def configure_logging(
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        # Levels below LOG_LEVEL are no-op methods: a dropped line costs a call, not a trip
+        # through the processors to be thrown away by stdlib logging at the end.
+        wrapper_class=structlog.make_filtering_bound_logger(level_no),
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
@@ -83,6 +85,15 @@ def configure_logging(
     logging.captureWarnings(True)
 
 
-def get_logger(name: str) -> structlog.stdlib.BoundLogger:
-    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+def get_logger(name: str) -> FilteringBoundLogger:
+    logger: FilteringBoundLogger = structlog.get_logger(name)
     return logger
+
+
+def log_enabled(level: int, name: str = "runbroker") -> bool:
+    """Whether a line at ``level`` would be written, to skip building per-run lines that would
+    be dropped. False only when structlog goes through stdlib logging (``configure_logging``)
+    and the level is dropped; any other set-up (tests capturing events) keeps every line."""
+    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
+        return True
+    return logging.getLogger(name).isEnabledFor(level)

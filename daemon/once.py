@@ -8,7 +8,8 @@ busy lock means exit 0 without recording anything.
 
 Exit codes: the runner exits with its last run's status (0 or 1); queued, discarded and skipped
 callers exit 0; 2 for a configuration error or an unknown task; 75 when a signal arrived before
-the run could start.
+the run could start; 141 when our output was closed (the run went on to its end). A caller that
+did not run the task says why in one line on stderr.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from daemon.tasks import TaskConfigError, TaskRegistry, build_registry
 
 EXIT_CONFIG = 2
 EXIT_TEMPFAIL = 75
+EXIT_BROKEN_PIPE = 141  # our output was closed (``runbroker once | head -1``); the run went on
 REASON_INTERRUPTED = "cancelled: interrupted by a signal"
 
 log = get_logger("runbroker.once")
@@ -47,14 +49,29 @@ class _Interrupts:
         return not self.received
 
 
-def _print_output(_run: Run, event: Event) -> None:
-    if event.kind == "output":
+class _Output:
+    """Shows the job's output lines as they come. Once our own output is closed (``runbroker
+    once | head -1``) it stops printing, quietly: the run goes on and this call exits 141."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __call__(self, _run: Run, event: Event) -> None:
+        if event.kind != "output" or self.closed:
+            return
         stream = sys.stderr if event.fields.get("stream") == "stderr" else sys.stdout
-        print(event.fields.get("line", ""), file=stream, flush=True)
+        try:
+            print(event.fields.get("line", ""), file=stream, flush=True)
+        except BrokenPipeError:
+            self.closed = True
 
 
 async def run_single(
-    tasks: TaskRegistry, request: RunRequest, settings: Settings, interrupts: _Interrupts
+    tasks: TaskRegistry,
+    request: RunRequest,
+    settings: Settings,
+    interrupts: _Interrupts,
+    output: _Output | None = None,
 ) -> RunResult:
     """One run through the same executor the daemon uses, in this process."""
     queue = RunQueue(capacity=1)
@@ -67,7 +84,7 @@ async def run_single(
         loop.add_signal_handler(signum, stop.set)
     if interrupts.received:
         stop.set()
-    run = queue.submit(request, _print_output)
+    run = queue.submit(request, output or _Output())
     queue.close()
 
     async def cancel_on_signal() -> None:
@@ -108,9 +125,11 @@ def main(task: str, *, skip: bool = False) -> int:
 
     import uvloop
 
+    output = _Output()
+
     def job() -> bool:
         request = RunRequest(task=task, trigger="once")
-        result = uvloop.run(run_single(tasks, request, settings, interrupts))
+        result = uvloop.run(run_single(tasks, request, settings, interrupts, output))
         if not result.ok:
             print(f"runbroker: failed: {result.reason}", file=sys.stderr)
         return result.ok
@@ -118,8 +137,22 @@ def main(task: str, *, skip: bool = False) -> int:
     exclusive = Exclusive(settings.lock_directory / f"once-{task}", gate=interrupts.open)
     result = exclusive.run_or_skip(job) if skip else exclusive.run(job)
     log.info("once.done", task=task, outcome=str(result.outcome), runs=result.runs)
+    if output.closed:
+        return EXIT_BROKEN_PIPE
     if result.outcome in (Outcome.RAN, Outcome.RAN_QUEUED):
         return 0 if result.last_ok else 1
+    print(f"runbroker: {_NOT_RUN[result.outcome].format(task=task)}", file=sys.stderr)
     if result.outcome == Outcome.GATED:
         return EXIT_TEMPFAIL
     return 0  # queued, discarded or skipped: the run in flight covers this call
+
+
+# What a caller that did not run the task was told, in words (the JSON log line has the rest).
+_NOT_RUN = {
+    Outcome.QUEUED: "a run of {task!r} is in flight; queued a rerun to start after it",
+    Outcome.DISCARDED: (
+        "a run of {task!r} is in flight and a rerun is already queued; that rerun covers this call"
+    ),
+    Outcome.SKIPPED: "skipped: a run of {task!r} is in flight (--skip)",
+    Outcome.GATED: "not run: a signal arrived before the run of {task!r} could start",
+}

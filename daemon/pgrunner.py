@@ -28,8 +28,9 @@ from functools import partial
 import structlog
 
 from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
+from daemon.logs import log_enabled
 from daemon.pgdeps import DependencyWaiter
-from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, log_enabled, wait_event
+from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, wait_event
 from daemon.runqueue import REASON_USER_CANCEL, Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (

@@ -11,7 +11,6 @@ finishes sooner gets one write (its finish carries ``started_at``), not two.
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -41,15 +40,6 @@ START_DELAY_S = 0.05  # a run's status shows "running" at most this late
 # and a commit whatever its size, and while the writer waits the executor finishes more runs.
 LINGER_S = 0.002
 LINGER_UNDER = 50  # records; a batch this large is written at once
-
-
-def log_enabled(level: int, name: str = LOGGER_NAME) -> bool:
-    """Whether a line at ``level`` would be written, to skip building per-run lines that would
-    be dropped. False only when structlog goes through stdlib logging (``configure_logging``)
-    and stdlib drops the level; any other set-up (tests capturing events) keeps every line."""
-    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
-        return True
-    return logging.getLogger(name).isEnabledFor(level)
 
 
 async def first_of(*waitables: Awaitable[Any], timeout_s: float | None = None) -> None:

@@ -13,23 +13,27 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from daemon.logs import get_logger
+from daemon import protocol
+from daemon.logs import get_logger, log_enabled
 
 _log = get_logger("runbroker.runqueue")
 
 Trigger = Literal["tick", "external", "schedule", "once"]
 RunState = Literal["queued", "running", "done"]
 
-REASON_FULL = "run queue is full"
-REASON_CLOSED = "scheduler is shutting down"
-REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
-REASON_USER_CANCEL = "cancelled by request"
+# The reasons are wire vocabulary: protocol.py holds them; they are named here too because the
+# queue is where they arise.
+REASON_FULL = protocol.REASON_FULL
+REASON_CLOSED = protocol.REASON_CLOSED
+REASON_SHUTDOWN_CANCEL = protocol.REASON_SHUTDOWN_CANCEL
+REASON_USER_CANCEL = protocol.REASON_USER_CANCEL
 
 
 class Rejected(Exception):
@@ -78,6 +82,19 @@ Listener = Callable[["Run", Event], None]
 # no field dict is built for it, and none at all for a run that no listener watches.
 Watcher = Callable[["Run", str], None]
 
+
+def run_log_fields(run: Run) -> dict[str, str]:
+    """What every log line about a run carries: its id, task and trigger (and, for a
+    database job, the job and the attempt)."""
+    request = run.request
+    fields = {"run_id": run.id, "task": request.task, "trigger": request.trigger}
+    job = request.context.get("JOB")
+    if job:
+        fields["job"] = job
+        fields["attempt"] = request.context.get("ATTEMPT", "")
+    return fields
+
+
 _id_counter = itertools.count(1)
 _id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
 
@@ -109,6 +126,16 @@ class Run:
     def emit(self, kind: str, **fields: Any) -> None:
         """Tell every listener; a listener that raises is dropped (and logged), never lets the
         exception reach the run's owner (the executor must outlive any listener)."""
+        if self._listeners:
+            self.emit_fields(kind, fields)
+
+    @property
+    def listened(self) -> bool:
+        """Whether anyone hears this run's events (else the caller need not build them)."""
+        return bool(self._listeners)
+
+    def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """``emit`` with the fields of one of ``protocol``'s event constructors."""
         if not self._listeners:
             return
         event = Event(kind, fields)
@@ -140,7 +167,9 @@ class Run:
         self.started_at = time.time()
         self._tell_watcher("started")
         if self._listeners:
-            self.emit("started", ok=True, id=self.id, task=self.request.task)
+            self.emit_fields(
+                protocol.EVENT_STARTED, protocol.started_event(self.id, self.request.task)
+            )
 
     def elapsed_s(self) -> float:
         if self.started_monotonic is None:
@@ -156,16 +185,15 @@ class Run:
         self._tell_watcher("done")
         self._watcher = None
         if self._listeners:
-            fields: dict[str, Any] = {"ok": result.ok, "id": self.id}
-            if result.reason:
-                fields["reason"] = result.reason
-            if result.duration_ms:
-                fields["duration_ms"] = result.duration_ms
-            if result.exit_code is not None:
-                fields["exit_code"] = result.exit_code
-            if result.output is not None:
-                fields["output"] = result.output
-            self.emit("done", **fields)
+            fields = protocol.done_event(
+                self.id,
+                result.ok,
+                result.reason,
+                result.duration_ms,
+                result.exit_code,
+                result.output,
+            )
+            self.emit_fields(protocol.EVENT_DONE, fields)
             self._listeners.clear()
         if self._done is not None:
             self._done.set()
@@ -212,6 +240,8 @@ class RunQueue:
         self._rejected_closed = 0
         self._finished = 0
         self._on_finish: list[Callable[[Run], None]] = []
+        # run.queued lines (info) are not even built when LOG_LEVEL drops them.
+        self.log_runs = log_enabled(logging.INFO)
 
     # -- submitters -------------------------------------------------------------------------
     def submit(
@@ -233,9 +263,14 @@ class RunQueue:
         self._waiting[run.id] = run
         self._accepted += 1
         self._nonempty.set()
+        if self.log_runs:
+            _log.info("run.queued", **run_log_fields(run))
         if listener is not None:
             run.subscribe(listener)
-            run.emit("queued", ok=True, id=run.id, position=len(self._waiting), task=request.task)
+            run.emit_fields(
+                protocol.EVENT_QUEUED,
+                protocol.queued_event(run.id, len(self._waiting), request.task),
+            )
         return run
 
     def room(self) -> int:
@@ -280,6 +315,7 @@ class RunQueue:
         if not self._waiting:
             self._nonempty.clear()
         run.finish(RunResult(ok=False, reason=reason, cancelled=True))
+        _log.warning("run.done", **run_log_fields(run), ok=False, reason=reason, cancelled=True)
         self._finished += 1
         for callback in list(self._on_finish):
             callback(run)

@@ -247,6 +247,16 @@ def unknown_variables(environ: dict[str, str] | None = None) -> list[str]:
     )
 
 
+def nearest_setting(name: str) -> str | None:
+    """The real variable an unknown ``RUNBROKER_*`` name most likely meant (a typo such as
+    ``RUNBROKER_INTERVALL``), or None when none is close."""
+    import difflib  # only when a variable is unknown
+
+    by_suffix = {known.removeprefix(ENV_PREFIX): known for known in KNOWN_VARS}
+    close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), by_suffix, n=1, cutoff=0.75)
+    return by_suffix[close[0]] if close else None
+
+
 def _read_url_file(path: Path, variable: str) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()

@@ -9,7 +9,7 @@
      "waiting": [{"id", "task", "trigger", "position"}],
      "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
                  "finished_at"}],
-     "ticks": [{"task", "next_at", "last_at"}],
+     "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
      "database": null | {...}}
 
 ``health``: ``{"event": "health", "ok": bool, "reason": str, "warnings": [str]}`` (``reason``
@@ -30,7 +30,9 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from daemon.interval import format_duration
 from daemon.runqueue import Run
+from daemon.ticker import TickPlan
 
 if TYPE_CHECKING:
     from daemon.app import Broker
@@ -60,7 +62,32 @@ def _result_summary(run: Run) -> dict[str, Any]:
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
         )
+    # A run that started finished its duration later; one cancelled while queued never ran.
+    finished_at = None
+    if run.started_at is not None and result is not None:
+        finished_at = run.started_at + result.duration_ms / 1000
+    summary["finished_at"] = _iso(finished_at)
     return summary
+
+
+def _tick_summary(plan: TickPlan) -> dict[str, Any]:
+    """A tick plan as ``status`` shows it. ``schedule`` is the one text form of DESIGN.md
+    (``every DUR`` for an interval, the schedule's text otherwise, ``once`` for a run at start),
+    ``tz`` its zone (None for an interval); times are RFC 3339 in UTC, like ``finished_at``."""
+    schedule, tz = "-", None
+    if plan.schedule is not None:
+        schedule, tz = plan.schedule.text, plan.schedule.tz
+    elif plan.once:
+        schedule = "once"
+    elif plan.interval_s is not None:
+        schedule = f"every {format_duration(plan.interval_s)}"
+    return {
+        "task": plan.task,
+        "schedule": schedule,
+        "tz": tz,
+        "next_at": _iso(plan.next_fire_at),
+        "last_at": _iso(plan.last_fired_at),
+    }
 
 
 def status_answer(broker: Broker) -> dict[str, Any]:
@@ -90,14 +117,7 @@ def status_answer(broker: Broker) -> dict[str, Any]:
             for position, run in enumerate(broker.queue.waiting(), start=1)
         ],
         "recent": [_result_summary(run) for run in broker.recent],
-        "ticks": [
-            {
-                "task": plan.task,
-                "next_at": _iso(plan.next_fire_at),
-                "last_at": _iso(plan.last_fired_at),
-            }
-            for plan in broker.ticker.plans
-        ],
+        "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
         "database": database,
     }
 

@@ -1,47 +1,183 @@
-"""``runbroker status`` for people: the JSON answer rendered as a short report."""
+"""``runbroker status`` for people: the JSON answer (``daemon/status.py``) as a short report of
+aligned tables. Times are UTC, each with how long ago (or how soon) it is; durations are
+rounded to what a person reads (``2h03m``, ``4.2s``, ``12ms``). Fields this version does not
+know (a newer daemon's) are shown as they are rather than dropped.
+"""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Any
 
+_DATABASE_KNOWN = frozenset(
+    {
+        "up",
+        "down_for_s",
+        "listening",
+        "owner",
+        "claiming",
+        "paused",
+        "enabled",
+        "held_runs",
+        "unwritten_results",
+        "claims_total",
+        "lease_reclaims_total",
+        "schedule_lag_s",
+    }
+)
 
-def _result_line(item: dict[str, Any]) -> str:
-    mark = "ok  " if item.get("ok") else "FAIL"
-    duration = item.get("duration_ms") or 0
-    reason = f"  {item['reason']}" if item.get("reason") else ""
+
+def human_duration(seconds: float) -> str:
+    """``12ms``, ``4.2s``, ``3m05s``, ``2h03m``, ``4d07h``: two units at most."""
+    seconds = max(0.0, seconds)
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def human_time(iso: str | None, now: float) -> str:
+    """An RFC 3339 time as ``14:27:03Z (2s ago)``, with the date when it is not today (UTC)."""
+    if not iso:
+        return "-"
+    try:
+        at = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    at = at.astimezone(UTC)
+    today = datetime.fromtimestamp(now, UTC).date()
+    shown = f"{at:%H:%M:%SZ}" if at.date() == today else f"{at:%Y-%m-%d %H:%M:%SZ}"
+    delta = at.timestamp() - now
+    if delta >= 0:
+        return f"{shown} (in {human_duration(delta)})"
+    return f"{shown} ({human_duration(-delta)} ago)"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart, indented by two; the last column is not padded."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        lines.append(("  " + "  ".join([*cells, row[-1]])).rstrip())
+    return lines
+
+
+def _schedule(tick: dict[str, Any]) -> str:
+    schedule = str(tick.get("schedule") or "-")
+    tz = tick.get("tz")
+    return f"{schedule} ({tz})" if tz and tz != "UTC" else schedule
+
+
+def _queue_line(queue: dict[str, Any]) -> str:
+    rejected = (
+        f"{queue.get('rejected_full', 0)} rejected (full), "
+        f"{queue.get('rejected_closed', 0)} rejected (shutting down)"
+    )
+    closed = ", closed" if queue.get("closed") else ""
     return (
-        f"  {mark} {item.get('id', '?'):<24} {item.get('task', '?'):<16} {duration:>8} ms{reason}"
+        f"queue: {queue.get('waiting', 0)} of {queue.get('capacity', 0)} waiting; "
+        f"{queue.get('accepted', 0)} accepted, {queue.get('finished', 0)} finished, "
+        f"{rejected}{closed}"
     )
 
 
-def render_status(answer: dict[str, Any]) -> str:
-    queue = answer.get("queue", {})
+def _database_lines(database: dict[str, Any]) -> list[str]:
+    if database.get("up"):
+        state = ["up", "listening" if database.get("listening") else "polling (no LISTEN)"]
+    else:
+        down_for = database.get("down_for_s")
+        state = ["DOWN" + (f" for {human_duration(down_for)}" if down_for is not None else "")]
+    if database.get("enabled") is False:
+        state.append("disabled (scheduler.enabled)")
+    if database.get("paused"):
+        state.append("paused (scheduler.paused)")
+    state.append("claiming" if database.get("claiming") else "not claiming")
+    lines = [f"database: {', '.join(state)}; replica {database.get('owner', '?')}"]
+    lag = database.get("schedule_lag_s")
+    lines.append(
+        f"  claims {database.get('claims_total', 0)}, "
+        f"lease reclaims {database.get('lease_reclaims_total', 0)}, "
+        f"held runs {database.get('held_runs', 0)}, "
+        f"unwritten results {database.get('unwritten_results', 0)}, "
+        f"schedule lag {human_duration(lag) if isinstance(lag, int | float) else '-'}"
+    )
+    extra = {key: value for key, value in database.items() if key not in _DATABASE_KNOWN}
+    lines.extend(f"  {key}: {value}" for key, value in sorted(extra.items()))
+    return lines
+
+
+def render_status(answer: dict[str, Any], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    uptime_s = float(answer.get("uptime_s") or 0)
+    started = datetime.fromtimestamp(now - uptime_s, UTC)
     lines = [
-        f"runbroker pid {answer.get('pid', '?')}, up {answer.get('uptime_s', 0):.0f}s",
-        f"queue: {queue.get('waiting', 0)}/{queue.get('capacity', 0)} waiting, "
-        f"{queue.get('accepted', 0)} accepted, {queue.get('finished', 0)} finished, "
-        f"{queue.get('rejected_full', 0)} rejected (full)",
+        f"runbroker: pid {answer.get('pid', '?')}, up {human_duration(uptime_s)} "
+        f"(since {started:%Y-%m-%d %H:%M:%SZ})",
+        _queue_line(answer.get("queue") or {}),
     ]
     current = answer.get("current")
     if current:
         lines.append(
-            f"running: {current['id']} {current['task']} ({current['trigger']}), "
-            f"{current['elapsed_ms'] / 1000:.1f}s"
+            f"running: {current.get('id', '?')} {current.get('task', '?')} "
+            f"({current.get('trigger', '?')}) for "
+            f"{human_duration((current.get('elapsed_ms') or 0) / 1000)}"
         )
     else:
         lines.append("running: nothing")
-    for item in answer.get("waiting", []):
-        lines.append(f"  #{item['position']} {item['id']} {item['task']} ({item['trigger']})")
-    ticks = answer.get("ticks", [])
+    waiting = answer.get("waiting") or []
+    if waiting:
+        lines.append("waiting:")
+        rows = [
+            [str(item.get(key, "?")) for key in ("position", "id", "task", "trigger")]
+            for item in waiting
+        ]
+        lines.extend(_table(["#", "ID", "TASK", "TRIGGER"], rows))
+    ticks = answer.get("ticks") or []
     if ticks:
         lines.append("ticks:")
-        for tick in ticks:
-            lines.append(f"  {tick['task']:<16} next {tick.get('next_at') or '-'}")
-    recent = answer.get("recent", [])
+        rows = [
+            [
+                str(tick.get("task", "?")),
+                _schedule(tick),
+                human_time(tick.get("next_at"), now),
+                human_time(tick.get("last_at"), now),
+            ]
+            for tick in ticks
+        ]
+        lines.extend(_table(["TASK", "SCHEDULE", "NEXT", "LAST"], rows))
+    recent = answer.get("recent") or []
     if recent:
         lines.append("recent:")
-        lines.extend(_result_line(item) for item in recent)
+        rows = []
+        for item in recent:
+            duration_ms = item.get("duration_ms") or 0
+            rows.append(
+                [
+                    human_time(item.get("finished_at"), now),
+                    "ok" if item.get("ok") else "FAILED",
+                    str(item.get("id", "?")),
+                    str(item.get("task", "?")),
+                    str(item.get("trigger", "?")),
+                    human_duration(duration_ms / 1000) if duration_ms else "-",
+                    str(item.get("reason") or ""),
+                ]
+            )
+        headers = ["FINISHED", "RESULT", "ID", "TASK", "TRIGGER", "DURATION", "REASON"]
+        lines.extend(_table(headers, rows))
     database = answer.get("database")
     if database is not None:
-        lines.append(f"database: {database}")
+        lines.extend(_database_lines(database))
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from daemon.schedules import Schedule, parse_schedule
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 MAX_ARGS = 256
+LISTED_TASKS = 30  # an unknown task's refusal names at most this many of the defined ones
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,28 @@ class TaskRegistry:
     def refusal(self, request: RunRequest) -> str | None:
         task = self.tasks.get(request.task)
         if task is None:
-            return f"unknown task {request.task!r}"
+            return f"unknown task {_shown(request.task)}: this container defines {self.listing()}"
         return task.refusal(request)
+
+    def listing(self) -> str:
+        """The task names for people, sorted, at most ``LISTED_TASKS`` of them."""
+        names = sorted(self.tasks)
+        if not names:
+            return "no tasks"
+        shown = ", ".join(names[:LISTED_TASKS])
+        more = len(names) - LISTED_TASKS
+        return f"{shown} and {more} more" if more > 0 else shown
 
     def names(self) -> frozenset[str]:
         return frozenset(self.tasks)
+
+
+def _shown(name: str) -> str:
+    """A requested task name as a refusal repeats it: no task name is longer than 128
+    characters, so a longer one is cut there (a 16 MiB name is not echoed back whole)."""
+    if len(name) <= 128:
+        return repr(name)
+    return f"{name[:128]!r}... ({len(name)} characters)"
 
 
 def _duration_field(where: str, key: str, value: Any) -> float:

@@ -1,15 +1,20 @@
 """The in-process ticker: interval and schedule triggers for the container's own tasks.
 
 ``default`` ticks at the global ``RUNBROKER_INTERVAL``; a task with its own ``interval`` or
-``schedule`` in the tasks file ticks regardless. Interval waits are jittered as
-``interval * (1 + uniform(-jitter, +jitter))``; schedules fire at their exact times. A tick whose
-previous run of the same task is still queued or running is skipped and logged, never piled up.
-At shutdown the ticker is the first part stopped (its task is cancelled).
+``schedule`` in the tasks file ticks regardless. An interval plan keeps a grid: tick ``k`` is
+planned at ``start + k * interval`` on the monotonic clock, and fires at that planned time moved by
+``interval * uniform(-jitter, +jitter)``. Each wait is computed from the plan, never from when the
+previous tick fired, so the loop's own latency does not add up (a day of ticks ends where the clock
+says). A tick that fires late past later slots (a blocked loop, a suspended host) coalesces them:
+the next tick is the first slot still ahead, never a burst to catch up. Schedules fire at their
+exact times. A tick whose previous run of the same task is still queued or running is skipped and
+logged, never piled up. At shutdown the ticker is the first part stopped (its task is cancelled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +31,8 @@ MAX_SLEEP_S = 60.0  # re-read the wall clock at least this often while waiting f
 
 Sleep = Callable[[float], Awaitable[None]]
 WallClock = Callable[[], datetime]
+Monotonic = Callable[[], float]
+MIN_GAP = 0.01  # two interval ticks are never closer than this fraction of the interval
 
 
 def _utc_now() -> datetime:
@@ -54,6 +61,7 @@ class Ticker:
         jitter: float = 0.1,
         sleep: Sleep = asyncio.sleep,
         now: WallClock = _utc_now,
+        monotonic: Monotonic = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
         self.queue = queue
@@ -61,15 +69,16 @@ class Ticker:
         self.jitter = jitter
         self._sleep = sleep
         self._now = now
+        self._monotonic = monotonic
         self._rng = rng or random.Random()
         self.fired = 0
         self.skipped = 0
 
-    def jittered(self, interval_s: float) -> float:
+    def offset(self, interval_s: float) -> float:
+        """How far a tick moves from its planned time: ``interval * uniform(-jitter, jitter)``."""
         if not self.jitter:
-            return interval_s
-        factor = 1.0 + self._rng.uniform(-self.jitter, self.jitter)
-        return max(interval_s * factor, interval_s * 0.01)
+            return 0.0
+        return interval_s * self._rng.uniform(-self.jitter, self.jitter)
 
     def fire(self, plan: TickPlan) -> bool:
         """Submit one tick of ``plan``; False when skipped or rejected."""
@@ -100,13 +109,24 @@ class Ticker:
                     group.create_task(self._interval_loop(plan, plan.interval_s))
 
     async def _interval_loop(self, plan: TickPlan, interval_s: float) -> None:
+        start = self._monotonic()
         if plan.fire_on_start:
             self.fire(plan)
+        last_fired = start  # without a tick at start, the first still waits a little
+        slot = 1
         while True:
-            wait_s = self.jittered(interval_s)
-            plan.next_fire_at = time.time() + wait_s
-            await self._sleep(wait_s)
+            target = start + slot * interval_s + self.offset(interval_s)
+            # A large jitter never piles two ticks together (nor ticks at once at start).
+            target = max(target, last_fired + MIN_GAP * interval_s)
+            wait_s = target - self._monotonic()
+            plan.next_fire_at = time.time() + max(wait_s, 0.0)
+            if wait_s > 0:
+                await self._sleep(wait_s)
             self.fire(plan)
+            last_fired = self._monotonic()
+            # The next slot still ahead of the clock: slots that passed while this tick was
+            # late are covered by it (coalesced), not fired one after another.
+            slot = max(slot + 1, math.floor((last_fired - start) / interval_s) + 1)
 
     async def _schedule_loop(self, plan: TickPlan, schedule: Schedule) -> None:
         after = self._now()

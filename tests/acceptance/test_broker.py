@@ -53,11 +53,13 @@ allow_env = ["GREETING"]
     assert echoed.returncode == 0, echoed.stderr
     assert echoed.stdout.strip() == "arg=one env=hi echo/external"
     unknown = daemon.exec("trigger", "nope")
-    assert unknown.returncode == 1
-    assert "unknown task 'nope'" in unknown.stderr
+    assert unknown.returncode == 2  # a usage error, as `runbroker once nope` says too
+    assert unknown.stderr == (
+        "runbroker: refused: unknown task 'nope': this container defines echo, fail, ok\n"
+    )
     not_allowed = daemon.exec("trigger", "ok", "--env", "SECRET=x")
-    assert not_allowed.returncode == 1
-    assert "does not allow env 'SECRET'" in not_allowed.stderr
+    assert not_allowed.returncode == 2
+    assert "refused: task 'ok' does not allow env 'SECRET'" in not_allowed.stderr
     assert daemon.log.events("run.started")
     assert len(daemon.log.events("run.started")) == 3
 

@@ -98,4 +98,4 @@ def test_unknown_task_is_a_usage_error(workdir: Path) -> None:
         [RUNBROKER, "once", "nope"], env=_env(workdir, "true"), capture_output=True, text=True
     )
     assert result.returncode == 2
-    assert "unknown task 'nope'" in result.stderr
+    assert result.stderr == "runbroker: unknown task 'nope': this container defines default\n"

@@ -105,6 +105,39 @@ def test_a_tiny_interval_is_clamped_with_a_warning(make_settings: MakeSettings) 
     assert warnings
 
 
+def test_a_huge_interval_is_clamped_to_the_maximum_with_a_warning(
+    make_settings: MakeSettings,
+) -> None:
+    plans, warnings = tick_plans(make_settings(INTERVAL="200000h"), _registry(DEFAULT))
+    assert [(p.task, p.interval_s) for p in plans] == [("default", 720 * 3600.0)]
+    assert warnings == ["RUNBROKER_INTERVAL: interval is above the maximum 720h; using the maximum"]
+
+
+@pytest.mark.parametrize(
+    "value", ["200000h", "7zq3secret", "-987654321ms", "1ns", "123456789012345678901h"]
+)
+def test_interval_warnings_never_repeat_the_raw_value(
+    make_settings: MakeSettings, value: str
+) -> None:
+    _plans, warnings = tick_plans(make_settings(INTERVAL=value), _registry(DEFAULT))
+    assert warnings
+    for warning in warnings:
+        assert warning.startswith("RUNBROKER_INTERVAL: ")
+        assert value not in warning
+        assert value.strip("-").rstrip("hmsn") not in warning
+
+
+def test_a_task_interval_is_held_to_the_same_bounds(make_settings: MakeSettings) -> None:
+    tiny = _sh("tiny", "true", interval_s=0.000001)
+    huge = _sh("huge", "true", interval_s=10**6 * 3600.0)
+    plans, warnings = tick_plans(make_settings(INTERVAL="off"), _registry(tiny, huge))
+    assert {p.task: p.interval_s for p in plans} == {"tiny": 0.05, "huge": 720 * 3600.0}
+    assert sorted(warnings) == [
+        "tasks.huge: interval is above the maximum 720h; using the maximum",
+        "tasks.tiny: interval is below the minimum 50ms; using the minimum",
+    ]
+
+
 def test_tasks_with_their_own_cadence_tick_regardless(make_settings: MakeSettings) -> None:
     own_default = _sh("default", "true", interval_s=300.0)
     hourly = _sh("hourly", "true", interval_s=3600.0)
@@ -216,7 +249,15 @@ async def test_cancel_and_health_of_a_running_run(
             assert health["ok"] is False
             assert health["reason"].startswith(f"executor wedged: run {run.id}")
             answer = broker.control(_op("cancel", run.id))
-            assert answer == {"event": "cancel", "ok": True, "id": run.id, "state": "running"}
+            assert answer == {
+                "event": "cancel",
+                "ok": True,
+                "id": run.id,
+                "state": "running",
+                "detail": "cancel requested; the run is being terminated and is still running",
+            }
+            again = broker.control(_op("cancel", run.id))
+            assert again["detail"] == "cancel already requested; the run is still being terminated"
             result = await run.wait()
     finally:
         broker.queue.close()

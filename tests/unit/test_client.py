@@ -113,7 +113,46 @@ def test_rejections_exit_75(short_dir: Path, reason: str) -> None:
     with fake_daemon(path, {"event": "done", "ok": False, "reason": reason}):
         code, _out, err = _trigger(path)
     assert code == client.EXIT_TEMPFAIL == 75
-    assert reason in err
+    assert err == f"runbroker: rejected: {reason}\n"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "unknown task 'nosuch': this container defines default, report",
+        "task 'report' does not accept args",
+        "task 'report' does not allow env 'SECRET'",
+        "undecodable request",
+    ],
+)
+def test_a_request_the_daemon_refuses_is_a_usage_error(short_dir: Path, reason: str) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, {"event": "done", "ok": False, "reason": reason}):
+        code, out, err = _trigger(path)
+    assert code == client.EXIT_USAGE == 2
+    assert (out, err) == ("", f"runbroker: refused: {reason}\n")
+    with fake_daemon(short_dir / "json.sock", {"event": "done", "ok": False, "reason": reason}):
+        assert _trigger(short_dir / "json.sock", as_json=True)[0] == client.EXIT_USAGE
+
+
+def test_a_run_refused_after_it_was_queued_is_a_failure(short_dir: Path) -> None:
+    # A task removed between queueing and starting: the run exists, and it failed.
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": False, "reason": "unknown task 'gone': this container ..."}
+    with fake_daemon(path, QUEUED, done):
+        code, _out, err = _trigger(path)
+    assert code == client.EXIT_FAILED
+    assert "runbroker: failed: unknown task 'gone'" in err
+
+
+def test_another_uid_refused_is_unavailable_not_a_usage_error(short_dir: Path) -> None:
+    """Refused by the daemon's peer check: the same exit (69) as a socket whose mode refuses
+    the user, with the reason in words."""
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, {"event": "done", "ok": False, "reason": "permission denied"}):
+        code, _out, err = _trigger(path)
+    assert code == client.EXIT_UNAVAILABLE
+    assert "permission denied" in err
 
 
 def test_a_cancelled_run_exits_1_not_75(short_dir: Path) -> None:
@@ -316,3 +355,34 @@ def test_a_cold_trigger_never_imports_asyncio_pydantic_or_structlog() -> None:
     assert result.returncode == 69, result.stderr
     assert "daemon unreachable" in result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("answers", "code"),
+    [
+        ([QUEUED, STARTED, {"event": "output", "line": "hi"}, {"event": "done", "ok": True}], 0),
+        ([{"event": "done", "ok": False, "reason": "unknown task 'x': this container ..."}], 2),
+        ([{"event": "done", "ok": False, "reason": "run queue is full"}], 75),
+    ],
+)
+def test_a_plain_trigger_stays_off_argparse_difflib_and_typing(
+    short_dir: Path, answers: list[Answer], code: int
+) -> None:
+    """The cold path of every answer: what it imports beyond a bare interpreter's modules."""
+    path = short_dir / "rb.sock"
+    script = (
+        "import sys\n"
+        "before = set(sys.modules)\n"  # an editable install's path finder imports a few itself
+        "import daemon.cli\n"
+        f"rc = daemon.cli.main(['trigger', 'x', '--socket', {str(path)!r}])\n"
+        "slow = ('argparse', 'difflib', 'typing', 're', 'enum', 'contextlib', 'asyncio')\n"
+        "print(','.join(sorted(m for m in slow if m in set(sys.modules) - before)))\n"
+        "sys.exit(rc)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    with fake_daemon(path, *answers):
+        result = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=30
+        )
+    assert result.returncode == code, result.stderr
+    assert result.stdout.splitlines()[-1] == ""

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from daemon.executor import Executor, job_environment
+from daemon.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor, job_environment
 from daemon.process import ChildSupervisor
 from daemon.protocol import encode_event
 from daemon.runqueue import (
@@ -97,6 +97,10 @@ async def _result(run: Run) -> RunResult:
         return await run.wait()
 
 
+class _OddBaseException(BaseException):
+    """A handler's own BaseException subclass, neither an Exception nor a system one."""
+
+
 def _handler_task(name: str, handler: Handler, **options: Any) -> Task:
     return Task(name=name, handler=handler, handler_ref=f"tests:{name}", **options)
 
@@ -140,6 +144,10 @@ async def test_handler_output_dict_and_its_context() -> None:
         (ValueError("no such customer"), "ValueError: no such customer"),
         (SystemExit(3), "SystemExit: 3"),  # not even sys.exit() in a handler ends the daemon
         (KeyboardInterrupt(), "KeyboardInterrupt: "),
+        (GeneratorExit("x"), "GeneratorExit: x"),  # a BaseException, not an Exception
+        (_OddBaseException("odd"), "_OddBaseException: odd"),
+        # Nobody cancelled the run: a CancelledError of the handler's own is a failure.
+        (asyncio.CancelledError("mine"), "CancelledError: mine"),
     ],
 )
 async def test_a_raising_handler_fails_its_run_and_the_executor_goes_on(
@@ -178,7 +186,7 @@ async def test_unknown_task_gets_a_failed_result_without_starting() -> None:
         recorder = Recorder()
         result = await _result(queue.submit(RunRequest(task="ghost"), recorder))
         assert not result.ok
-        assert result.reason == "unknown task 'ghost'"
+        assert result.reason == "unknown task 'ghost': this container defines known"
         assert recorder.kinds() == ["queued", "done"]
         # A request its task does not allow is refused the same way, even if it got queued.
         refused = await _result(queue.submit(RunRequest(task="known", args=("x",))))
@@ -261,6 +269,32 @@ async def test_soft_timeout_emits_overdue_and_the_run_goes_on() -> None:
     overdue = recorder.events[2][1]
     assert overdue["reason"] == "running longer than 0.05s"
     assert overdue["id"] == run.id
+
+
+async def test_cancelling_a_handler_that_ignores_it_says_so_and_the_run_goes_on() -> None:
+    """The answer tells the truth: the cancel was requested, the run has not ended, and a
+    second request says it is already under way; the result is the handler's own."""
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def stubborn(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # ignores it
+        return {"finished": True}
+
+    async with executing(_handler_task("stubborn", stubborn)) as (queue, executor):
+        run = queue.submit(RunRequest(task="stubborn"))
+        await entered.wait()
+        assert executor.cancel_current(run.id) == CANCEL_REQUESTED
+        assert executor.cancel_current(run.id) == CANCEL_ALREADY_REQUESTED
+        assert not run.is_done
+        release.set()
+        result = await _result(run)
+    assert (result.ok, result.cancelled, result.output) == (True, False, {"finished": True})
 
 
 async def test_cancel_current_gives_cancelled_by_request() -> None:

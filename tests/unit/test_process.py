@@ -6,16 +6,21 @@ import asyncio
 import os
 import select
 import signal
+import socket
 from pathlib import Path
 
 import pytest
 import uvloop
+from hypothesis import given
+from hypothesis import strategies as st
 
 from daemon.process import (
     LINE_LIMIT_BYTES,
+    UNCLAIMED_ZOMBIE_S,
     ChildSupervisor,
     CommandOutcome,
-    _pump,
+    LineSplitter,
+    SpawnError,
     describe_returncode,
     zombie_children,
 )
@@ -100,38 +105,43 @@ async def test_multibyte_characters_survive_the_cut_at_the_limit() -> None:
     assert "".join(pieces) == "".join(texts)
 
 
-async def _pumped(first: bytes, rest: bytes) -> list[str]:
-    """Pump ``first`` (which must overrun the limit) on its own, then ``rest`` and EOF."""
-    reader = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+def _split(*chunks: bytes) -> list[str]:
+    """The lines (and pieces) a stream of ``chunks`` gives, ended by EOF."""
     pieces: list[str] = []
-    got_piece = asyncio.Event()
-
-    def sink(_stream: str, line: str) -> None:
-        pieces.append(line)
-        got_piece.set()
-
-    pump = asyncio.create_task(_pump(reader, "stdout", sink))
-    async with asyncio.timeout(10):
-        reader.feed_data(first)
-        await got_piece.wait()
-        reader.feed_data(rest)
-        reader.feed_eof()
-        await pump
+    splitter = LineSplitter("stdout", lambda _stream, line: pieces.append(line))
+    for chunk in chunks:
+        splitter.feed(chunk)
+    splitter.close()
     return pieces
 
 
-async def test_a_cut_just_before_the_newline_gives_no_empty_piece() -> None:
-    pieces = await _pumped(b"a" * 100_000 + b"\n" + b"\n", b"tail\n")
-    assert pieces == ["a" * 100_000, "", "tail"]  # the empty line is the job's own
+def test_a_cut_just_before_the_newline_gives_no_empty_piece() -> None:
+    line = b"a" * (2 * LINE_LIMIT_BYTES)
+    pieces = _split(line + b"\n" + b"\n", b"tail\n")
+    # Two full pieces, no empty third one; the empty line is the job's own.
+    assert pieces == ["a" * LINE_LIMIT_BYTES, "a" * LINE_LIMIT_BYTES, "", "tail"]
+    assert _split(line[:1000], line[1000:], b"\n\ntail\n") == pieces
 
 
-async def test_a_cut_inside_a_character_does_not_break_it() -> None:
-    encoded = ("a" + "\u20ac" * 30_000).encode()
+def test_a_cut_inside_a_character_does_not_break_it() -> None:
+    encoded = ("ab" + "\u20ac" * 30_000).encode()
     first, rest = encoded[: LINE_LIMIT_BYTES + 2], encoded[LINE_LIMIT_BYTES + 2 :]
-    assert (len(first) - 1) % 3, "the cut must fall inside a character"
-    pieces = await _pumped(first, rest + b"\nnext\n")
-    assert "".join(pieces[:-1]) == "a" + "\u20ac" * 30_000
+    assert (LINE_LIMIT_BYTES - 2) % 3, "the cut must fall inside a character"
+    pieces = _split(first, rest + b"\nnext\n")
+    assert len(pieces) == 3
+    assert "\ufffd" not in "".join(pieces)
+    assert "".join(pieces[:-1]) == "ab" + "\u20ac" * 30_000
     assert pieces[-1] == "next"
+
+
+@given(st.lists(st.binary(max_size=300), max_size=30))
+def test_lines_are_the_bytes_split_at_newlines_whatever_the_chunks(chunks: list[bytes]) -> None:
+    # No line here reaches the limit: each line is one piece, however the bytes were chunked.
+    *lines, last = b"".join(chunks).split(b"\n")
+    expected = [line.decode("utf-8", "replace").removesuffix("\r") for line in lines]
+    if last:
+        expected.append(last.decode("utf-8", "replace"))  # what the stream ended with
+    assert _split(*chunks) == expected
 
 
 async def test_group_leftovers_are_terminated_when_the_leader_exits(short_dir: Path) -> None:
@@ -215,6 +225,88 @@ async def test_term_ignoring_command_is_killed_after_the_grace() -> None:
     assert "got-term" in lines, "SIGTERM was not sent before SIGKILL"
 
 
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["no-such-program-here"], "cannot start 'no-such-program-here': not found in PATH"),
+        (["/nonexistent/job"], "cannot start '/nonexistent/job': No such file or directory"),
+        (["/dev/null"], "cannot start '/dev/null': Permission denied"),
+    ],
+)
+async def test_a_program_that_cannot_start_is_a_spawn_error(argv: list[str], reason: str) -> None:
+    with pytest.raises(SpawnError) as excinfo:
+        await _run(argv)
+    assert str(excinfo.value) == reason
+
+
+async def test_a_script_with_a_missing_interpreter_is_a_spawn_error(short_dir: Path) -> None:
+    script = short_dir / "job.sh"
+    script.write_text("#!/nonexistent/interpreter\necho hi\n")
+    script.chmod(0o755)
+    with pytest.raises(SpawnError) as excinfo:
+        await _run([str(script)])
+    assert "its interpreter (#! line) was not found" in str(excinfo.value)
+
+
+async def test_a_job_inherits_only_stdin_stdout_and_stderr(short_dir: Path) -> None:
+    """No socket, pidfd, pipe or file of the daemon leaks into a job, nor a descriptor the
+    daemon inherited itself (made inheritable here, as a parent process would pass it)."""
+    held = os.open(short_dir, os.O_RDONLY)
+    inherited = os.open(short_dir, os.O_RDONLY)
+    os.set_inheritable(inherited, True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        lines: Lines = []
+        outcome = await _run(["sh", "-c", "ls /proc/self/fd"], lines)
+    finally:
+        os.close(held)
+        os.close(inherited)
+        listener.close()
+    assert outcome == CommandOutcome(0)
+    # ls itself opens one descriptor to read the directory.
+    fds = sorted(int(line) for _stream, line in lines)
+    assert fds[:3] == [0, 1, 2]
+    assert len(fds) <= 4, f"the job inherited descriptors: {fds}"
+
+
+async def test_the_job_starts_with_default_signal_dispositions() -> None:
+    """Python ignores SIGPIPE (``yes | head`` would never end), the daemon may ignore more and
+    block some: a job inherits none of it."""
+    previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        lines: Lines = []
+        outcome = await _run(["sh", "-c", "grep -E '^Sig(Ign|Blk)' /proc/self/status"], lines)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert outcome == CommandOutcome(0)
+    masks = dict(line.split(":\t") for _stream, line in lines)
+    assert int(masks["SigBlk"], 16) == 0
+    # Signals 1-31; glibc's posix_spawn leaves its two internal ones (32, 33) ignored.
+    assert int(masks["SigIgn"], 16) & ((1 << 31) - 1) == 0
+
+
+async def test_a_program_found_in_path_is_searched_again_once_it_is_gone(short_dir: Path) -> None:
+    first, second = short_dir / "a", short_dir / "b"
+    for directory, word in ((first, "first"), (second, "second")):
+        directory.mkdir()
+        (directory / "job").write_text(f"#!/bin/sh\necho {word}\n")
+        (directory / "job").chmod(0o755)
+    env = {**JOB_ENV, "PATH": f"{first}:{second}:{JOB_ENV['PATH']}"}
+    supervisor = ChildSupervisor()
+    lines: Lines = []
+
+    async def run() -> CommandOutcome:
+        async with asyncio.timeout(20):
+            return await supervisor.run_command(
+                ["job"], env, lambda stream, line: lines.append((stream, line)), grace_s=_grace
+            )
+
+    assert await run() == CommandOutcome(0)
+    (first / "job").unlink()
+    assert await run() == CommandOutcome(0)
+    assert [line for _stream, line in lines] == ["first", "second"]
+
+
 async def test_kill_all_kills_every_group() -> None:
     ready = asyncio.Event()
     supervisor = ChildSupervisor()
@@ -255,17 +347,36 @@ async def test_reaper_reaps_a_zombie_that_is_not_its_own() -> None:
         os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG does not block)
 
 
-async def test_reaper_leaves_children_of_the_daemons_own_session() -> None:
+async def test_reaper_leaves_a_fresh_zombie_of_the_daemons_own_session() -> None:
     """A Python handler's own subprocesses share the daemon's session; the event loop waits
-    for them, so the reaper must not take their exit status."""
+    for them, so the reaper must not take an exit status that is about to be collected."""
     pid = os.fork()
     if pid == 0:
         os._exit(6)
     await _exited(pid)
     assert pid in zombie_children(os.getpid())
     assert pid not in zombie_children(os.getpid(), exclude_session=os.getsid(0))
-    assert ChildSupervisor().reap_orphans() == []
+    now = [100.0]
+    supervisor = ChildSupervisor(clock=lambda: now[0])
+    assert supervisor.reap_orphans() == []
+    now[0] += UNCLAIMED_ZOMBIE_S / 2
+    assert supervisor.reap_orphans() == []
     assert os.waitpid(pid, os.WNOHANG) == (pid, 6 << 8)  # noqa: ASYNC222 (does not block)
+
+
+async def test_reaper_takes_a_zombie_of_its_own_session_that_nobody_claims() -> None:
+    """Orphans of a handler's grandchildren, or of a docker exec session, are in the daemon's
+    own session too: one that stays unclaimed is reaped, not left for good."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(6)
+    await _exited(pid)
+    now = [100.0]
+    supervisor = ChildSupervisor(clock=lambda: now[0])
+    assert supervisor.reap_orphans() == []  # first seen
+    now[0] += UNCLAIMED_ZOMBIE_S
+    assert supervisor.reap_orphans() == [pid]
+    assert pid not in zombie_children(os.getpid())
 
 
 def test_reaper_never_takes_a_zombie_the_supervisor_owns(short_dir: Path) -> None:

@@ -78,17 +78,62 @@ def test_decode_event_ignores_garbage() -> None:
     assert decode_event(b'{"ok": true}') is None
 
 
-texts = st.text(max_size=20)
+# Lone surrogates cannot be a request's text (a test below): valid text without NUL can.
+texts = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=20)
+env_names = st.text(
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\0="),
+    min_size=1,
+    max_size=20,
+)
 requests = st.one_of(
     st.builds(
         SubmitRequest,
         task=texts.filter(bool),
         args=st.lists(texts, max_size=5).map(tuple),
-        env=st.dictionaries(texts, texts, max_size=5),
+        env=st.dictionaries(env_names, texts, max_size=5),
     ),
     st.builds(ControlRequest, op=st.sampled_from(["status", "health"])),
     st.builds(ControlRequest, op=st.just("cancel"), id=texts.filter(bool)),
 )
+
+
+def test_a_lone_surrogate_is_undecodable() -> None:
+    """It could not be passed to a program (no file name or argument can hold it)."""
+    with pytest.raises(ProtocolError) as excinfo:
+        decode_request(b'{"args": ["\\ud800"]}')
+    assert excinfo.value.reason == REASON_UNDECODABLE
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"args": ["safe\\u0000; rm -rf /"]}', "invalid request: args must not contain NUL"),
+        (b'{"env": {"A": "x\\u0000y"}}', "invalid request: env values must not contain NUL"),
+        (b'{"env": {"A\\u0000B": "x"}}', "invalid request: bad env name"),
+        (b'{"env": {"A=B": "x"}}', "invalid request: bad env name"),
+        (b'{"env": {"": "x"}}', "invalid request: bad env name"),
+        (b'{"task": "a\\u0000b"}', "invalid request: bad task"),
+    ],
+)
+def test_nul_characters_and_bad_env_names_are_refused(line: bytes, reason: str) -> None:
+    """execve ends a string at its NUL: such a request is refused, never run cut short."""
+    with pytest.raises(ProtocolError) as excinfo:
+        decode_request(line)
+    assert excinfo.value.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"task": "%s"}' % (b"t" * 1_000_000),
+        b'{"op": "%s"}' % (b"o" * 1_000_000),
+        b'{"op": "cancel", "id": "%s"}' % (b"i" * 1_000_000),
+    ],
+)
+def test_huge_names_are_refused_and_never_echoed_in_full(line: bytes) -> None:
+    with pytest.raises(ProtocolError) as excinfo:
+        decode_request(line)
+    assert len(excinfo.value.reason) < 200
 
 
 @given(requests)

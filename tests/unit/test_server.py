@@ -17,13 +17,13 @@ import pytest
 
 from daemon.executor import Executor
 from daemon.process import ChildSupervisor
-from daemon.protocol import MAX_REQUEST_BYTES, ControlRequest
+from daemon.protocol import MAX_REQUEST_BYTES, REASON_BUSY, ControlRequest, encode_fields
 from daemon.runqueue import Event, Run, RunQueue, RunRequest
 from daemon.server import (
     BUFFERED_BYTES_MAX,
-    BUFFERED_EVENTS_MAX,
     SocketInUse,
     SocketServer,
+    _Connection,
     bind_owner_only,
 )
 from daemon.tasks import RunContext, Task, TaskRegistry
@@ -283,7 +283,7 @@ async def test_a_request_without_newline_is_read_at_half_close(short_dir: Path) 
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
-        (b'{"task":"ghost"}\n', "unknown task 'ghost'"),
+        (b'{"task":"ghost"}\n', "unknown task 'ghost': this container defines default"),
         (b'{"args":["x"]}\n', "task 'default' does not accept args"),
         (b'{"env":{"SECRET":"x"}}\n', "task 'default' does not allow env 'SECRET'"),
         (b"nonsense\n", "undecodable request"),
@@ -371,7 +371,7 @@ async def _read_only_after_the_run(
 
 async def test_a_client_that_never_reads_does_not_block_the_executor(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
-    lines = 20_000
+    lines = 120_000  # about 10 MB of answer lines: more than the per-client bound
     flood = _sh("flood", f"seq 1 {lines}")
     async with serving(path, flood, _sh("default", "echo next")) as (_, queue, finished):
 
@@ -393,7 +393,9 @@ async def test_a_client_that_never_reads_does_not_block_the_executor(short_dir: 
     delivered = [e for e in answer if e["event"] == "output"]
     assert done["dropped_lines"] > 0
     assert len(delivered) + done["dropped_lines"] == lines
-    assert len(delivered) >= BUFFERED_EVENTS_MAX
+    # Output was dropped only once the client's backlog had reached the bound.
+    delivered_bytes = sum(len(encode_fields("output", e)) for e in delivered)
+    assert delivered_bytes >= BUFFERED_BYTES_MAX
     assert delivered[0]["line"] == "1"  # what was kept is in order, from the start
     numbers = [int(e["line"]) for e in delivered]
     assert numbers == sorted(numbers)
@@ -434,9 +436,108 @@ async def test_a_client_that_never_reads_costs_at_most_a_few_mebibytes(short_dir
         answer = await _read_only_after_the_run(path, "wide", finished)
     done = answer[-1]
     delivered = [e for e in answer if e["event"] == "output"]
-    assert lines < BUFFERED_EVENTS_MAX
     assert done["dropped_lines"] > 0
     assert len(delivered) + done["dropped_lines"] == lines
     assert all(len(e["line"]) == width for e in delivered)
     # What stayed buffered fits the per-client bound (plus what the socket itself holds).
     assert len(delivered) * width < BUFFERED_BYTES_MAX + 2 * 1024 * 1024 + width
+
+
+class _FakeTransport:
+    """What a connection writes, and whether it closed; its peer is this process."""
+
+    def __init__(self) -> None:
+        self.written = b""
+        self.closed = False
+        self._ours, self._theirs = socket.socketpair()
+
+    def get_extra_info(self, name: str) -> Any:
+        return self._ours if name == "socket" else None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+        self._ours.close()
+        self._theirs.close()
+
+    abort = close
+
+
+async def test_unfinished_requests_together_are_bounded(short_dir: Path) -> None:
+    """Many clients each holding a partial request cannot take the daemon's memory: the one
+    that would pass the bound is refused with a reason; finished requests free their share."""
+    path = short_dir / "rb.sock"
+    chunk = b'{"task":"' + b"x" * 40_000  # no newline: unfinished
+    async with serving(path, _sh("default", "true"), unfinished_bytes_max=100_000) as (
+        server,
+        queue,
+        finished,
+    ):
+        transports = [_FakeTransport() for _ in range(3)]
+        holders = [_Connection(server) for _ in transports]
+        for connection, transport in zip(holders, transports, strict=True):
+            connection.connection_made(transport)  # type: ignore[arg-type]
+        holders[0].data_received(chunk)
+        holders[1].data_received(chunk)
+        assert server.unfinished_bytes == 2 * len(chunk)
+        holders[2].data_received(chunk)  # would pass the bound
+        assert server.unfinished_bytes == 2 * len(chunk)
+        holders[2].data_received(b"\n")  # the end of its request: the answer is complete
+        await asyncio.sleep(0)  # the answer is written a loop turn later
+        await asyncio.sleep(0)
+        assert json.loads(transports[2].written) == {
+            "event": "done",
+            "ok": False,
+            "reason": REASON_BUSY,
+        }
+        assert transports[2].closed
+        for connection in holders[:2]:
+            connection.connection_lost(None)
+        assert server.unfinished_bytes == 0
+        served = await exchange(path, b"{}\n")
+        assert served[-1]["ok"] is True
+        assert queue.statistics().accepted == 1
+        await finished.wait("default")
+
+
+async def test_a_request_with_a_nul_in_its_args_runs_nothing(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    task = _sh("default", "echo ran", allow_args=True)
+    async with serving(path, task) as (_, queue, _f):
+        answer = await exchange(path, b'{"args": ["safe\\u0000; rm -rf /"]}\n')
+        assert queue.statistics().accepted == 0
+    assert answer == [
+        {
+            "event": "done",
+            "ok": False,
+            "reason": "invalid request: args must not contain NUL characters",
+        }
+    ]
+
+
+async def test_a_client_that_leaves_mid_run_is_not_an_error(
+    short_dir: Path, logs: list[dict[str, Any]]
+) -> None:
+    path = short_dir / "rb.sock"
+    release = asyncio.Event()
+
+    async def gated(_run: RunContext) -> dict[str, Any] | None:
+        await release.wait()
+        return None
+
+    task = Task(name="gated", handler=gated, handler_ref="tests:gated")
+    async with serving(path, task) as (_, _queue, finished):
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(b'{"task":"gated"}\n')
+        assert json.loads(await reader.readline())["event"] == "queued"
+        writer.transport.abort()  # gone, without reading the rest
+        release.set()
+        run = await finished.wait("gated")
+    assert run.result is not None
+    assert run.result.ok
+    assert [e for e in logs if e.get("log_level") in ("error", "critical")] == []

@@ -202,9 +202,25 @@ def test_refusals_for_args_and_env_not_allowed() -> None:
     assert registry.refusal(RunRequest(task="open", args=too_many)) == (
         f"too many args (at most {MAX_ARGS})"
     )
-    assert registry.refusal(RunRequest(task="ghost")) == "unknown task 'ghost'"
+    assert registry.refusal(RunRequest(task="ghost")) == (
+        "unknown task 'ghost': this container defines open, strict"
+    )
     assert registry.names() == frozenset({"strict", "open"})
     assert registry.get("ghost") is None
+
+
+def test_an_unknown_task_is_refused_with_the_tasks_defined() -> None:
+    assert TaskRegistry({}).refusal(RunRequest(task="x")) == (
+        "unknown task 'x': this container defines no tasks"
+    )
+    many = {f"t{n:02d}": Task(name=f"t{n:02d}", command=("true",)) for n in range(35)}
+    refusal = TaskRegistry(many).refusal(RunRequest(task="x"))
+    listed = ", ".join(f"t{n:02d}" for n in range(30))
+    assert refusal == f"unknown task 'x': this container defines {listed} and 5 more"
+    huge = TaskRegistry(many).refusal(RunRequest(task="y" * 5_000_000))
+    assert huge is not None
+    assert huge.startswith(f"unknown task '{'y' * 128}'... (5000000 characters): this container")
+    assert len(huge) < 1000
 
 
 def test_registry_from_the_command_and_the_file(tmp_path: Path) -> None:

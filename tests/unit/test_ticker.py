@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
@@ -39,6 +40,9 @@ class FakeTime:
     def clock(self) -> datetime:
         return self.now
 
+    def monotonic(self) -> float:
+        return (self.now - START).total_seconds() + 1000.0
+
     def _collect(self) -> None:
         for run in self.queue.waiting():
             if not any(seen is run for seen in self._seen):
@@ -68,7 +72,14 @@ async def _run_until_parked(ticker: Ticker, fake: FakeTime) -> None:
 
 
 def _ticker(queue: RunQueue, fake: FakeTime, *plans: TickPlan, jitter: float = 0.0) -> Ticker:
-    return Ticker(queue, list(plans), jitter=jitter, sleep=fake.sleep, now=fake.clock)
+    return Ticker(
+        queue,
+        list(plans),
+        jitter=jitter,
+        sleep=fake.sleep,
+        now=fake.clock,
+        monotonic=fake.monotonic,
+    )
 
 
 async def test_interval_fires_on_start_then_every_interval() -> None:
@@ -176,17 +187,99 @@ async def test_a_once_plan_fires_once() -> None:
 def test_jitter_stays_within_its_bounds(interval_s: float, jitter: float, seed: int) -> None:
     ticker = Ticker(RunQueue(1), [], jitter=jitter, rng=random.Random(seed))
     for _ in range(20):
-        wait_s = ticker.jittered(interval_s)
-        assert interval_s * (1 - jitter) <= wait_s <= interval_s * (1 + jitter)
-        assert wait_s > 0
+        offset_s = ticker.offset(interval_s)
+        assert -interval_s * jitter <= offset_s <= interval_s * jitter
 
 
-def test_jitter_actually_spreads_the_waits() -> None:
+def test_jitter_actually_spreads_the_ticks() -> None:
     ticker = Ticker(RunQueue(1), [], jitter=0.5, rng=random.Random(7))
-    waits = [ticker.jittered(100.0) for _ in range(200)]
-    assert min(waits) < 80.0
-    assert max(waits) > 120.0
-    assert Ticker(RunQueue(1), [], jitter=0.0).jittered(100.0) == 100.0
+    offsets = [ticker.offset(100.0) for _ in range(200)]
+    assert min(offsets) < -20.0
+    assert max(offsets) > 20.0
+    assert Ticker(RunQueue(1), [], jitter=0.0).offset(100.0) == 0.0
+
+
+class LateClock:
+    """A monotonic clock that moves only in the ticker's sleeps, each of which wakes up
+    ``latency_s`` late (plus whatever ``stall`` adds); records when each tick fired (the clock
+    at the next sleep) and parks once ``ticks`` were seen."""
+
+    def __init__(self, queue: RunQueue, ticks: int, latency_s: float) -> None:
+        self.queue = queue
+        self.ticks = ticks
+        self.latency_s = latency_s
+        self.t = 0.0
+        self.fired: list[float] = []
+        self.parked = asyncio.Event()
+        self.stall: Callable[[LateClock], float] = lambda _clock: 0.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        for run in self.queue.waiting():
+            self.fired.append(self.t)
+            self.queue.cancel_waiting(run.id)
+        if len(self.fired) >= self.ticks:
+            self.parked.set()
+            await asyncio.Event().wait()
+        self.t += seconds + self.latency_s + self.stall(self)
+
+
+async def _tick_late(clock: LateClock, interval_s: float, jitter: float) -> None:
+    plan = TickPlan("default", interval_s=interval_s, fire_on_start=True)
+    ticker = Ticker(
+        clock.queue,
+        [plan],
+        jitter=jitter,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        rng=random.Random(11),
+    )
+    runner = asyncio.create_task(ticker.run())
+    try:
+        async with asyncio.timeout(60):
+            await clock.parked.wait()
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
+async def test_a_day_of_ticks_does_not_drift(logs: Logs) -> None:
+    # Each wake-up is 1 ms late, as measured on a real loop: tick k must still fire at
+    # k * 2 s (+ that one late wake-up), not at k * 2.001 s.
+    clock = LateClock(RunQueue(4), ticks=43_201, latency_s=0.001)
+    await _tick_late(clock, interval_s=2.0, jitter=0.0)
+    assert clock.fired[0] == 0.0
+    errors = [at - k * 2.0 for k, at in enumerate(clock.fired)]
+    assert max(abs(error) for error in errors) <= 0.001 + 1e-6
+    assert abs(clock.fired[-1] - 86_400.0) <= 0.001 + 1e-6
+
+
+async def test_jittered_ticks_stay_around_the_grid(logs: Logs) -> None:
+    clock = LateClock(RunQueue(4), ticks=20_001, latency_s=0.001)
+    await _tick_late(clock, interval_s=2.0, jitter=0.1)
+    errors = [at - k * 2.0 for k, at in enumerate(clock.fired)]
+    assert max(abs(error) for error in errors) <= 0.2 + 0.001 + 1e-6
+    assert abs(sum(errors) / len(errors)) < 0.01  # spread around the grid, not behind it
+    assert abs(clock.fired[-1] - 40_000.0) <= 0.2 + 0.001 + 1e-6
+    gaps = [later - earlier for earlier, later in itertools.pairwise(clock.fired)]
+    assert min(gaps) >= 2.0 * 0.8 - 1e-6
+
+
+async def test_a_late_tick_coalesces_the_slots_it_missed(logs: Logs) -> None:
+    clock = LateClock(RunQueue(4), ticks=8, latency_s=0.0)
+
+    def suspend_once(clock: LateClock) -> float:
+        # During the wait for the tick at 30 s the loop is blocked for 35 s more.
+        return 35.0 if len(clock.fired) == 3 else 0.0
+
+    clock.stall = suspend_once
+    await _tick_late(clock, interval_s=10.0, jitter=0.0)
+    # 0, 10, 20, then the 30 s tick fires late at 65 s and stands for 40, 50 and 60 too:
+    # the next one is the first slot still ahead, 70 s, not a burst at 65 s.
+    assert clock.fired == [0.0, 10.0, 20.0, 65.0, 70.0, 80.0, 90.0, 100.0]
 
 
 async def test_a_schedule_fires_at_its_times() -> None:
@@ -230,3 +323,28 @@ async def test_a_one_shot_schedule_that_has_passed_stops_its_loop() -> None:
     assert [run.request.task for run in queue.waiting()] == ["once"]
     assert plan.next_fire_at is None
     assert ticker.fired == 1
+
+
+async def test_even_full_jitter_never_fires_two_ticks_together(logs: Logs) -> None:
+    clock = LateClock(RunQueue(4), ticks=2_000, latency_s=0.0)
+    plan = TickPlan("default", interval_s=10.0, fire_on_start=False)
+    ticker = Ticker(
+        clock.queue,
+        [plan],
+        jitter=1.0,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        rng=random.Random(5),
+    )
+    runner = asyncio.create_task(ticker.run())
+    try:
+        async with asyncio.timeout(60):
+            await clock.parked.wait()
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+    assert clock.fired[0] >= 0.1  # not at once at start without fire_on_start
+    gaps = [later - earlier for earlier, later in itertools.pairwise(clock.fired)]
+    assert min(gaps) >= 0.1 - 1e-9
+    assert abs(clock.fired[-1] - 2_000 * 10.0) <= 10.0 + 1e-6  # and still on the grid

@@ -1,0 +1,184 @@
+"""The run path from the outside, with the daemon as PID 1: what a hostile handler, a hostile
+peer or a careless job does to it, and what it must still do (issue: reliability defects)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.acceptance.harness import Daemon, wait_until
+
+StartDaemon = Callable[..., Daemon]
+
+HANDLERS = """
+import asyncio
+
+
+class Odd(BaseException):
+    pass
+
+
+async def generator_exit(run):
+    raise GeneratorExit("x")
+
+
+async def odd(run):
+    raise Odd("its own BaseException")
+
+
+async def fine(run):
+    return {"fine": True}
+
+
+async def orphans(run):
+    # Twenty subshells, each leaving a sleep behind it: orphans in the daemon's own session.
+    proc = await asyncio.create_subprocess_exec(
+        "sh", "-c", "for i in $(seq 20); do (sleep 0.1 &); done"
+    )
+    await proc.wait()
+    return None
+"""
+
+TASKS = """
+[tasks.generator_exit]
+handler = "rp_handlers:generator_exit"
+
+[tasks.odd]
+handler = "rp_handlers:odd"
+
+[tasks.fine]
+handler = "rp_handlers:fine"
+
+[tasks.orphans]
+handler = "rp_handlers:orphans"
+
+[tasks.missing]
+command = ["/nonexistent/job"]
+
+[tasks.slow]
+command = ["sh", "-c", "echo started; sleep 2; echo finished"]
+"""
+
+
+def _start(start_daemon: StartDaemon, workdir: Path) -> Daemon:
+    (workdir / "rp_handlers.py").write_text(HANDLERS)
+    return start_daemon(tasks_toml=TASKS, env={"PYTHONPATH": str(workdir)})
+
+
+def test_a_handler_raising_any_base_exception_fails_its_run_and_pid_1_goes_on(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    for task, reason in (
+        ("generator_exit", "GeneratorExit: x"),
+        ("odd", "Odd: its own BaseException"),
+    ):
+        result = daemon.exec("trigger", task)
+        assert result.returncode == 1, result.stderr
+        assert reason in result.stderr
+    assert daemon.exec("trigger", "fine").returncode == 0
+    assert daemon.proc.poll() is None  # PID 1 still runs
+    crashes = daemon.log.events("run.crashed")
+    assert {event["error_type"] for event in crashes} == {"GeneratorExit", "Odd"}
+    assert all("exception" in event for event in crashes)  # the traceback is logged
+
+
+def test_orphans_in_the_daemons_own_session_are_reaped(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    for _ in range(3):
+        assert daemon.exec("trigger", "orphans").returncode == 0
+    # Sixty sleeps of 0.1 s end as orphans of PID 1; none may stay a zombie.
+    wait_until(lambda: not daemon.zombies(), "the orphans to be reaped", timeout_s=15)
+    assert daemon.exec("trigger", "fine").returncode == 0
+
+
+def test_a_program_that_cannot_start_is_a_failed_run(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    result = daemon.exec("trigger", "missing")
+    assert result.returncode == 1
+    assert "cannot start '/nonexistent/job': No such file or directory" in result.stderr
+    assert daemon.exec("trigger", "fine").returncode == 0
+
+
+def test_a_peer_of_another_uid_is_told_permission_denied_every_time(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """With the socket's mode opened up by hand, the peer check is what refuses: the client
+    must learn why every time, never a broken pipe."""
+    daemon = _start(start_daemon, workdir)
+    os.chmod(daemon.socket, 0o666)  # noqa: S103 - so that only the peer check can refuse
+    for _ in range(10):
+        result = daemon.exec("trigger", "fine", as_user="nobody")
+        assert result.returncode == 69, result.stderr
+        assert "permission denied" in result.stderr.lower()
+        assert "broken pipe" not in result.stderr.lower()
+    assert not daemon.log.events("run.queued")
+
+
+def test_a_client_that_leaves_mid_run_is_not_an_error(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    client = daemon.popen("trigger", "slow")  # goes away once the job has started
+    assert client.stdout is not None
+    assert client.stdout.readline().strip() == "started"
+    client.kill()
+    client.wait()
+    done = daemon.log.wait_for("run.done", lambda line: line.get("task") == "slow")
+    assert done[0]["ok"] is True
+    assert [e for e in daemon.log.lines if e.get("level") in ("error", "critical")] == []
+
+
+def test_every_accepted_run_logs_queued_started_and_one_done(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    assert daemon.exec("trigger", "fine").returncode == 0
+    assert daemon.exec("trigger", "odd").returncode == 1
+    for kind in ("run.queued", "run.started", "run.done"):
+        events = daemon.log.events(kind)
+        assert len(events) == 2, (kind, events)
+        assert all({"run_id", "task", "trigger"} <= set(event) for event in events)
+    assert len({event["run_id"] for event in daemon.log.events("run.done")}) == 2
+
+
+def test_requests_that_hold_memory_are_refused_before_it_grows(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """Twenty clients sending 8 MiB each without a newline: the daemon's memory stays bounded
+    (unfinished requests together at most 64 MiB) and the excess is told why."""
+    daemon = _start(start_daemon, workdir)
+    block = b'{"task":"' + b"x" * (8 * 1024 * 1024 - 16)
+    clients = []
+    try:
+        for _ in range(20):
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.connect(str(daemon.socket))
+            client.settimeout(30)
+            client.sendall(block)
+            clients.append(client)
+        rss_kib = _rss_kib(daemon.pid)
+        assert rss_kib < 200 * 1024, f"the daemon holds {rss_kib} KiB"
+        busy = 0
+        for client in clients:
+            client.sendall(b"\n")
+            answer = client.recv(4096)
+            busy += b"server busy" in answer
+        assert busy >= 10
+    finally:
+        for client in clients:
+            client.close()
+    assert daemon.exec("trigger", "fine").returncode == 0
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
