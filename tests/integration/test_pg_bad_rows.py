@@ -62,8 +62,10 @@ async def test_unusable_rows_fail_alone_and_every_other_job_runs(
         assert h.runner.health_problem() is None
         warnings = "\n".join(h.runner.health_warnings())
         status = h.runner.status()
-    ran = sorted(r.request.context["JOB"] for r in h.executor.started)
-    assert ran == ["bc-retry", "good", "good-once", "minus-infinity"]
+    ran = [r.request.context["JOB"] for r in h.executor.started]
+    assert sorted(set(ran)) == ["bc-retry", "good", "good-once", "minus-infinity"]
+    assert (ran.count("good"), ran.count("good-once")) == (1, 1)
+    # (a retry of an occurrence in year 1 may be followed by one catch-up run at now)
     jobs = {
         row["name"]: row
         for row in await sql.fetch(
@@ -106,4 +108,4 @@ async def test_unusable_rows_fail_alone_and_every_other_job_runs(
         await admin.close()
     assert len(listed) == 11
     assert "deep-plain" in jobs_table(listed)
-    assert len(history) == len(runs)
+    assert len(history) == await sql.fetchval("SELECT count(*) FROM job_runs")
