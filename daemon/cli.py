@@ -240,11 +240,14 @@ def _health(args: argparse.Namespace) -> int:
     answer = _control(args, "health")
     if isinstance(answer, int):
         return 1  # unreachable is unhealthy; the reason was printed
+    warnings = answer.get("warnings")
     if answer.get("ok"):
         print("healthy")
-        return 0
-    print(f"unhealthy: {answer.get('reason', 'unknown')}")
-    return 1
+    else:
+        print(f"unhealthy: {answer.get('reason', 'unknown')}")
+    for warning in warnings if isinstance(warnings, list) else []:
+        print(f"warning: {warning}")
+    return 0 if answer.get("ok") else 1
 
 
 def _cancel(args: argparse.Namespace) -> int:

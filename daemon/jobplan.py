@@ -67,7 +67,19 @@ def _advance(
     )
 
 
-def _invalid(job: DueJob, err: ValueError) -> ClaimPlan:
+def _abandoned_error(job: DueJob) -> str | None:
+    if job.lease_owner is None or job.current_run_id is None:
+        return None
+    return f"abandoned: the lease of {job.lease_owner} expired (attempt {job.attempt})"
+
+
+def _invalid(job: DueJob, err: Exception) -> ClaimPlan:
+    """The job cannot be scheduled: it is disabled with the reason (an expired lease's run is
+    abandoned on the way), and stays so until someone fixes the row and enables it."""
+    if isinstance(err, ValueError):
+        error = f"invalid schedule {job.schedule!r} (tz {job.tz}): {err}"
+    else:
+        error = f"cannot schedule {job.schedule!r} (tz {job.tz}): {type(err).__name__}: {err}"
     return ClaimPlan(
         run=False,
         scheduled_for=None,
@@ -75,18 +87,29 @@ def _invalid(job: DueJob, err: ValueError) -> ClaimPlan:
         next_run_at=None,
         enabled=False,
         last_status="failed",
-        last_error=f"invalid schedule {job.schedule!r} (tz {job.tz}): {err}; job disabled",
+        last_error=f"{error[:500]}; job disabled",
+        abandon_error=_abandoned_error(job),
     )
 
 
 def plan_claim(
     job: DueJob, now: datetime, *, default_max_attempts: int, misfire_grace_s: float
 ) -> ClaimPlan:
-    """Decide, inside the claim transaction, what to do with one due job."""
+    """Decide, inside the claim transaction, what to do with one due job. Never raises for
+    what one row holds (a bad spec or zone, a schedule that fails to compute): that job is
+    disabled with the reason, and the claim goes on for the others."""
     try:
-        sched = schedule_for(job.schedule, job.tz)
-    except ValueError as err:
+        return _plan_claim(
+            job, now, default_max_attempts=default_max_attempts, misfire_grace_s=misfire_grace_s
+        )
+    except Exception as err:  # one row must not fail the batch
         return _invalid(job, err)
+
+
+def _plan_claim(
+    job: DueJob, now: datetime, *, default_max_attempts: int, misfire_grace_s: float
+) -> ClaimPlan:
+    sched = schedule_for(job.schedule, job.tz)
     limit = job.max_attempts or default_max_attempts
 
     if job.lease_owner is not None and job.scheduled_for is not None:
@@ -115,6 +138,12 @@ def plan_claim(
         return _advance(first, last_error=note)
 
     if job.scheduled_for is not None:  # a retry whose backoff is over
+        if job.attempt >= limit:  # only a row edited by hand gets here
+            return _advance(
+                sched.next_after(job.scheduled_for),
+                last_status="failed",
+                last_error=f"{job.attempt} of {limit} attempts used",
+            )
         return ClaimPlan(run=True, scheduled_for=job.scheduled_for, attempt=job.attempt + 1)
 
     occurrence = job.next_run_at
@@ -159,14 +188,13 @@ def plan_finish(
     following: datetime | None = None
     after_following: datetime | None = None
     if not retry:
-        try:
+        try:  # a schedule that cannot be computed ends the job (the claim said why)
             sched = schedule_for(job.schedule, job.tz)
-        except ValueError:
-            pass
-        else:
             following = sched.next_after(scheduled_for)
             if following is not None:
                 after_following = occurrence_after(sched, following)
+        except Exception:
+            following = after_following = None
     return Finish(
         job_id=job.id,
         run_id=claimed.run_id,

@@ -1,8 +1,9 @@
 """``runbroker jobs ...`` and ``runbroker migrate``: scheduled jobs in PostgreSQL.
 
 Exit codes: 0 done; 1 it could not be done (no such job, job busy, database unreachable or
-not migrated); 2 usage error or bad input (schedule, zone, payload, dependency), in which case
-nothing is written. Every subcommand takes ``--json``; without it the output is for people.
+not migrated); 2 usage error or bad input (schedule, zone, payload, a dependency on a job that
+does not exist, a number out of range), in which case nothing is written. Every subcommand
+takes ``--json``; without it the output is for people.
 """
 
 from __future__ import annotations
@@ -16,13 +17,21 @@ from datetime import timedelta
 from typing import Any
 
 from daemon.jobplan import occurrence_after, rfc3339_utc
-from daemon.jobs_view import job_dict, jobs_table, run_dict, runs_table
+from daemon.jobs_view import (
+    job_dict,
+    jobs_table,
+    local_time,
+    run_dict,
+    runs_table,
+    schedule_text,
+)
 from daemon.migrate import as_tuples, load_migrations
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
 from daemon.store.base import (
     Dependency,
     JobError,
+    JobInvalid,
     NewJob,
     StoreSchemaMissing,
     StoreUnavailable,
@@ -30,6 +39,9 @@ from daemon.store.base import (
 from daemon.store.postgres import PostgresStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_PAYLOAD_DEPTH = 100  # arrays and objects nested in a payload
+MAX_ATTEMPTS = 1000  # as RUNBROKER_RETRY_ATTEMPTS
+MAX_HISTORY = 100_000
 
 
 ADD_HELP = """\
@@ -127,6 +139,49 @@ def _schedule_spec(args: argparse.Namespace) -> str:
     return f"at {args.at}"
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _payload_problem(value: Any) -> str | None:
+    """What PostgreSQL's jsonb or the runner would refuse in a decoded payload, or None."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "a string holds \\u0000, which PostgreSQL's jsonb cannot store"
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return f"the number {item} is out of range"
+        elif isinstance(item, list | dict):
+            if depth > MAX_PAYLOAD_DEPTH:
+                return f"arrays and objects are nested deeper than {MAX_PAYLOAD_DEPTH} levels"
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+    return None
+
+
+def _payload(text: str | None) -> Any:
+    if text is None:
+        return {}
+    problem: str | None
+    try:
+        payload = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        problem = f"arrays and objects are nested deeper than {MAX_PAYLOAD_DEPTH} levels"
+    except ValueError as err:  # JSONDecodeError, NaN/Infinity, an integer of 4,300+ digits
+        problem = f"not valid JSON: {str(err)[:200]}"
+    else:
+        problem = _payload_problem(payload)
+    if problem is not None:
+        raise UsageError(f"--payload: {problem}")
+    return payload
+
+
 def _dependency(text: str, own_name: str) -> Dependency:
     name, sep, policy = text.rpartition(":")
     if not sep:
@@ -144,12 +199,9 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
         raise UsageError(f"bad job name {args.name!r}: 1-200 characters, no spaces")
     if not args.task.strip():
         raise UsageError("--task must not be empty")
-    if args.max_attempts is not None and args.max_attempts < 1:
-        raise UsageError("--max-attempts must be at least 1")
-    try:
-        payload = json.loads(args.payload) if args.payload is not None else {}
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--payload is not valid JSON: {err}") from None
+    if args.max_attempts is not None and not 1 <= args.max_attempts <= MAX_ATTEMPTS:
+        raise UsageError(f"--max-attempts must be from 1 to {MAX_ATTEMPTS}")
+    payload = _payload(args.payload)
     deps = tuple(_dependency(d, name) for d in args.depends_on)
     spec = _schedule_spec(args)
     now = None
@@ -182,7 +234,8 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
     )
     info = await store.add_job(job)
     if not args.json:
-        print(f"added job {info.name}: {info.schedule} ({info.tz}), next run {_when(first)}")
+        when = "-" if first is None else f"{local_time(first, info.tz)} ({_when(first)})"
+        print(f"added job {info.name}: {schedule_text(info)}, next run {when}")
     return job_dict(info)
 
 
@@ -200,8 +253,8 @@ async def _command(store: PostgresStore, args: argparse.Namespace) -> dict[str, 
             print(jobs_table(jobs))
         return {"jobs": [job_dict(j) for j in jobs]}
     if command == "history":
-        if args.limit < 1:
-            raise UsageError("--limit must be at least 1")
+        if not 1 <= args.limit <= MAX_HISTORY:
+            raise UsageError(f"--limit must be from 1 to {MAX_HISTORY}")
         runs = await store.history(args.name, args.limit)
         if not args.json:
             print(runs_table(runs))
@@ -252,7 +305,7 @@ def _run(
     code, error = EXIT_OK, ""
     try:
         result = asyncio.run(go())
-    except UsageError as err:
+    except (UsageError, JobInvalid) as err:
         code, error = EXIT_USAGE, str(err)
     except JobError as err:
         code, error = EXIT_FAILED, str(err)

@@ -1,5 +1,8 @@
 """How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables.
 
+The ``jobs list`` table shows times as wall times in each job's own zone, with the offset
+(``2027-01-01 09:00:00+01:00``; UTC jobs as ``...Z``); run times in ``jobs history`` are UTC.
+
 The ``--json`` shapes are stable (times are RFC 3339 UTC or null):
 
 - ``jobs list --json``: ``{"jobs": [...]}``, each ``{name, task, schedule, tz, enabled, state,
@@ -13,15 +16,49 @@ The ``--json`` shapes are stable (times are RFC 3339 UTC or null):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from daemon.jobplan import rfc3339_utc
+from daemon.schedules import AtSchedule, parse_schedule
 from daemon.store.base import JobInfo, RunInfo
 
 
 def _t(value: datetime | None) -> str | None:
     return rfc3339_utc(value) if value is not None else None
+
+
+def _zone(tz: str) -> ZoneInfo | None:
+    try:
+        return ZoneInfo(tz)
+    except (ValueError, KeyError):  # a zone written by hand that does not exist
+        return None
+
+
+def local_time(value: datetime | None, tz: str) -> str:
+    """``value`` as a wall time in the zone ``tz`` with its UTC offset, for the tables
+    (``2027-01-01 09:00:00+01:00``); UTC as ``...Z``; ``-`` for none."""
+    if value is None:
+        return "-"
+    if value in (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)):
+        return "-infinity" if value.year == 1 else "infinity"
+    zone = _zone(tz)
+    if zone is None or tz == "UTC":
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return value.astimezone(zone).isoformat(sep=" ", timespec="seconds")
+
+
+def schedule_text(job: JobInfo) -> str:
+    """The schedule with its zone; a one-shot's time in that zone (it is stored in UTC)."""
+    spec = job.schedule
+    try:
+        parsed = parse_schedule(spec, job.tz)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, AtSchedule) and job.tz != "UTC" and (zone := _zone(job.tz)):
+        spec = "at " + parsed.at_utc.astimezone(zone).isoformat(timespec="seconds")
+    return f"{spec} ({job.tz})"
 
 
 def job_dict(job: JobInfo) -> dict[str, Any]:
@@ -81,13 +118,20 @@ def jobs_table(jobs: Sequence[JobInfo]) -> str:
         return "no jobs"
     rows = []
     for job in jobs:
-        d = job_dict(job)
-        next_run = d["scheduled_for"] if job.state in ("running", "retrying") else d["next_run_at"]
-        last = d["last_status"] or "-"
+        # running: the occurrence in flight; else when it next runs (for a retry: the retry)
+        next_run = job.scheduled_for if job.state == "running" else job.next_run_at
+        last = job.last_status or "-"
         if job.state == "retrying":
             last = f"{last} (attempt {job.attempt})"
         rows.append(
-            [job.name, job.task, f"{job.schedule} ({job.tz})", job.state, next_run or "-", last]
+            [
+                job.name,
+                job.task,
+                schedule_text(job),
+                job.state,
+                local_time(next_run, job.tz),
+                last,
+            ]
         )
     return table(["NAME", "TASK", "SCHEDULE", "STATE", "NEXT RUN", "LAST STATUS"], rows)
 

@@ -7,6 +7,7 @@ several replicas may run ``runbroker migrate`` at once and the second finds noth
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -43,3 +44,9 @@ def load_migrations() -> list[Migration]:
 
 def as_tuples(migrations: list[Migration]) -> list[tuple[int, str, str, str]]:
     return [(m.version, m.name, m.checksum, m.sql) for m in migrations]
+
+
+@functools.cache
+def latest_migration_version() -> int:
+    """The schema version this runbroker expects: its newest migration's."""
+    return load_migrations()[-1].version

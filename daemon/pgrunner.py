@@ -31,7 +31,7 @@ from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
 from daemon.logs import log_enabled
 from daemon.pgdeps import DependencyWaiter
 from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, wait_event
-from daemon.runqueue import Rejected, Run, RunQueue, RunRequest, RunResult
+from daemon.runqueue import REASON_USER_CANCEL, Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (
     Claimed,
@@ -50,11 +50,13 @@ from daemon.store.base import (
 
 log = structlog.get_logger("runbroker.pgrunner")
 
-PING_S = 10.0  # the LISTEN connection is checked this often
+PING_S = 10.0  # the LISTEN connection (and the schema's version) is checked this often
+SCHEMA_RECHECK_S = 1.0  # ... and the schema this often while it does not fit
 FULL_QUEUE_RECHECK_S = 1.0
 BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
 PRUNE_EVERY_S = 3600.0
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
+UNUSABLE_REPORT_S = 3600.0  # a job row found unusable is reported this long after last seen
 GC_GEN0_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
 
@@ -126,6 +128,9 @@ class PgRunner:
         # the last first attempt's start (epoch seconds) and occurrence: schedule_lag_s
         self._last_first_start: tuple[float, datetime] | None = None
         self.unhealthy_after_s = max(5.0, 2 * settings.lease_s)
+        # job id -> (name, why, when last seen): rows that could not be run as written
+        self.unusable: dict[int, tuple[str, str, float]] = {}
+        self._claim_failing: tuple[float, str] | None = None  # since (monotonic), why
         queue.on_finish(self._room_freed)
 
     # -- observability ----------------------------------------------------------------------
@@ -153,18 +158,47 @@ class PgRunner:
             "claims_total": self.claims_total,
             "lease_reclaims_total": self.lease_reclaims_total,
             "schedule_lag_s": round(self.schedule_lag_s, 3),
+            "unusable_jobs": [
+                {"job": name, "error": why} for name, why in self._unusable_now().values()
+            ],
         }
 
     def health_problem(self) -> str | None:
         """Unhealthy once the database has been unreachable longer than the threshold
         (twice the lease, at least 5 s): by then other replicas have taken our leases."""
         down_since = self.health.down_since
-        if down_since is None:
-            return None
-        down_s = time.monotonic() - down_since
-        if down_s <= self.unhealthy_after_s:
-            return None
-        return f"database unreachable for {down_s:.0f}s"
+        now = time.monotonic()
+        if self.health.schema_problem is not None:
+            return f"database {self.health.schema_problem}"
+        if down_since is not None:
+            down_s = now - down_since
+            if down_s > self.unhealthy_after_s:
+                return f"database unreachable for {down_s:.0f}s"
+        if self._claim_failing is not None:
+            since, why = self._claim_failing
+            if now - since > self.unhealthy_after_s:
+                return f"database jobs: every claim fails for {now - since:.0f}s: {why}"
+        return None
+
+    def _unusable_now(self) -> dict[int, tuple[str, str]]:
+        cutoff = time.monotonic() - UNUSABLE_REPORT_S
+        for job_id in [j for j, (_n, _w, seen) in self.unusable.items() if seen < cutoff]:
+            del self.unusable[job_id]
+        return {job_id: (name, why) for job_id, (name, why, _seen) in self.unusable.items()}
+
+    def health_warnings(self) -> list[str]:
+        """Job rows this runner could not use (seen within the last hour, and not run fine
+        since): each failed or was disabled on its own while every other job went on. Not
+        a reason to restart the daemon, which could not fix a row: said, not unhealthy."""
+        return [
+            f"database job {name!r} cannot run: {why}"
+            for name, why in self._unusable_now().values()
+        ]
+
+    def _found_unusable(self, job: DueJob, why: str) -> None:
+        if job.id not in self.unusable:
+            self.log.warning("job.unusable", job=job.name, error=why)
+        self.unusable[job.id] = (job.name, why, time.monotonic())
 
     def metrics_snapshot(self) -> dict[str, float]:
         return {
@@ -237,6 +271,8 @@ class PgRunner:
         )
         if plan.abandon_error is not None:
             abandoned.append((job, plan))
+        if not plan.enabled:  # the planner disabled a job it cannot schedule
+            self._found_unusable(job, plan.last_error or "cannot be scheduled")
         return plan
 
     async def _claim_loop(self, stopping: asyncio.Event) -> None:
@@ -267,10 +303,13 @@ class PgRunner:
         except (StoreUnavailable, StoreSchemaMissing) as exc:
             self.health.failed("claim", exc)
             return backoff.next_s()
-        except Exception:
+        except Exception as exc:
             log.exception("pgrunner.error", where="claim")
+            if self._claim_failing is None:
+                self._claim_failing = (time.monotonic(), f"{type(exc).__name__}: {exc}"[:200])
             return backoff.next_s()
         backoff.reset()
+        self._claim_failing = None
         self.health.ok()
         return delay_s
 
@@ -355,18 +394,25 @@ class PgRunner:
             self.log.debug(
                 "job.claimed",
                 job=job.name,
-                run_id=claimed.run_id,
+                job_run_id=claimed.run_id,
                 attempt=claimed.attempt,
                 scheduled_for=claimed.scheduled_for,
             )
-        if job.task not in self.known_tasks:
+        if job.unusable is not None:
+            self._found_unusable(job, job.unusable)
+            error = f"job row unusable: {job.unusable}"
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        elif job.task not in self.known_tasks:
             defined = ", ".join(sorted(self.known_tasks)) or "none"
             error = f"unknown task {job.task!r}: this container defines {defined}"
+            self._found_unusable(job, error)
             self._finish(held, RunResult(ok=False, reason=error), retryable=False)
         elif job.depends_on and self._group is not None:
             held.waiter = self._group.create_task(self._after_dependencies(held))
         else:
             self._submit(held)
+        if self.unusable and job.unusable is None and job.task in self.known_tasks:
+            self.unusable.pop(job.id, None)  # fixed: it runs again
 
     async def _after_dependencies(self, held: Held) -> None:
         claimed = held.claimed
@@ -409,10 +455,15 @@ class PgRunner:
                 self._last_first_start = (started, held.claimed.scheduled_for)
             self.writer.start(held.claimed.run_id, started)
         elif kind == "done" and run.result is not None:
-            if run.result.cancelled and run.started_at is None:
-                self._release(held)
+            result = run.result
+            if result.cancelled and result.reason.startswith(REASON_USER_CANCEL):
+                # `runbroker cancel`, queued or running: recorded, not retried; the job goes
+                # on to its next occurrence (a one-shot is finished)
+                self._finish(held, result, retryable=False)
+            elif result.cancelled and run.started_at is None:
+                self._release(held)  # shutdown or a lost lease: another claim runs it
             else:
-                self._finish(held, run.result)
+                self._finish(held, result)
 
     def _finish(self, held: Held, result: RunResult, *, retryable: bool = True) -> None:
         claimed, run = held.claimed, held.run
@@ -437,10 +488,14 @@ class PgRunner:
             retryable=retryable,
         )
         if self._log_finishes:
+            # job_run_id: the job_runs row's id; run_id: the broker's run, as in run.* events
+            # (none when the run never reached the queue: an unusable row, a dependency failed)
+            broker_run = {} if run is None else {"run_id": run.id}
             self.log.info(
                 "job.finished",
                 job=claimed.job.name,
-                run_id=claimed.run_id,
+                job_run_id=claimed.run_id,
+                **broker_run,
                 status=finish.status,
                 attempt=claimed.attempt,
                 duration_ms=result.duration_ms,
@@ -461,7 +516,7 @@ class PgRunner:
                 held = held_runs.pop(record.run_id, None)
                 if lost and held is not None and record.run_id in lost:
                     self.log.warning(
-                        "job.lease_lost", job=held.claimed.job.name, run_id=record.run_id
+                        "job.lease_lost", job=held.claimed.job.name, job_run_id=record.run_id
                     )
         self._settled.set()
 
@@ -490,10 +545,14 @@ class PgRunner:
             self.writer.nudge()
             self._notified("listen")  # anything may have happened while we were not listening
             try:
+                await self._check_schema()
                 while not subscription.lost and not self._closing.is_set():
-                    await first_of(subscription.wait_lost(), self._closing.wait(), timeout_s=PING_S)
+                    every_s = PING_S if self.health.schema_problem is None else SCHEMA_RECHECK_S
+                    lost, closing = subscription.wait_lost(), self._closing.wait()
+                    await first_of(lost, closing, timeout_s=every_s)
                     if not subscription.lost and not self._closing.is_set():
                         await subscription.ping()
+                        await self._check_schema()  # sees a `runbroker migrate` meanwhile
                 if subscription.lost:
                     self.health.failed("listen", StoreUnavailable("LISTEN connection lost"))
             except StoreUnavailable as exc:
@@ -503,6 +562,18 @@ class PgRunner:
             finally:
                 self.listening = False
                 await subscription.close()
+
+    async def _check_schema(self) -> None:
+        """Look at the schema's version; connection trouble is the LISTEN loop's to handle,
+        anything else is logged and leaves the last verdict (never a reconnect loop)."""
+        try:
+            problem = await self.store.schema_problem()
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("pgrunner.error", where="schema")
+            return
+        self.health.schema_checked(problem)
 
     async def _heartbeat_loop(self) -> None:
         every_s = self.settings.lease_s / 3
@@ -527,7 +598,9 @@ class PgRunner:
 
     def _lease_lost(self, held: Held) -> None:
         held.lost = True
-        self.log.warning("job.lease_lost", job=held.claimed.job.name, run_id=held.claimed.run_id)
+        self.log.warning(
+            "job.lease_lost", job=held.claimed.job.name, job_run_id=held.claimed.run_id
+        )
         if held.waiter is not None:
             held.waiter.cancel()
             self.held.pop(held.claimed.run_id, None)

@@ -87,13 +87,25 @@ class DbHealth:
     def __init__(self) -> None:
         self.down_since: float | None = None
         self._schema_warned = False
+        # why the schema does not fit (not migrated, or older than this runbroker), or None:
+        # set by any StoreSchemaMissing, set and cleared only by ``schema_checked``
+        self.schema_problem: str | None = None
 
     @property
     def up(self) -> bool:
         return self.down_since is None
 
+    def schema_checked(self, problem: str | None) -> None:
+        """The result of a look at the schema's version."""
+        if problem is not None and problem != self.schema_problem:
+            log.error("db.schema_problem", error=problem)
+        elif problem is None and self.schema_problem is not None:
+            log.info("db.schema_ready")
+        self.schema_problem = problem
+
     def failed(self, where: str, exc: BaseException) -> None:
         if isinstance(exc, StoreSchemaMissing):
+            self.schema_problem = str(exc)
             if not self._schema_warned:
                 self._schema_warned = True
                 log.error("db.schema_missing", where=where, error=str(exc))

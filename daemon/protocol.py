@@ -313,9 +313,13 @@ def cancel_refusal(run_id: str) -> dict[str, Any]:
     return {"event": EVENT_CANCEL, "ok": False, "id": run_id, "reason": reason}
 
 
-def health_answer(problem: str | None) -> dict[str, Any]:
-    """``ok`` unless there is a problem, which is the reason (omitted when empty)."""
-    return {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
+def health_answer(problem: str | None, warnings: list[str] | None = None) -> dict[str, Any]:
+    """``ok`` unless there is a problem, which is the reason (omitted when empty); what is
+    wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
+    answer: dict[str, Any] = {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
+    if warnings:
+        answer["warnings"] = warnings
+    return answer
 
 
 def rejection(reason: str) -> bytes:

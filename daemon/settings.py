@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,6 +42,96 @@ CONTEXT_VARS = frozenset(
 
 class SettingsError(Exception):
     """A bad setting; ``str(err)`` is one line naming the variable."""
+
+
+# What the PostgreSQL driver (asyncpg) accepts in a database URL: these query parameters are
+# checked against the values it knows; any other parameter is sent to the server as a setting.
+_URL_SCHEMES = ("postgresql", "postgres")
+_URL_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "sslnegotiation": ("postgres", "direct"),
+    "target_session_attrs": (
+        "any",
+        "primary",
+        "standby",
+        "read-write",
+        "read-only",
+        "prefer-standby",
+    ),
+    "gsslib": ("gssapi", "sspi"),
+    "ssl_min_protocol_version": ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
+    "ssl_max_protocol_version": ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
+}
+_IPV6_HOST = re.compile(r"\[([^\]]+)\](?::([^:]*))?")
+
+
+def _port_problem(text: str) -> str | None:
+    if not (text.isascii() and text.isdigit() and 0 < int(text) < 65536):
+        return "the port is not a number from 1 to 65535"
+    return None
+
+
+def _host_problem(hostspec: str) -> str | None:
+    """One entry of the URL's host list (``host``, ``host:port``, ``[v6]:port``, ``/socket``)."""
+    if not hostspec:
+        return "an empty host in the host list"
+    if hostspec.startswith("/"):
+        return None  # a unix socket directory
+    if hostspec.startswith("["):
+        match = _IPV6_HOST.fullmatch(hostspec)
+        if match is None:
+            return "an IPv6 host must be written [address] or [address]:port"
+        try:
+            ipaddress.IPv6Address(urllib.parse.unquote(match[1]).split("%")[0])
+        except ValueError:
+            return "the host in [...] is not an IPv6 address"
+        port = match[2]
+    else:
+        _host, sep, port = hostspec.partition(":")
+        if not sep:
+            return None
+    if port is None or port == "":
+        return None
+    return _port_problem(urllib.parse.unquote(port))
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why the driver could not use ``url``, or None. Checks the form only (scheme, hosts,
+    ports, the query parameters the driver knows), not whether the database is there: a
+    database that is down or missing is an outage the daemon waits out. The message never
+    repeats the user name or password."""
+    if not url.strip():
+        return "is empty"
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return "is not a valid URL (for example an unclosed [ in an IPv6 host)"
+    if parts.scheme not in _URL_SCHEMES:
+        return "expected a URL such as postgresql://USER:PASSWORD@HOST:5432/DATABASE" + (
+            f" (the scheme must be postgresql or postgres, not {parts.scheme[:20]!r})"
+            if parts.scheme
+            else ""
+        )
+    hostlist = parts.netloc.partition("@")[2] if "@" in parts.netloc else parts.netloc
+    if hostlist:
+        for hostspec in hostlist.split(","):
+            if (problem := _host_problem(hostspec)) is not None:
+                return problem
+    if parts.query:
+        try:
+            query = urllib.parse.parse_qs(parts.query, strict_parsing=True)
+        except ValueError:
+            return "its query string is not a list of name=value parameters"
+        for name, values in query.items():
+            value = values[-1]
+            if name == "port":
+                for port in value.split(","):
+                    if (problem := _port_problem(port)) is not None:
+                        return problem
+            choices = _URL_CHOICES.get(name)
+            if choices is not None and value not in choices:
+                return f"{name} must be one of {', '.join(choices)}"
+    return None
 
 
 def _duration(value: Any) -> float:
@@ -91,6 +183,14 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        text = value.get_secret_value() if value is not None else ""
+        if text and (problem := database_url_problem(text)):  # set but empty: no database
+            raise ValueError(problem)
+        return value
 
     @field_validator("socket")
     @classmethod
@@ -164,6 +264,8 @@ def _read_url_file(path: Path, variable: str) -> str:
         raise SettingsError(f"{variable}: cannot read {path}: {exc.strerror}") from None
     if not text:
         raise SettingsError(f"{variable}: {path} is empty")
+    if (problem := database_url_problem(text)) is not None:
+        raise SettingsError(f"{variable}: the URL in {path} {problem}")
     return text
 
 

@@ -12,11 +12,15 @@
      "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
      "database": null | {...}}
 
-``health``: ``{"event": "health", "ok": bool, "reason": str}`` (``reason`` omitted when
-healthy). Unhealthy, with the reason in one line, when: the daemon is shutting down; a run is
-wedged past its task's timeout + grace + 30 s; a ticking task has not fired within two of its
-intervals (or a schedule is over a minute late); the database has been unreachable longer than
-the runner's threshold.
+``health``: ``{"event": "health", "ok": bool, "reason": str, "warnings": [str]}`` (``reason``
+empty when healthy, ``warnings`` omitted when there are none). Unhealthy, with the reason in one
+line, when: the daemon is shutting down; a run is wedged past its task's timeout + grace + 30 s;
+a ticking task has not fired within two of its intervals (or a schedule is over a minute late);
+the database has been unreachable longer than the runner's threshold, or every claim has failed
+that long; the database schema is missing or older than this runbroker. ``warnings`` name
+database job rows the runner could not use (a payload it cannot read, a schedule it cannot
+compute, a task this container does not define): each fails or is disabled on its own, every
+other job goes on, and a restart would not fix the row, so they do not make it unhealthy.
 """
 
 from __future__ import annotations
@@ -162,6 +166,11 @@ def ticker_stall(broker: Broker, now: float) -> str | None:
     return None
 
 
+def health_warnings(broker: Broker) -> list[str]:
+    """What is wrong without making the daemon unhealthy: database job rows it cannot use."""
+    return broker.pgrunner.health_warnings() if broker.pgrunner is not None else []
+
+
 def health_answer(broker: Broker) -> dict[str, Any]:
     problem = health_problem(broker)
-    return protocol.health_answer(problem)
+    return protocol.health_answer(problem, health_warnings(broker))

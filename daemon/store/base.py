@@ -52,6 +52,9 @@ class DueJob:
     needs_schedule: bool
     lease_owner: str | None  # set: another replica's lease expired
     current_run_id: int | None
+    # set: why the row cannot be run as written (a payload or depends_on that cannot be read);
+    # its run fails with this reason instead of running, and every other job goes on
+    unusable: str | None = None
 
 
 @dataclass(slots=True)
@@ -223,6 +226,10 @@ class JobStore(Protocol):
 
     async def prune(self, retention_s: float) -> int: ...
 
+    async def schema_problem(self) -> str | None:
+        """Why the schema does not fit this runbroker (not migrated, or older), or None."""
+        ...
+
     async def listen(self, on_message: Callable[[str], None]) -> Subscription: ...
 
     async def close(self) -> None: ...
@@ -262,6 +269,10 @@ class JobError(Exception):
 
 class JobNotFound(JobError):
     pass
+
+
+class JobInvalid(JobError):
+    """The job as given cannot be added (a usage error: exit 2)."""
 
 
 class JobExists(JobError):

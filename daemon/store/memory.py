@@ -209,6 +209,9 @@ class MemoryStore:
             current_run_id=job.current_run_id,
         )
 
+    async def schema_problem(self) -> str | None:
+        return None
+
     async def outlook(self) -> Outlook:
         await asyncio.sleep(0)
         now = self._enter("outlook")

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from daemon.migrate import latest_migration_version
 from daemon.store.base import (
     NO_OCCURRENCE,
     Claimed,
@@ -29,6 +30,7 @@ from daemon.store.base import (
     JobBusy,
     JobExists,
     JobInfo,
+    JobInvalid,
     JobNotFound,
     NewJob,
     Outlook,
@@ -44,6 +46,9 @@ from daemon.store.base import (
 )
 
 CHANNEL = "runbroker"
+SCHEMA_NOT_MIGRATED = (
+    "schema not migrated (the runbroker tables are missing): run `runbroker migrate`"
+)
 UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
@@ -64,9 +69,31 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
 
 
+UNREADABLE_JSON = "<unreadable JSON: nested too deeply>"
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why a JSON text from the database cannot be read (hand-written rows can hold anything
+    jsonb takes: it nests far deeper than Python's decoder can follow)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to be read"
+    return f"not readable: {str(exc)[:120]}"
+
+
+def _json_or_marker(text: str) -> Any:
+    """The json/jsonb decoder of the ``jobs`` commands: a value that cannot be read becomes a
+    marker, so listing jobs or runs never fails on one row."""
+    try:
+        return json.loads(text)
+    except (RecursionError, ValueError):
+        return UNREADABLE_JSON
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
-        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        await conn.set_type_codec(
+            name, encoder=json.dumps, decoder=_json_or_marker, schema="pg_catalog"
+        )
 
 
 async def _keep_session(_conn: asyncpg.Connection) -> None:
@@ -145,12 +172,23 @@ def _finishes_json(owner: str, finishes: Sequence[Finish]) -> str:
 
 
 def _due_job(row: asyncpg.Record) -> DueJob:
+    """A due row as the runner sees it. Never raises for what a row holds: a payload or
+    depends_on that cannot be read marks the job ``unusable`` (its run fails with the reason),
+    so one row written by hand cannot fail the claim of every other."""
     payload, depends_on = row["payload"], row["depends_on"]
+    unusable = None
+    what = "payload"
+    try:
+        payload = {} if payload == "{}" else json.loads(payload)
+        what = "depends_on"
+        deps = () if depends_on is None else parse_dependencies(json.loads(depends_on))
+    except (RecursionError, ValueError) as exc:
+        payload, deps, unusable = None, (), f"its {what} is {_unreadable(exc)}"
     return DueJob(
         id=row["id"],
         name=row["name"],
         task=row["task_type"],
-        payload={} if payload == "{}" else json.loads(payload),
+        payload=payload,
         schedule=row["schedule"],
         tz=row["time_zone"],
         next_run_at=_EPOCH + timedelta(microseconds=row["next_run_us"]),
@@ -158,10 +196,11 @@ def _due_job(row: asyncpg.Record) -> DueJob:
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
         misfire=row["misfire"],
-        depends_on=() if depends_on is None else parse_dependencies(json.loads(depends_on)),
+        depends_on=deps,
         needs_schedule=row["needs_schedule"],
         lease_owner=row["lease_owner"],
         current_run_id=row["current_run_id"],
+        unusable=unusable,
     )
 
 
@@ -260,9 +299,7 @@ class PostgresStore:
             async with pool.acquire(timeout=self._connect_timeout_s) as conn:
                 yield conn
         except asyncpg.exceptions.UndefinedTableError:
-            raise StoreSchemaMissing(
-                "the runbroker tables are missing: run `runbroker migrate`"
-            ) from None
+            raise StoreSchemaMissing(SCHEMA_NOT_MIGRATED) from None
         except UNAVAILABLE as exc:
             raise StoreUnavailable(describe(exc)) from None
 
@@ -432,6 +469,24 @@ class PostgresStore:
                 await conn.reset()
         return applied
 
+    async def schema_problem(self) -> str | None:
+        """Why the schema does not fit this runbroker (not migrated, or older than its newest
+        migration), or None. A newer schema is fine: a newer replica has migrated it."""
+        expected = latest_migration_version()
+        async with self.connection() as conn:
+            try:
+                version = await conn.fetchval(SCHEMA_VERSION)
+            except asyncpg.exceptions.UndefinedTableError:
+                version = None
+        if version is None:
+            return SCHEMA_NOT_MIGRATED
+        if version < expected:
+            return (
+                f"schema version {version:04d} is older than this runbroker's {expected:04d}: "
+                "run `runbroker migrate`"
+            )
+        return None
+
     async def db_now(self) -> datetime:
         async with self.connection() as conn:
             now: datetime = await conn.fetchval("SELECT now()")
@@ -440,7 +495,15 @@ class PostgresStore:
     async def add_job(self, job: NewJob) -> JobInfo:
         deps = [{"job": d.job, "policy": d.policy} for d in job.depends_on]
         try:
-            async with self.connection() as conn:
+            async with self.connection() as conn, conn.transaction():
+                if deps:  # the jobs depended on exist, and stay until this one is in
+                    names = sorted({d.job for d in job.depends_on})
+                    found = {row["name"] for row in await conn.fetch(LOCK_JOB_NAMES, names)}
+                    missing = [name for name in names if name not in found]
+                    if missing:
+                        raise JobInvalid(
+                            f"--depends-on: no job named {', '.join(map(repr, missing))}"
+                        )
                 row = await conn.fetchrow(
                     INSERT_JOB,
                     job.name,
@@ -527,10 +590,15 @@ def _job_info(row: asyncpg.Record) -> JobInfo:
 # lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at,
 # and the lease filter skips only the runs in flight now (migration 0003).
 
+# The times are clamped to the years 1-9999 Python's datetime holds: a row written by hand
+# with '-infinity', 'infinity' or a date BC must not fail the claim of every row in its batch.
 _DUE_COLUMNS = """
     id, name, task_type, payload::text AS payload, schedule, time_zone,
-    (extract(epoch FROM next_run_at) * 1000000)::int8 AS next_run_us,
-    (extract(epoch FROM scheduled_for) * 1000000)::int8 AS scheduled_for_us, attempt,
+    (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
+     * 1000000)::int8 AS next_run_us,
+    (extract(epoch FROM CASE WHEN scheduled_for IS NOT NULL THEN least(greatest(
+        scheduled_for, timestamptz '0001-01-01 00:00:00+00'), timestamptz '9999-12-31 00:00:00+00')
+     END) * 1000000)::int8 AS scheduled_for_us, attempt,
     max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
     needs_schedule, lease_owner, current_run_id"""
 
@@ -776,6 +844,7 @@ CREATE TABLE IF NOT EXISTS runbroker_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )
 """
+SCHEMA_VERSION = "SELECT max(version) FROM runbroker_migrations"
 APPLIED_MIGRATIONS = "SELECT version, name, checksum FROM runbroker_migrations ORDER BY version"
 RECORD_MIGRATION = "INSERT INTO runbroker_migrations (version, name, checksum) VALUES ($1, $2, $3)"
 
@@ -789,6 +858,7 @@ RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_a
     scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
     last_run_at, last_status, last_error
 """
+LOCK_JOB_NAMES = "SELECT name FROM scheduled_jobs WHERE name = ANY($1::text[]) FOR KEY SHARE"
 LIST_JOBS = """
 SELECT id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
     scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,

@@ -7,8 +7,10 @@ database is watched with bounded polls (a deadline each); the daemons through th
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -16,7 +18,15 @@ from datetime import timedelta
 import pytest
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, poll, query, restart_server, value
+from tests.acceptance.pgsupport import (
+    cli,
+    fresh_database,
+    jobs,
+    poll,
+    query,
+    restart_server,
+    value,
+)
 
 TASKS = """
 [tasks.noop]
@@ -30,6 +40,9 @@ command = ["sh", "-c", "if [ \\"$RUNBROKER_ATTEMPT\\" = 1 ]; then sleep 300; fi"
 
 [tasks.slow]
 command = ["sleep", "4"]
+
+[tasks.sleeper]
+command = ["sleep", "300"]
 """
 
 
@@ -189,3 +202,148 @@ def test_dependency_chain_with_both_policies(dsn: str, replicas: Callable[..., D
     assert rows["load"] == ("failed", "dependency extract failed")
     assert rows["report"] == ("succeeded", None)
     assert rows["archive"] == ("failed", "dependency load failed")
+
+
+def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    query(
+        dsn,
+        "INSERT INTO scheduled_jobs (name, task_type, schedule, payload) VALUES "
+        "('deep', 'noop', 'every 1h', (repeat('[', 3000) || repeat(']', 3000))::jsonb)",
+    )
+    jobs(dsn, "run-now", "deep")
+    jobs(dsn, "add", "fine", "--task", "noop", "--every", "1h")
+    jobs(dsn, "run-now", "fine")
+    poll(
+        lambda: (
+            value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 2
+        ),
+        "both jobs to have a result",
+    )
+    rows = {
+        r["name"]: (r["last_status"], r["last_error"])
+        for r in query(dsn, "SELECT name, last_status, last_error FROM scheduled_jobs")
+    }
+    assert rows["fine"] == ("succeeded", None)
+    assert rows["deep"][0] == "failed"
+    assert "nested too deeply" in rows["deep"][1]
+    listed = cli(dsn, "jobs", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    deep_line = next(line for line in listed.stdout.splitlines() if line.startswith("deep "))
+    assert "failed" in deep_line
+    health = daemon.exec("health")
+    assert health.returncode == 0  # one bad row is no reason to restart the daemon ...
+    assert "warning: database job 'deep' cannot run" in health.stdout  # ... but it is said
+    assert "nested too deeply" in health.stdout
+
+
+def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
+    with fresh_database(migrated=False) as url:
+        work = Workdir()
+        daemon = Daemon(
+            work.path, env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "3s"},
+            tasks_toml=TASKS,
+        )  # fmt: skip
+        try:
+            daemon.log.wait_for("pgrunner.started")
+            unhealthy: list[subprocess.CompletedProcess[str]] = []
+
+            def says_not_migrated() -> bool:
+                unhealthy[:] = [daemon.exec("health")]
+                return "schema not migrated" in unhealthy[0].stdout
+
+            poll(says_not_migrated, "health to say the schema is not migrated")
+            assert unhealthy[0].returncode == 1
+            assert "runbroker migrate" in unhealthy[0].stdout
+            assert cli(url, "migrate").returncode == 0
+            poll(lambda: daemon.exec("health").returncode == 0, "health once migrated")
+            jobs(url, "add", "after", "--task", "noop", "--at", "now")
+            poll(
+                lambda: value(url, "SELECT last_status FROM scheduled_jobs") == "succeeded",
+                "a job to run once migrated",
+            )
+        finally:
+            daemon.stop()
+            work.cleanup()
+
+
+def broker_run_id(daemon: Daemon, where: str, trigger: str) -> str:
+    """The broker's id of the run of ``trigger`` that is current ("current") or waiting."""
+    found: list[str] = []
+
+    def look() -> bool:
+        status = json.loads(daemon.exec("status", "--json").stdout)
+        runs = [status["current"]] if where == "current" else status["waiting"]
+        found[:] = [r["id"] for r in runs if r is not None and r["trigger"] == trigger]
+        return bool(found)
+
+    poll(look, f"a {where} run of {trigger}")
+    return found[0]
+
+
+def test_cancelling_a_running_database_job_records_it_cancelled_and_does_not_retry(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    jobs(dsn, "add", "long", "--task", "sleeper", "--at", "now", "--max-attempts", "3")
+    poll(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    run_id = broker_run_id(daemon, "current", "schedule")
+    done = daemon.exec("cancel", run_id)
+    assert done.returncode == 0, done.stderr
+    poll(
+        lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
+        "the cancel to be recorded",
+    )
+    job = query(dsn, "SELECT next_run_at, scheduled_for, attempt, lease_owner FROM scheduled_jobs")
+    assert dict(job[0]) == {
+        "next_run_at": None, "scheduled_for": None, "attempt": 0, "lease_owner": None
+    }  # fmt: skip
+    runs = query(dsn, "SELECT attempt, status, error FROM job_runs")
+    assert [(r["attempt"], r["status"]) for r in runs] == [(1, "cancelled")]
+    assert "cancelled" in runs[0]["error"]
+    assert daemon.log.wait_for("job.finished")[0]["status"] == "cancelled"
+
+
+def test_cancelling_a_queued_database_job_records_it_and_moves_to_the_next_occurrence(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    blocker = daemon.popen("trigger", "sleeper")
+    try:
+        broker_run_id(daemon, "current", "external")
+        jobs(dsn, "add", "hourly", "--task", "noop", "--every", "1h")
+        jobs(dsn, "run-now", "hourly")
+        run_id = broker_run_id(daemon, "waiting", "schedule")
+        done = daemon.exec("cancel", run_id)
+        assert done.returncode == 0, done.stderr
+        poll(
+            lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
+            "the cancel to be recorded",
+        )
+        runs = query(dsn, "SELECT scheduled_for, attempt, status, started_at FROM job_runs")
+        assert [(r["attempt"], r["status"], r["started_at"]) for r in runs] == [
+            (1, "cancelled", None)
+        ]
+        job = query(dsn, "SELECT next_run_at, attempt, lease_owner FROM scheduled_jobs")[0]
+        assert job["next_run_at"] == runs[0]["scheduled_for"] + timedelta(hours=1)
+        assert (job["attempt"], job["lease_owner"]) == (0, None)
+        status = json.loads(daemon.exec("status", "--json").stdout)
+        assert status["waiting"] == []  # not released and claimed again
+    finally:
+        blocker.kill()
+        blocker.wait()
+
+
+def test_job_finished_names_the_database_run_and_the_brokers_run_apart(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()
+    jobs(dsn, "add", "once", "--task", "noop", "--at", "now")
+    (finished,) = daemon.log.wait_for("job.finished")
+    (done,) = daemon.log.wait_for("run.done", lambda line: line.get("job") == "once")
+    assert finished["job_run_id"] == value(dsn, "SELECT id FROM job_runs")
+    assert finished["run_id"] == done["run_id"]  # one key, one meaning: the broker's run id
+    assert isinstance(finished["run_id"], str)

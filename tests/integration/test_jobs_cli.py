@@ -32,6 +32,9 @@ async def test_migrate_reports_up_to_date(cli_env: str, capsys: pytest.CaptureFi
 async def test_add_list_and_json(
     cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert await jobs("add", "extract", "--task", "e", "--every", "1h") == 0
+    assert await jobs("add", "report", "--task", "r", "--every", "1h") == 0
+    capsys.readouterr()
     code = await jobs(
         "add", "nightly", "--task", "backup", "--daily", "02:30", "--tz", "Europe/Berlin",
         "--payload", '{"bucket": "b1"}', "--depends-on", "extract", "--depends-on",
@@ -60,7 +63,7 @@ async def test_add_list_and_json(
     assert "daily 02:30 (Europe/Berlin)" in table
     assert await jobs("list", "--json") == 0
     listed = json.loads(capsys.readouterr().out)["jobs"]
-    assert [j["name"] for j in listed] == ["asap", "nightly"]
+    assert [j["name"] for j in listed] == ["asap", "extract", "nightly", "report"]
     assert listed[0]["next_run_at"] is not None
 
 
@@ -186,3 +189,36 @@ async def test_add_writes_the_occurrence_after_the_next(
         )
     )
     assert rows["once"]["following"] == "infinity"
+
+
+async def test_list_shows_times_in_the_jobs_zone_and_a_retrys_own_time(
+    cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = ["--at", "2027-01-01T09:00:00", "--tz", "Europe/Berlin"]
+    assert await jobs("add", "berlin", "--task", "t", *at) == 0
+    added = capsys.readouterr().out
+    assert "at 2027-01-01T09:00:00+01:00 (Europe/Berlin)" in added
+    assert "next run 2027-01-01 09:00:00+01:00 (2027-01-01T08:00:00Z)" in added
+    assert (
+        await jobs("add", "flaky", "--task", "t", "--daily", "06:00", "--tz", "America/New_York")
+        == 0
+    )
+    # As the runner leaves a failed attempt: the occurrence kept, the retry due later.
+    await sql.execute(
+        "UPDATE scheduled_jobs SET scheduled_for = '2026-07-01T10:00:00Z', attempt = 1, "
+        "next_run_at = '2026-07-01T10:05:00Z', last_status = 'failed' WHERE name = 'flaky'"
+    )
+    capsys.readouterr()
+    assert await jobs("list") == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "at 2027-01-01T09:00:00+01:00 (Europe/Berlin)" in lines["berlin"]
+    assert "2027-01-01 09:00:00+01:00" in lines["berlin"]
+    assert "retrying" in lines["flaky"]
+    assert "2026-07-01 06:05:00-04:00" in lines["flaky"]  # the retry, in New York time
+    assert "06:00:00" not in lines["flaky"]  # not the occurrence it retries
+    assert "failed (attempt 1)" in lines["flaky"]
+    assert await jobs("list", "--json") == 0
+    listed = {j["name"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
+    assert listed["berlin"]["next_run_at"] == "2027-01-01T08:00:00Z"  # JSON stays UTC
+    assert listed["flaky"]["next_run_at"] == "2026-07-01T10:05:00Z"
+    assert listed["flaky"]["scheduled_for"] == "2026-07-01T10:00:00Z"

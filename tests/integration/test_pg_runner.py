@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import asyncpg
+import pytest
 
 from daemon.pgrunner import PgRunner
 from daemon.runqueue import Run, RunQueue, RunResult
@@ -253,3 +254,29 @@ async def test_shutdown_releases_unstarted_runs_for_other_replicas(
     leased = await sql.fetchval("SELECT count(*) FROM scheduled_jobs WHERE lease_owner IS NOT NULL")
     assert leased == 0
     assert await sql.fetchval("SELECT count(*) FROM job_runs WHERE status = 'succeeded'") == 1
+
+
+async def test_a_schema_older_than_the_code_is_unhealthy_until_migrated(
+    db_dsn: str, sql: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    latest = await sql.fetchrow(
+        "DELETE FROM runbroker_migrations WHERE version = "
+        "(SELECT max(version) FROM runbroker_migrations) RETURNING *"
+    )
+    monkeypatch.setattr("daemon.pgrunner.SCHEMA_RECHECK_S", 0.05)
+    async with running(PostgresStore(db_dsn)) as h:
+
+        async def says_older() -> bool:
+            problem = h.runner.health_problem()
+            return problem is not None and "is older than this runbroker's" in problem
+
+        await eventually(says_older)
+        problem = h.runner.health_problem()
+        assert problem is not None
+        assert problem.startswith(f"database schema version {latest['version'] - 1:04d}")
+        assert "run `runbroker migrate`" in problem
+        await sql.execute(
+            "INSERT INTO runbroker_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+            latest["version"], latest["name"], latest["checksum"],
+        )  # fmt: skip
+        await eventually(lambda: asyncio.sleep(0, h.runner.health_problem() is None))

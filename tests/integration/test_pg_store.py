@@ -133,6 +133,7 @@ async def test_claim_and_finish_carry_payload_and_times_exactly(
 ) -> None:
     at = (await store.db_now()).replace(microsecond=123457) - timedelta(seconds=5)
     deps = (Dependency("b", "skip"),)
+    await add(store, "b", next_run_at=at + timedelta(days=1))  # not due
     await add(store, "a", next_run_at=at, payload={"k": [1, "x"]}, depends_on=deps)
     (c,) = await store.claim("me", 1, 30.0, planner)
     assert (c.scheduled_for, c.job.next_run_at) == (at, at)

@@ -3,8 +3,10 @@ check): a wedged executor, a stalled ticker, an unreachable database."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from daemon.pgrunner import PgRunner
 from daemon.runqueue import RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.status import health_answer, health_problem
-from daemon.store.base import StoreUnavailable
+from daemon.store.base import Claimed, StoreUnavailable
 from daemon.store.memory import MemoryStore
 from daemon.tasks import Task, TaskRegistry
 
@@ -90,3 +92,43 @@ async def test_a_database_away_longer_than_the_threshold_is_unhealthy_until_it_r
     runner.health.ok()
     assert health_problem(broker) is None
     assert runner.status()["up"] is True
+
+
+async def test_claims_that_keep_failing_are_unhealthy_until_one_succeeds(
+    settings: Settings,
+) -> None:
+    broker = _broker(settings, Task("default", command=("true",)))
+
+    class Failing(MemoryStore):
+        broken = True
+
+        async def claim(self, *args: Any, **kwargs: Any) -> list[Claimed]:
+            if self.broken:
+                raise RecursionError("maximum recursion depth exceeded while decoding")
+            return await super().claim(*args, **kwargs)
+
+    store = Failing()
+    runner = PgRunner(store=store, queue=broker.queue, settings=settings, known_tasks={"default"})
+    broker.pgrunner = runner
+    runner.unhealthy_after_s = 0.0
+    stopping = asyncio.Event()
+    task = asyncio.create_task(runner.run(stopping))
+    try:
+        for _ in range(200):  # bounded: the first claim happens at start
+            if health_problem(broker) is not None:
+                break
+            await asyncio.sleep(0.01)
+        problem = health_problem(broker)
+        assert problem is not None
+        assert problem.startswith("database jobs: every claim fails for")
+        assert "RecursionError" in problem
+        store.broken = False
+        runner._wake.set()
+        for _ in range(600):
+            if health_problem(broker) is None:
+                break
+            await asyncio.sleep(0.01)
+        assert health_problem(broker) is None
+    finally:
+        stopping.set()
+        await task

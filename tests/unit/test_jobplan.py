@@ -228,3 +228,33 @@ async def test_dst_nights_run_each_occurrence_once(
                 store.notify()
     ran = sorted(r.scheduled_for for r in store.runs_of("dst"))
     assert ran == [_utc(t) for t in expected]
+
+
+def test_a_schedule_that_fails_to_compute_disables_that_job_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Broken:
+        def next_after(self, _t: datetime) -> datetime | None:
+            raise RuntimeError("no occurrence of '0 0 30 2 *' after 2024-06-01")
+
+    monkeypatch.setattr("daemon.jobplan.schedule_for", lambda _spec, _tz: Broken())
+    p = plan(due_job())
+    assert (p.run, p.enabled, p.last_status) == (False, False, "failed")
+    assert "RuntimeError: no occurrence" in (p.last_error or "")
+    # an expired lease's run is abandoned on the way
+    p = plan(due_job(lease_owner="dead", current_run_id=7, scheduled_for=T0, attempt=3))
+    assert p.enabled is False
+    assert p.abandon_error is not None
+    # and a finish of a claimed run ends the job rather than raising into the executor
+    claimed = Claimed(due_job(), run_id=1, scheduled_for=T0, attempt=3)
+    f = plan_finish(
+        claimed, ok=True, cancelled=False, error=None, output=None, started_at=T0,
+        finished_at=T0, default_max_attempts=3, backoff_base_s=1.0,
+    )  # fmt: skip
+    assert (f.status, f.next_run_at) == ("succeeded", None)
+
+
+def test_a_retry_past_its_budget_written_by_hand_is_not_run() -> None:
+    p = plan(due_job(scheduled_for=T0, attempt=2_147_483_647))
+    assert (p.run, p.last_status) == (False, "failed")
+    assert p.next_run_at == T0 + timedelta(minutes=1)

@@ -234,3 +234,61 @@ def test_metrics_addresses_ipv6_and_names(
 ) -> None:
     monkeypatch.setenv("RUNBROKER_METRICS_ADDR", value)
     assert load_settings().metrics_addr == normalised
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("not a url", "postgresql://"),
+        ("postgresql://app:hunter2@127.0.0.1:notaport/db", "port"),
+        ("postgresql://app:hunter2@[::1/x", "not a valid URL"),
+        ("mysql://app:hunter2@db/app", "'mysql'"),
+        ("postgresql://app:hunter2@db/app?sslmode=bogus", "sslmode must be one of"),
+        ("postgresql://app:hunter2@db:0/app", "port"),
+        ("postgresql://app:hunter2@[db]:5432/app", "IPv6"),
+        ("postgresql://app:hunter2@db/app?target_session_attrs=any-old", "target_session_attrs"),
+        ("postgresql://app:hunter2@db/app?garbage", "query string"),
+        ("postgresql://app:hunt/er2@db/app", "port"),  # an unescaped / cuts the password
+    ],
+)
+def test_a_malformed_database_url_is_refused_without_showing_it(
+    monkeypatch: pytest.MonkeyPatch, url: str, says: str
+) -> None:
+    message = _error(monkeypatch, RUNBROKER_DATABASE_URL=url)
+    assert message.startswith("RUNBROKER_DATABASE_URL: ")
+    assert says in message
+    assert "hunter2" not in message
+    assert "hunt" not in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:hunter2@db.internal/app",
+        "postgres://db1:5432,db2:5433/app?target_session_attrs=read-write",
+        "postgresql://app@[::1]:5432/app?sslmode=verify-full&application_name=x",
+        "postgresql:///app?host=/var/run/postgresql&port=5433",
+        "postgresql://app:p%40ss@db:/app",
+    ],
+)
+def test_well_formed_database_urls_are_accepted(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", url)
+    assert load_settings().database_dsn() == url
+
+
+def test_a_malformed_database_url_in_a_file_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    url_file = tmp_path / "dsn"
+    url_file.write_text("mysql://app:hunter2@db/app\n")
+    message = _error(monkeypatch, RUNBROKER_DATABASE_URL_FILE=str(url_file))
+    assert message.startswith("RUNBROKER_DATABASE_URL_FILE: ")
+    assert "hunter2" not in message
+
+
+def test_an_empty_database_url_still_means_no_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", "")
+    assert load_settings().database_dsn() is None
+    message = _error(monkeypatch, RUNBROKER_DATABASE_URL="   ")
+    assert message == "RUNBROKER_DATABASE_URL: is empty"

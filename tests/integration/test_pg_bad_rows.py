@@ -1,0 +1,111 @@
+"""Rows written by hand that the runner cannot use fail on their own; every other job runs.
+
+Writing ``scheduled_jobs`` by hand is documented, and jsonb holds what Python's decoder cannot
+follow (a payload nested 3,000 deep), a zone or spec may be wrong, a task unknown, a time
+'-infinity'. Each such row must fail or be disabled with its reason, alone: the claim of the
+batch it is in, ``jobs list`` and the other jobs go on.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from daemon.jobs_view import jobs_table
+from daemon.store.postgres import PostgresStore
+from tests.integration.test_pg_runner import eventually
+from tests.unit.pgfakes import running
+
+DEEP = "(repeat('[', 3000) || repeat(']', 3000))::jsonb"
+
+BAD_ROWS = f"""
+INSERT INTO scheduled_jobs (name, task_type, schedule, time_zone, payload, depends_on,
+                            next_run_at, following_run_at, scheduled_for, attempt)
+VALUES
+  ('deep-planned', 'default', 'every 1h', 'UTC', {DEEP}, '[]', now(), NULL, NULL, 0),
+  ('deep-plain', 'default', 'every 1h', 'UTC', {DEEP}, '[]', now(), 'infinity', NULL, 0),
+  ('deep-deps', 'default', 'every 1h', 'UTC', '{{}}',
+   ('[' || repeat('[', 3000) || repeat(']', 3000) || ']')::jsonb, now(), NULL, NULL, 0),
+  ('bad-zone', 'default', 'every 1h', 'Mars/Olympus', '{{}}', '[]', now(), NULL, NULL, 0),
+  ('bad-spec', 'default', 'every banana', 'UTC', '{{}}', '[]', now(), NULL, NULL, 0),
+  ('no-task', 'nosuchtask', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, NULL, 0),
+  ('minus-infinity', 'default', 'every 1h', 'UTC', '{{}}', '[]', '-infinity', NULL, NULL, 0),
+  ('spent', 'default', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, now(), 2147483647),
+  ('bc-retry', 'default', 'every 1h', 'UTC', '{{}}', '[]', now(), NULL, '0044-03-15 BC', 1)
+"""  # noqa: S608 (built from the constant above)
+
+
+async def test_unusable_rows_fail_alone_and_every_other_job_runs(
+    db_dsn: str, sql: asyncpg.Connection
+) -> None:
+    await sql.execute(BAD_ROWS)
+    await sql.execute(
+        "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at) VALUES "
+        "('good', 'default', 'every 1h', now()), "
+        "('good-once', 'default', 'at 2001-01-01T00:00:00Z', now())"
+    )
+    store = PostgresStore(db_dsn)
+    async with running(store, batch_size=20, queue_capacity=20) as h:
+        await eventually(
+            lambda: sql.fetchval(
+                "SELECT count(*) = 2 FROM scheduled_jobs "
+                "WHERE name LIKE 'good%' AND last_status = 'succeeded'"
+            )
+        )
+        await eventually(
+            lambda: sql.fetchval(
+                "SELECT count(*) = 0 FROM scheduled_jobs WHERE last_status IS NULL"
+            )
+        )
+        await eventually(
+            lambda: sql.fetchval("SELECT count(*) = 0 FROM job_runs WHERE finished_at IS NULL")
+        )
+        assert h.runner.health_problem() is None
+        warnings = "\n".join(h.runner.health_warnings())
+        status = h.runner.status()
+    ran = [r.request.context["JOB"] for r in h.executor.started]
+    assert sorted(set(ran)) == ["bc-retry", "good", "good-once", "minus-infinity"]
+    assert (ran.count("good"), ran.count("good-once")) == (1, 1)
+    # (a retry of an occurrence in year 1 may be followed by one catch-up run at now)
+    jobs = {
+        row["name"]: row
+        for row in await sql.fetch(
+            "SELECT name, enabled, last_status, last_error, next_run_at FROM scheduled_jobs"
+        )
+    }
+    runs = {
+        row["name"]: row
+        for row in await sql.fetch(
+            "SELECT j.name, r.status, r.error, r.attempt FROM job_runs r "
+            "JOIN scheduled_jobs j ON j.id = r.job_id"
+        )
+    }
+    for name in ("deep-planned", "deep-plain", "deep-deps"):
+        assert runs[name]["status"] == "failed", name
+        assert runs[name]["attempt"] == 1  # not retried: the row will not get better
+        assert "nested too deeply" in runs[name]["error"], runs[name]["error"]
+        assert jobs[name]["next_run_at"] is not None  # the schedule goes on
+        assert name in warnings
+    assert "payload" in runs["deep-plain"]["error"]
+    assert "depends_on" in runs["deep-deps"]["error"]
+    for name, says in (("bad-zone", "Mars/Olympus"), ("bad-spec", "banana")):
+        assert not jobs[name]["enabled"]
+        assert jobs[name]["last_status"] == "failed"
+        assert says in jobs[name]["last_error"]
+        assert name not in runs
+        assert name in warnings
+    assert runs["no-task"]["status"] == "failed"
+    assert "unknown task 'nosuchtask'" in runs["no-task"]["error"]
+    assert "no-task" in warnings
+    assert jobs["spent"]["last_status"] == "failed"
+    assert "spent" not in runs
+    assert {entry["job"] for entry in status["unusable_jobs"]} >= {"deep-plain", "bad-zone"}  # type: ignore[attr-defined]
+    # The administration side reads the rows too.
+    admin = PostgresStore(db_dsn)
+    try:
+        listed = await admin.list_jobs()
+        history = await admin.history(None, 100)
+    finally:
+        await admin.close()
+    assert len(listed) == 11
+    assert "deep-plain" in jobs_table(listed)
+    assert len(history) == await sql.fetchval("SELECT count(*) FROM job_runs")
