@@ -13,7 +13,6 @@ finish and are recorded). ``scheduler.interval_seconds``, when set, replaces POL
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
 from daemon.logs import log_enabled
 from daemon.pgdeps import DependencyWaiter
 from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, wait_event
-from daemon.runqueue import REASON_USER_CANCEL, Rejected, Run, RunQueue, RunRequest, RunResult
+from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Rejected, Run, RunQueue, RunRequest, RunResult
 from daemon.settings import Settings
 from daemon.store.base import (
     Claimed,
@@ -57,7 +56,6 @@ BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
 PRUNE_EVERY_S = 3600.0
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 UNUSABLE_REPORT_S = 3600.0  # a job row found unusable is reported this long after last seen
-GC_GEN0_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
 
 @dataclass(slots=True)
@@ -69,17 +67,6 @@ class Held:
     waiter: asyncio.Task[None] | None = None
     lost: bool = False
     settled: bool = False  # its finish or release is handed to the writer
-
-
-def tune_gc() -> None:
-    """Collect less often: a drain allocates a few dozen short-lived objects per run (rows,
-    plans, requests, events, tasks), and with CPython's default threshold the cyclic collector
-    took a tenth of a busy runner's CPU re-scanning them. Nearly all of them die by reference
-    count before a larger young generation fills up. What exists at start-up (modules, settings,
-    the task registry) is frozen: full collections no longer walk it."""
-    gc.freeze()
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(gen0, GC_GEN0_THRESHOLD), gen1, gen2)
 
 
 def new_owner() -> str:
@@ -211,7 +198,6 @@ class PgRunner:
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self, stopping: asyncio.Event) -> None:
         log.info("pgrunner.started", owner=self.owner, tasks=sorted(self.known_tasks))
-        tune_gc()
         try:
             async with asyncio.TaskGroup() as group:
                 self._group = group
@@ -243,7 +229,7 @@ class PgRunner:
                     held.waiter.cancel()
                 self._release(held)
             elif held.run.state == "queued":
-                self.queue.cancel_waiting(held.run.id, "cancelled: scheduler shutting down")
+                self.queue.cancel_waiting(held.run.id, REASON_SHUTDOWN_CANCEL)
         deadline = time.monotonic() + self.settings.shutdown_timeout_s
         while self.held and time.monotonic() < deadline:
             self._settled.clear()
@@ -456,7 +442,7 @@ class PgRunner:
             self.writer.start(held.claimed.run_id, started)
         elif kind == "done" and run.result is not None:
             result = run.result
-            if result.cancelled and result.reason.startswith(REASON_USER_CANCEL):
+            if result.cancelled_by_request:
                 # `runbroker cancel`, queued or running: recorded, not retried; the job goes
                 # on to its next occurrence (a one-shot is finished)
                 self._finish(held, result, retryable=False)

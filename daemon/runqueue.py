@@ -68,6 +68,12 @@ class RunResult:
     output: dict[str, Any] | None = None
     cancelled: bool = False
 
+    @property
+    def cancelled_by_request(self) -> bool:
+        """Cancelled by ``runbroker cancel`` (not by a shutdown or the runner itself): a
+        database job records such a run and does not retry it."""
+        return self.cancelled and self.reason == REASON_USER_CANCEL
+
 
 @dataclass(slots=True)
 class Event:
