@@ -149,13 +149,18 @@ def test_orphans_leave_no_zombies(start_daemon: StartDaemon, workdir: Path) -> N
     assert result.stdout.strip() == "spawned"
 
     def no_sleepers_left() -> bool:
-        return not any(
-            Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
-            for pid in _namespace_pids(daemon)
-        )
+        return not any(_command_name(pid) == "sleep" for pid in _namespace_pids(daemon))
 
     wait_until(no_sleepers_left, "the orphans to exit and be reaped")
     assert daemon.zombies() == []
+
+
+def _command_name(pid: int) -> str:
+    """A process's name, or "" once it has gone (it may exit after it was listed)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
 
 
 def _namespace_pids(daemon: Daemon) -> list[int]:
