@@ -203,19 +203,13 @@ class Executor:
             self._current_task = None
         if attempt.cancelled():  # cancelled before the coroutine could see it
             reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
-            result = RunResult(ok=False, reason=reason, cancelled=True)
-            result.duration_ms = _elapsed_ms(started)
-            run.finish(result)
-            return result
+            return _recorded(run, RunResult(ok=False, reason=reason, cancelled=True), started)
         return attempt.result()
 
     async def _finishing(self, run: Run, task: Task, started: float) -> RunResult:
         """The attempt, and the run's result recorded by the attempt's own last step: a
         handler that returns at once has its ``done`` written with its ``started``."""
-        result = await self._attempt(run, task)
-        result.duration_ms = _elapsed_ms(started)
-        run.finish(result)
-        return result
+        return _recorded(run, await self._attempt(run, task), started)
 
     def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
         if task.soft_timeout_s is None:
@@ -313,8 +307,11 @@ class Executor:
         return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
 
 
-def _elapsed_ms(started: float) -> int:
-    return max(1, round((time.monotonic() - started) * 1000))
+def _recorded(run: Run, result: RunResult, started: float) -> RunResult:
+    """``result``, with the run's duration, recorded as the run's result."""
+    result.duration_ms = max(1, round((time.monotonic() - started) * 1000))
+    run.finish(result)
+    return result
 
 
 def _json_safe(output: dict[str, object]) -> bool:

@@ -129,19 +129,15 @@ class Run:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        """Tell every listener; a listener that raises is dropped (and logged), never lets the
-        exception reach the run's owner (the executor must outlive any listener)."""
-        if self._listeners:
-            self.emit_fields(kind, fields)
-
     @property
     def listened(self) -> bool:
         """Whether anyone hears this run's events (else the caller need not build them)."""
         return bool(self._listeners)
 
     def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
-        """``emit`` with the fields of one of ``protocol``'s event constructors."""
+        """Tell every listener the event ``kind`` with the fields of one of ``protocol``'s
+        event constructors; a listener that raises is dropped (and logged), never lets the
+        exception reach the run's owner (the executor must outlive any listener)."""
         if not self._listeners:
             return
         event = Event(kind, fields)

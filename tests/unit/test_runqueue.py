@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from daemon.protocol import EVENT_OUTPUT, output_event
 from daemon.runqueue import (
     REASON_CLOSED,
     REASON_FULL,
@@ -257,7 +258,7 @@ async def test_a_run_nobody_listens_to_builds_no_events(monkeypatch: pytest.Monk
     queue = RunQueue(capacity=1)
     run = queue.submit(_req(), watcher=lambda _run, _kind: None)
     run.mark_started()
-    run.emit("output", ok=True, id=run.id, stream="stdout", line="x")
+    run.emit_fields(EVENT_OUTPUT, output_event(run.id, "stdout", "x"))
     assert run.finish(RunResult(ok=True)) is True
 
 
