@@ -271,6 +271,13 @@ class _Child:
         if not self.pipes and not self.drained.done():
             self.drained.set_result(None)
 
+    async def last_words(self) -> None:
+        """What the pipes still hold once the leader is gone, as far as it comes within
+        ``DRAIN_AFTER_EXIT_S`` (a process left holding them must not keep the run open)."""
+        if not self.drained.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.drained), DRAIN_AFTER_EXIT_S)
+
     def collect(self) -> int:
         """The exit status of the (exited) child, reaped now: a returncode as subprocess's."""
         _pid, status = os.waitpid(self.pid, 0)
@@ -413,9 +420,7 @@ class ChildSupervisor:
             _signal_group(pid, signal.SIGTERM)
             returncode = child.collect()
             collected = True
-            if not child.drained.done():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
+            await child.last_words()
             return describe_returncode(returncode)
         finally:
             if child is None:  # the pidfd or the readers could not be had
@@ -438,10 +443,7 @@ class ChildSupervisor:
             _signal_group(pgid, signal.SIGKILL)
             await asyncio.shield(child.exit_future())
         _signal_group(pgid, signal.SIGKILL)
-        # Its last words, as far as they come promptly.
-        if not child.drained.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
+        await child.last_words()
 
     def kill_all(self) -> None:
         """SIGKILL every process group we started (the forced-exit path)."""
