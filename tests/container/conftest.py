@@ -39,6 +39,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.container)
 
 
+def _run(
+    argv: Sequence[str | Path], env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """A command of the tier: no stdin, its output captured, bounded in time."""
+    return subprocess.run(
+        [str(part) for part in argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 @dataclass
 class Engine:
     """podman and docker-compose with the tier's configuration and API service."""
@@ -51,15 +66,7 @@ class Engine:
     def run(
         self, argv: Sequence[str | Path], timeout_s: float = COMMAND_TIMEOUT_S
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(part) for part in argv],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
+        return _run(argv, self.env, timeout_s)
 
     def podman(self, *args: str, timeout_s: float = COMMAND_TIMEOUT_S) -> str:
         """``podman ARGS``'s stdout; a failure is an assertion naming the command."""
@@ -98,15 +105,7 @@ class Stack:
         self, *args: str, timeout_s: float = COMMAND_TIMEOUT_S
     ) -> subprocess.CompletedProcess[str]:
         argv = [str(self.engine.compose_bin), *self.cli.argv(*args)[2:]]
-        return subprocess.run(
-            argv,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
+        return _run(argv, self.env, timeout_s)
 
     def ok(self, *args: str, timeout_s: float = COMMAND_TIMEOUT_S) -> str:
         result = self.compose(*args, timeout_s=timeout_s)
