@@ -1,7 +1,5 @@
 """``python -m daemon`` is the ``runbroker`` command."""
 
-import sys
+from daemon.cli import entry
 
-from daemon.cli import main
-
-sys.exit(main())
+entry()

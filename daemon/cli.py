@@ -240,6 +240,23 @@ def _fast_trigger(words: list[str]) -> int | None:
     )
 
 
+def entry() -> None:
+    """The ``runbroker`` command itself (the console script and ``python -m daemon``).
+
+    A client command leaves its sockets for the process's exit to close (see
+    ``client.leave_sockets_to_exit``): its output is flushed by ``main``, and ``os._exit``
+    then ends the process without a teardown in which the daemon's own exit could kill it."""
+    import os
+
+    from daemon import client
+
+    client.leave_sockets_to_exit()
+    code = main()
+    if client.left_sockets():
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))

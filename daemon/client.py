@@ -50,10 +50,39 @@ class Unreachable(Exception):
     pass
 
 
+# Sockets of finished connections that the process's exit closes (``leave_sockets_to_exit``).
+_left_to_exit: list[_socket.socket] | None = None
+
+
+def leave_sockets_to_exit() -> None:
+    """From now on a finished connection's socket is not closed but left open for the process's
+    exit, which the ``runbroker`` command then takes with ``os._exit`` (``left_sockets``).
+
+    Why: as PID 1 the daemon's exit kills every process of the container, and the daemon exits
+    once its last client has closed. A client that closed its socket and then spent a moment in
+    the interpreter's teardown could be killed in that moment, and ``docker exec`` would report
+    -9 instead of the run's status. A socket closed by the kernel's exit is closed after the
+    exit status is fixed. Only the command's entry point calls this, never a library user."""
+    global _left_to_exit
+    if _left_to_exit is None:
+        _left_to_exit = []
+
+
+def left_sockets() -> int:
+    """How many sockets wait for the process's exit to close them."""
+    return len(_left_to_exit) if _left_to_exit is not None else 0
+
+
 class Connection:
     def __init__(self, sock: _socket.socket) -> None:
         self.sock = sock
         self.buffer = b""
+
+    def close(self) -> None:
+        if _left_to_exit is not None:
+            _left_to_exit.append(self.sock)
+        else:
+            self.sock.close()
 
     def events(self, deadline: float | None) -> Iterator[dict[str, Any]]:
         """Answer lines as dicts until the server closes; unknown lines are skipped."""
@@ -183,7 +212,7 @@ def trigger(
         print(f"runbroker: connection lost: {exc.strerror or exc}", file=err)
         return EXIT_UNAVAILABLE
     finally:
-        conn.sock.close()
+        conn.close()
     print("runbroker: connection closed before the run's result", file=err)
     return EXIT_UNAVAILABLE
 
@@ -197,5 +226,5 @@ def control(path: str, request: ControlRequest, timeout_s: float = 10.0) -> dict
     except (TimeoutError, OSError) as exc:
         raise Unreachable(f"runbroker: no answer from {path}: {exc}") from None
     finally:
-        conn.sock.close()
+        conn.close()
     raise Unreachable(f"runbroker: no answer from {path}")

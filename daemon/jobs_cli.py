@@ -42,6 +42,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_PAYLOAD_DEPTH = 100  # arrays and objects nested in a payload
 MAX_ATTEMPTS = 1000  # as RUNBROKER_RETRY_ATTEMPTS
 MAX_HISTORY = 100_000
+# A command an operator waits for: room for the resolver's retries (glibc asks again after 5 s,
+# so one lost DNS packet would otherwise fail the command) and a busy server's accept.
+CONNECT_TIMEOUT_S = 15.0
 
 
 ADD_HELP = """\
@@ -296,7 +299,7 @@ def _run(
         return EXIT_USAGE
 
     async def go() -> dict[str, Any]:
-        store = PostgresStore(dsn, max_size=1)
+        store = PostgresStore(dsn, max_size=1, connect_timeout_s=CONNECT_TIMEOUT_S)
         try:
             return await body(store, args)
         finally:

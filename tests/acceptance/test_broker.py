@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,8 +61,7 @@ allow_env = ["GREETING"]
     not_allowed = daemon.exec("trigger", "ok", "--env", "SECRET=x")
     assert not_allowed.returncode == 2
     assert "refused: task 'ok' does not allow env 'SECRET'" in not_allowed.stderr
-    assert daemon.log.events("run.started")
-    assert len(daemon.log.events("run.started")) == 3
+    assert len(daemon.log.wait_for("run.started", count=3)) == 3
 
 
 def test_live_output_reaches_the_client_before_the_job_ends(
@@ -306,6 +306,36 @@ def test_a_trigger_during_the_drain_is_told_shutting_down(
     assert "shutting down" in health.stdout
     assert daemon.wait() == 0
     assert running.wait(timeout=20) == 1
+
+
+# Loaded by the trigger's interpreter: its teardown takes far longer than the daemon waits for
+# its clients to close at shutdown (a loaded machine makes a real teardown slow too).
+SLOW_TEARDOWN = """
+import atexit
+import time
+
+atexit.register(time.sleep, 5)
+"""
+
+
+def test_a_trigger_outlives_the_daemon_it_saw_drain(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """As PID 1 the daemon's exit kills every process of its namespace, ``docker exec`` clients
+    too. A trigger must not close its socket (which lets the daemon exit) before its own exit
+    status is fixed, or it dies with -9 after it printed the run's result."""
+    (workdir / "sitecustomize.py").write_text(SLOW_TEARDOWN)
+    daemon = start_daemon("sh", "-c", "echo ready; exec sleep 60")
+    argv = daemon.exec_argv("trigger")
+    at = next(i for i, part in enumerate(argv) if part.endswith("runbroker"))
+    argv[at:at] = ["env", f"PYTHONPATH={workdir}", f"RUNBROKER_SOCKET={daemon.socket}"]
+    running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+    _out, err = running.communicate(timeout=20)
+    assert running.returncode == 1, err
+    assert err.rstrip().endswith("failed: cancelled: scheduler shutting down"), err
 
 
 STUBBORN_HANDLER = """

@@ -4,6 +4,7 @@ peer or a careless job does to it, and what it must still do (issue: reliability
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -80,7 +81,7 @@ def test_a_handler_raising_any_base_exception_fails_its_run_and_pid_1_goes_on(
         assert reason in result.stderr
     assert daemon.exec("trigger", "fine").returncode == 0
     assert daemon.proc.poll() is None  # PID 1 still runs
-    crashes = daemon.log.events("run.crashed")
+    crashes = daemon.log.wait_for("run.crashed", count=2)
     assert {event["error_type"] for event in crashes} == {"GeneratorExit", "Odd"}
     assert all("exception" in event for event in crashes)  # the traceback is logged
 
@@ -141,6 +142,10 @@ def test_every_accepted_run_logs_queued_started_and_one_done(
     daemon = _start(start_daemon, workdir)
     assert daemon.exec("trigger", "fine").returncode == 0
     assert daemon.exec("trigger", "odd").returncode == 1
+    # A trigger can have its result before the daemon's log line of it is written: the whole
+    # log is there once the daemon has exited.
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
     for kind in ("run.queued", "run.started", "run.done"):
         events = daemon.log.events(kind)
         assert len(events) == 2, (kind, events)
