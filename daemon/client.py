@@ -50,6 +50,10 @@ class Unreachable(Exception):
     pass
 
 
+# The daemon's peer check refused this user: as unusable as a socket it cannot open (69).
+FORBIDDEN_TEXT = "refused: permission denied (the daemon serves its own user and root)"
+
+
 # Sockets of finished connections that the process's exit closes (``leave_sockets_to_exit``).
 _left_to_exit: list[_socket.socket] | None = None
 
@@ -131,10 +135,7 @@ def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
         return EXIT_TEMPFAIL, f"rejected: {reason}"
     if not accepted and reason == REASON_FORBIDDEN:
         # The peer check: as unusable for this user as a socket it cannot open (69).
-        return (
-            EXIT_UNAVAILABLE,
-            "refused: permission denied (the daemon serves its own user and root)",
-        )
+        return EXIT_UNAVAILABLE, FORBIDDEN_TEXT
     if not accepted:
         return EXIT_USAGE, f"refused: {reason}"
     return EXIT_FAILED, f"failed: {reason}"
@@ -217,11 +218,22 @@ def trigger(
     return EXIT_UNAVAILABLE
 
 
+def _refused_by_peer_check(event: dict[str, Any]) -> bool:
+    """A control request answered by the daemon's peer check instead of by its op."""
+    return (
+        event.get("event") == "done"
+        and not event.get("ok")
+        and event.get("reason") == REASON_FORBIDDEN
+    )
+
+
 def control(path: str, request: ControlRequest, timeout_s: float = 10.0) -> dict[str, Any]:
     """One control request; its single answer. Raises ``Unreachable``."""
     conn = connect(path, request)
     try:
         for event in conn.events(time.monotonic() + timeout_s):
+            if _refused_by_peer_check(event):
+                raise Unreachable(f"runbroker: {FORBIDDEN_TEXT}")
             return event
     except (TimeoutError, OSError) as exc:
         raise Unreachable(f"runbroker: no answer from {path}: {exc}") from None

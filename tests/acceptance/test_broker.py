@@ -125,6 +125,13 @@ def test_sigterm_during_a_run(start_daemon: StartDaemon, workdir: Path) -> None:
         assert done["reason"] == "cancelled: scheduler shutting down"
         assert client.returncode == 1
     assert daemon.log.events("broker.stopped")[0]["clean"] is True
+    # Every accepted run has exactly one run.done in the log, the two cancelled in the queue too.
+    done_lines = daemon.log.events("run.done")
+    assert len(done_lines) == 3
+    assert len({line["run_id"] for line in done_lines}) == 3
+    cancelled = [line for line in done_lines if line.get("cancelled")]
+    assert [line["reason"] for line in cancelled] == ["cancelled: scheduler shutting down"] * 2
+    assert all((line["task"], line["trigger"]) == ("default", "external") for line in done_lines)
 
 
 def test_second_signal_forces_exit(start_daemon: StartDaemon, workdir: Path) -> None:
@@ -349,6 +356,50 @@ async def stubborn(run):
         except asyncio.CancelledError:
             pass  # ignores cancellation: the daemon must still end within its budget
 """
+
+
+SWALLOWING_HANDLER = """
+import asyncio
+import pathlib
+
+HERE = pathlib.Path(__file__).parent
+
+
+async def swallow(run):
+    while not (HERE / "release").exists():
+        try:
+            await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            (HERE / "swallowed").touch()  # and goes on
+    return {"finished": True}
+"""
+
+
+def test_cancel_tells_the_truth_about_a_handler_that_swallows_it(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    (workdir / "swallowing_handlers.py").write_text(SWALLOWING_HANDLER)
+    tasks = '[tasks.swallow]\nhandler = "swallowing_handlers:swallow"\n'
+    daemon = start_daemon(tasks_toml=tasks, env={"PYTHONPATH": str(workdir)})
+    running = daemon.popen("trigger", "swallow")
+    (started,) = daemon.log.wait_for("run.started")
+    run_id = started["run_id"]
+    first = daemon.exec("cancel", run_id)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == (
+        f"{run_id}: cancel requested; the run is being terminated and is still running"
+    )
+    wait_until((workdir / "swallowed").exists, "the handler to swallow the cancellation")
+    second = daemon.exec("cancel", run_id)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == (
+        f"{run_id}: cancel already requested; the run is still being terminated"
+    )
+    (workdir / "release").touch()
+    _out, err = running.communicate(timeout=20)
+    assert running.returncode == 0, err  # the run's own result: it ended well
+    (done,) = daemon.log.wait_for("run.done")
+    assert done["ok"] is True
 
 
 def test_a_handler_that_ignores_cancellation_cannot_hold_the_daemon(

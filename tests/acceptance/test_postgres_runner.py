@@ -332,6 +332,14 @@ def test_cancelling_a_queued_database_job_records_it_and_moves_to_the_next_occur
         assert (job["attempt"], job["lease_owner"]) == (0, None)
         status = json.loads(daemon.exec("status", "--json").stdout)
         assert status["waiting"] == []  # not released and claimed again
+        # The database run's log: queued, cancelled and one done, each naming the run, its
+        # task and trigger, and the job.
+        for kind in ("run.queued", "run.cancelled", "run.done"):
+            lines = daemon.log.wait_for(kind, lambda line: line.get("run_id") == run_id)
+            assert len(lines) == 1, (kind, lines)
+            assert (lines[0]["task"], lines[0]["trigger"]) == ("noop", "schedule"), kind
+            assert (lines[0]["job"], lines[0]["attempt"]) == ("hourly", "1"), kind
+        assert lines[0]["reason"] == "cancelled by request"  # the run.done line's
     finally:
         blocker.kill()
         blocker.wait()

@@ -329,6 +329,23 @@ def test_cli_control_commands(
     assert printed in captured.out + captured.err
 
 
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["status"], 69), (["status", "--json"], 69), (["cancel", "r7"], 69), (["health"], 1)],
+)
+def test_cli_control_commands_refused_by_the_peer_check_say_so(
+    short_dir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int
+) -> None:
+    """The daemon answers a peer of another uid with a refusal instead of the op's answer: that
+    is said in words, never shown as an empty status report or a failed cancel."""
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, {"event": "done", "ok": False, "reason": "permission denied"}):
+        assert cli.main([*argv, "--socket", str(path)]) == code
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == f"runbroker: {client.FORBIDDEN_TEXT}"
+
+
 def test_cli_health_of_an_unreachable_daemon_is_1(short_dir: Path) -> None:
     assert cli.main(["health", "--socket", str(short_dir / "missing.sock")]) == 1
 
