@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,23 @@ class Engine:
         return found[0]
 
 
+def wait_for_name(
+    engine: Engine, container: str, name: str = "postgres", timeout_s: float = 120.0
+) -> None:
+    """Until ``name`` resolves promptly (three times in a row, each within 2 s) inside
+    ``container``. podman's DNS server here, aardvark-dns 1.4, reloads whenever a container of
+    the network starts or stops and can then leave queries unanswered for tens of seconds
+    (glibc waits 5 s a try, then asks the host's resolver, which does not know the name): a
+    command run meanwhile cannot reach the database. A test that needs the network waits for
+    it to settle, as it waits for health."""
+    deadline = time.monotonic() + timeout_s
+    prompt = 0
+    while prompt < 3:
+        answer = engine.run(["podman", "exec", container, "timeout", "2", "getent", "hosts", name])
+        prompt = prompt + 1 if answer.returncode == 0 else 0
+        assert time.monotonic() < deadline, f"{name} did not resolve in {container} in time"
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -127,6 +145,9 @@ class Stack:
             argv, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
             timeout=timeout_s, check=False,
         )  # fmt: skip
+
+    def wait_for_name(self, service: str, name: str = "postgres") -> None:
+        wait_for_name(self.engine, self.container(service), name)
 
     def dsn(self, database: str = "runbroker") -> str:
         return f"postgresql://postgres:{self.password}@127.0.0.1:{self.pg_port}/{database}"
@@ -181,6 +202,7 @@ def stack(engine: Engine) -> Iterator[Stack]:
     engine.health.watch(made.project)
     try:
         made.ok("up", "--detach", "--wait", "broker", timeout_s=UP_TIMEOUT_S)
+        made.wait_for_name("broker")
         yield made
     finally:
         engine.health.forget(made.project)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.acceptance.backends import REPO, ComposeCLI
 from tests.acceptance.harness import wait_until
-from tests.container.conftest import Engine
+from tests.container.conftest import Engine, wait_for_name
 from tests.container.podman_engine import RUNTIME_IMAGE
 
 PROD_DIR = REPO / "deploy" / "compose"
@@ -78,6 +78,8 @@ def prod(engine: Engine) -> Iterator[Prod]:
         engine.health.watch(project)
         try:
             made.ok("up", "--detach", "--wait", timeout_s=240)
+            for container in _brokers(made):
+                wait_for_name(engine, container)
             yield made
         finally:
             engine.health.forget(project)
