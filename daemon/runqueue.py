@@ -237,6 +237,7 @@ class RunQueue:
         self.capacity = capacity
         self._waiting: collections.OrderedDict[str, Run] = collections.OrderedDict()
         self._taker: asyncio.Future[None] | None = None  # take() waiting for a run
+        self._loop: asyncio.AbstractEventLoop | None = None  # the taker's, once it waits
         self._closed = False
         self.current: Run | None = None
         self._accepted = 0
@@ -295,7 +296,10 @@ class RunQueue:
                 return run
             if self._closed:
                 return None
-            self._taker = asyncio.get_running_loop().create_future()
+            loop = self._loop
+            if loop is None:  # looked up once: on CPython 3.11 each lookup is a getpid()
+                loop = self._loop = asyncio.get_running_loop()
+            self._taker = loop.create_future()
             try:
                 await self._taker
             finally:
