@@ -14,7 +14,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from daemon import protocol, status
+from daemon import protocol, status, subreaper
 from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
 from daemon.gctune import tune_gc
 from daemon.interval import clamp_interval, parse_interval
@@ -101,8 +101,15 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
 
 
 class Broker:
-    def __init__(self, settings: Settings, tasks: TaskRegistry, signals: Signals) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tasks: TaskRegistry,
+        signals: Signals,
+        reaper_mode: str = subreaper.MODE_NONE,
+    ) -> None:
         self.settings = settings
+        self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.subreaper)
         self.tasks = tasks
         self.signals = signals
         self.queue = RunQueue(settings.queue_capacity)
@@ -262,10 +269,16 @@ class Broker:
         return EXIT_CLEAN if clean else EXIT_FATAL
 
 
-async def run_broker(settings: Settings, tasks: TaskRegistry, early_signals: list[int]) -> int:
-    """Serve until SIGTERM/SIGINT. ``early_signals`` counts those that came during start-up."""
+async def run_broker(
+    settings: Settings,
+    tasks: TaskRegistry,
+    early_signals: list[int],
+    reaper_mode: str = subreaper.MODE_NONE,
+) -> int:
+    """Serve until SIGTERM/SIGINT. ``early_signals`` counts those that came during start-up;
+    ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for _ in range(early_signals[0]):
         signals.received()
-    return await Broker(settings, tasks, signals).serve()
+    return await Broker(settings, tasks, signals, reaper_mode).serve()

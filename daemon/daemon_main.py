@@ -58,10 +58,14 @@ def main(command: list[str], early_signals: list[int]) -> int:
 
     from daemon.app import run_broker
     from daemon.server import SocketInUse
+    from daemon.subreaper import MODE_NONE, adopt_orphans
 
-    log.info("broker.starting", tasks=sorted(tasks.names()))
+    reaper = adopt_orphans()  # before any job can leave an orphan
+    log.info("broker.starting", tasks=sorted(tasks.names()), reaper=reaper)
+    if reaper == MODE_NONE:
+        log.warning("broker.not_reaping", reason="not PID 1 and PR_SET_CHILD_SUBREAPER refused")
     try:
-        return int(uvloop.run(run_broker(settings, tasks, early_signals)))
+        return int(uvloop.run(run_broker(settings, tasks, early_signals, reaper)))
     except SettingsError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG

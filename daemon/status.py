@@ -2,7 +2,8 @@
 
 ``status``::
 
-    {"event": "status", "ok": true, "pid": int, "uptime_s": float,
+    {"event": "status", "ok": true, "pid": int, "reaper": "pid1"|"subreaper"|"none",
+     "uptime_s": float,
      "queue": {"capacity", "waiting", "accepted", "rejected_full", "rejected_closed",
                "finished", "closed"},
      "current": null | {"id", "task", "trigger", "elapsed_ms"},
@@ -102,6 +103,7 @@ def status_answer(broker: Broker) -> dict[str, Any]:
         "event": protocol.EVENT_STATUS,
         "ok": True,
         "pid": os.getpid(),
+        "reaper": broker.reaper_mode,
         "uptime_s": round(time.time() - broker.started_at, 3),
         "queue": {
             "capacity": stats.capacity,

@@ -10,6 +10,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from daemon.subreaper import MODE_TEXT
+
 _DATABASE_KNOWN = frozenset(
     {
         "up",
@@ -123,9 +125,10 @@ def render_status(answer: dict[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     uptime_s = float(answer.get("uptime_s") or 0)
     started = datetime.fromtimestamp(now - uptime_s, UTC)
+    reaper = MODE_TEXT.get(str(answer.get("reaper")))  # an older daemon does not say
     lines = [
         f"runbroker: pid {answer.get('pid', '?')}, up {human_duration(uptime_s)} "
-        f"(since {started:%Y-%m-%d %H:%M:%SZ})",
+        f"(since {started:%Y-%m-%d %H:%M:%SZ})" + (f", {reaper}" if reaper else ""),
         _queue_line(answer.get("queue") or {}),
     ]
     current = answer.get("current")

@@ -97,7 +97,10 @@ class Daemon:
         env: Mapping[str, str] | None = None,
         tasks_toml: str | None = None,
         wait_ready: bool = True,
+        init: Sequence[str] = (),
     ) -> None:
+        """``init``: a command that becomes PID 1 of the namespace instead of the daemon and
+        starts it as its child (``docker run --init``); ``pid`` is then that PID 1's."""
         self.workdir = workdir
         self.socket = workdir / "rb.sock"
         self.env = {
@@ -117,7 +120,8 @@ class Daemon:
         else:
             self.env.pop("RUNBROKER_TASKS_FILE")
         self.env.update(env or {})
-        argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", RUNBROKER, "run"]
+        argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *init, RUNBROKER]
+        argv.append("run")
         if command:
             argv += ["--", *command]
         self.proc = subprocess.Popen(

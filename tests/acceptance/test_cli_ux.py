@@ -221,7 +221,9 @@ def test_status_is_a_readable_report(start_daemon: StartDaemon, workdir: Path, d
     text = daemon.exec("status").stdout
     assert "{" not in text  # no dict dumps
     lines = text.splitlines()
-    assert re.fullmatch(r"runbroker: pid 1, up \d+(ms|\.\ds) \(since .*Z\)", lines[0]), lines[0]
+    assert re.fullmatch(
+        r"runbroker: pid 1, up \d+(ms|\.\ds) \(since .*Z\), reaping orphans as PID 1", lines[0]
+    ), lines[0]
     ticks = lines[lines.index("ticks:") + 1 :]
     assert ticks[0].split() == ["TASK", "SCHEDULE", "NEXT", "LAST"]
     assert "every 1h" in ticks[1]

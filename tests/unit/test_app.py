@@ -180,6 +180,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
     assert status["event"] == "status"
     assert status["ok"] is True
     assert status["pid"] == os.getpid()
+    assert status["reaper"] == broker.reaper_mode == "none"  # nobody called adopt_orphans
     assert status["current"] is None
     assert status["queue"]["capacity"] == 3
     assert status["queue"]["waiting"] == 2

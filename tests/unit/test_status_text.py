@@ -153,3 +153,16 @@ def test_human_times() -> None:
     assert human_time("2026-12-01T16:20:05+00:00", NOW) == "16:20:05Z (in 5.0s)"
     assert human_time("2026-12-01T17:20:00+01:00", NOW) == "16:20:00Z (in 0ms)"
     assert human_time("not a time", NOW) == "not a time"
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("pid1", "reaping orphans as PID 1"),
+        ("subreaper", "reaping the jobs' orphans as their child subreaper (not PID 1)"),
+        ("none", "NOT reaping orphans (not PID 1, and PR_SET_CHILD_SUBREAPER was refused)"),
+    ],
+)
+def test_the_first_line_says_how_orphans_are_reaped(mode: str, said: str) -> None:
+    first = render_status({**ANSWER, "reaper": mode}, now=NOW).splitlines()[0]
+    assert first == f"runbroker: pid 1, up 2h03m (since 2026-12-01 14:16:55Z), {said}"

@@ -1,0 +1,39 @@
+"""Where the orphans of the jobs go, so that the reaper can take them.
+
+As PID 1 of a container the kernel hands every orphan of the container to the daemon. Under
+``docker run --init``, with Kubernetes ``shareProcessNamespace`` or from a shell it is not
+PID 1, and a job's escaped grandchildren would go to some other process and outlive it unseen:
+there the daemon asks to be their child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, what
+tini's ``-s`` does), so orphans of its descendants come back to it and are reaped exactly as
+when it is PID 1 (``process.ChildSupervisor.reap_orphans``).
+"""
+
+from __future__ import annotations
+
+import os
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+MODE_PID1 = "pid1"  # the kernel gives the daemon every orphan of its PID namespace
+MODE_SUBREAPER = "subreaper"  # not PID 1: the orphans of the daemon's descendants
+MODE_NONE = "none"  # not PID 1, and the kernel refused: orphans go elsewhere
+
+MODE_TEXT = {
+    MODE_PID1: "reaping orphans as PID 1",
+    MODE_SUBREAPER: "reaping the jobs' orphans as their child subreaper (not PID 1)",
+    MODE_NONE: "NOT reaping orphans (not PID 1, and PR_SET_CHILD_SUBREAPER was refused)",
+}
+
+
+def adopt_orphans() -> str:
+    """Make sure the orphans of this process's descendants come back to it; returns the mode.
+    Called once by the daemon at start, never by a library user or a test process."""
+    if os.getpid() == 1:
+        return MODE_PID1
+    import ctypes  # here: ``runbroker status`` reads this module's texts, and stays cold-fast
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
+    if libc.prctl(ctypes.c_int(PR_SET_CHILD_SUBREAPER), one, zero, zero, zero) != 0:
+        return MODE_NONE
+    return MODE_SUBREAPER

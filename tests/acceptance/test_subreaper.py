@@ -1,0 +1,75 @@
+"""Orphans when the daemon is not PID 1 (``docker run --init``, a shared process namespace, a
+shell): it is then the child subreaper of its jobs, and reaps their escaped grandchildren as it
+does as PID 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from tests.acceptance.harness import Daemon, _children, wait_until
+
+# PID 1 of the namespace, like tini or docker-init without -s: it starts the daemon and waits
+# for that one child by pid, reaping nothing else.
+INIT = ["python3", "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"]
+
+
+def _host_pid(daemon: Daemon, ns_pid: int) -> int:
+    """The pid this host sees for the process ``ns_pid`` of the daemon's namespace."""
+    namespace = os.readlink(f"/proc/{daemon.pid}/ns/pid")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "ns" / "pid") != namespace:
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid:
+                return int(entry.name)
+    raise AssertionError(f"no process {ns_pid} in the daemon's namespace")
+
+
+def _parent(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    raise AssertionError("no PPid")
+
+
+def test_not_pid_1_it_adopts_and_reaps_the_orphans_of_its_jobs(workdir: Path) -> None:
+    escaped = workdir / "escaped"
+    # The job's grandchild leaves its session and process group, so the job's end does not
+    # take it along; its parent exits at once: an orphan.
+    job = f'setsid sleep 60 </dev/null >/dev/null 2>&1 & echo "$!" > {escaped}'
+    daemon = Daemon(workdir, ("sh", "-c", job), init=INIT)
+    try:
+        (daemon_pid,) = _children(daemon.pid)  # the daemon is PID 1's child
+        status = daemon.exec("status", "--json")
+        assert status.returncode == 0, status.stderr
+        answer = json.loads(status.stdout)
+        assert answer["reaper"] == "subreaper"
+        assert answer["pid"] != 1
+        assert "as their child subreaper" in daemon.exec("status").stdout
+        assert daemon.exec("trigger").returncode == 0
+        orphan = _host_pid(daemon, int(escaped.read_text()))
+        assert _parent(orphan) == daemon_pid  # came back to the daemon, not to PID 1
+        os.kill(orphan, signal.SIGKILL)
+        wait_until(lambda: not Path(f"/proc/{orphan}").exists(), "the orphan to be reaped")
+        assert daemon.zombies() == []
+    finally:
+        daemon.stop()
+
+
+def test_as_pid_1_it_says_so(workdir: Path) -> None:
+    daemon = Daemon(workdir, ("true",))
+    try:
+        answer = json.loads(daemon.exec("status", "--json").stdout)
+        assert (answer["pid"], answer["reaper"]) == (1, "pid1")
+        assert "reaping orphans as PID 1" in daemon.exec("status").stdout
+    finally:
+        daemon.stop()
