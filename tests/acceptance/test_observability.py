@@ -69,6 +69,7 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
         "event",
         "ok",
         "pid",
+        "reaper",
         "uptime_s",
         "queue",
         "current",
