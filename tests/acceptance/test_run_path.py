@@ -26,6 +26,7 @@ async def generator_exit(run):
 
 
 async def odd(run):
+    token = "hunter2-" + "local-secret"  # a local of the failing frame: never in the log
     raise Odd("its own BaseException")
 
 
@@ -84,6 +85,7 @@ def test_a_handler_raising_any_base_exception_fails_its_run_and_pid_1_goes_on(
     crashes = daemon.log.wait_for("run.crashed", count=2)
     assert {event["error_type"] for event in crashes} == {"GeneratorExit", "Odd"}
     assert all("exception" in event for event in crashes)  # the traceback is logged
+    assert "hunter2-local-secret" not in "\n".join(daemon.log.raw)  # without its locals
 
 
 def test_orphans_in_the_daemons_own_session_are_reaped(
