@@ -132,7 +132,12 @@ class Broker:
         if settings.metrics_addr:
             from daemon.metrics import Metrics, MetricsServer  # prometheus only when asked
 
-            metrics = Metrics(self.queue, lambda: self.pgrunner)
+            metrics = Metrics(
+                self.queue,
+                lambda: self.pgrunner,
+                tasks=sorted(tasks.names()),
+                plans=lambda: self.ticker.plans,
+            )
             self.queue.on_finish(metrics.run_finished)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)

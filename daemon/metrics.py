@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -21,9 +21,15 @@ from prometheus_client.registry import Collector
 
 from daemon.logs import get_logger
 from daemon.runqueue import REASON_CLOSED, REASON_FULL, Run, RunQueue
+from daemon.ticker import TickPlan
 
 log = get_logger("runbroker.metrics")
 
+# Every task's run series exist from start-up, at zero, for each of these: an alert on a first
+# failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it.
+TRIGGERS = ("external", "tick", "schedule")
+OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
+FAILED_OUTCOMES = frozenset({"failed", "timed_out"})
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float("inf"))
 MAX_HTTP_REQUEST_BYTES = 8192
 HTTP_DEADLINE_S = 10.0
@@ -51,9 +57,15 @@ def outcome_of(run: Run) -> str:
 class _LiveCollector(Collector):
     """Figures read from their owners at scrape time."""
 
-    def __init__(self, queue: RunQueue, database: Callable[[], DatabaseFigures | None]) -> None:
+    def __init__(
+        self,
+        queue: RunQueue,
+        database: Callable[[], DatabaseFigures | None],
+        plans: Callable[[], Sequence[TickPlan]] = tuple,
+    ) -> None:
         self.queue = queue
         self.database = database
+        self.plans = plans
 
     def collect(self) -> Iterable[Metric]:
         stats = self.queue.statistics()
@@ -68,6 +80,20 @@ class _LiveCollector(Collector):
         rejections.add_metric([REASON_FULL], stats.rejected_full)
         rejections.add_metric([REASON_CLOSED], stats.rejected_closed)
         yield rejections
+        yield GaugeMetricFamily(
+            "runbroker_runs_in_flight",
+            "Runs executing now (0 or 1: one executor).",
+            value=0 if self.queue.current is None else 1,
+        )
+        next_fire = GaugeMetricFamily(
+            "runbroker_next_fire_timestamp_seconds",
+            "Unix time of each ticking task's next planned run (its interval or schedule).",
+            labels=["task"],
+        )
+        for plan in self.plans():
+            if plan.next_fire_at is not None:
+                next_fire.add_metric([plan.task], plan.next_fire_at)
+        yield next_fire
         runner = self.database()
         figures = runner.metrics_snapshot() if runner is not None else {}
         yield GaugeMetricFamily(
@@ -94,7 +120,12 @@ class _LiveCollector(Collector):
 
 class Metrics:
     def __init__(
-        self, queue: RunQueue, database: Callable[[], DatabaseFigures | None] = lambda: None
+        self,
+        queue: RunQueue,
+        database: Callable[[], DatabaseFigures | None] = lambda: None,
+        *,
+        tasks: Iterable[str] = (),
+        plans: Callable[[], Sequence[TickPlan]] = tuple,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.runs = Counter(
@@ -116,7 +147,20 @@ class Metrics:
             ["task"],
             registry=self.registry,
         )
-        self.registry.register(_LiveCollector(queue, database))
+        self.last_failure = Gauge(
+            "runbroker_last_failure_timestamp_seconds",
+            "Unix time of each task's last failed or timed-out run.",
+            ["task"],
+            registry=self.registry,
+        )
+        self.registry.register(_LiveCollector(queue, database, plans))
+        for task in tasks:  # at zero from the start (0 = never, for the timestamps)
+            for trigger in TRIGGERS:
+                for outcome in OUTCOMES:
+                    self.runs.labels(task, trigger, outcome)
+            self.duration.labels(task)
+            self.last_success.labels(task)
+            self.last_failure.labels(task)
 
     def run_finished(self, run: Run) -> None:
         outcome = outcome_of(run)
@@ -126,6 +170,8 @@ class Metrics:
             self.duration.labels(task).observe(run.result.duration_ms / 1000)
         if outcome == "succeeded":
             self.last_success.labels(task).set(time.time())
+        elif outcome in FAILED_OUTCOMES:
+            self.last_failure.labels(task).set(time.time())
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

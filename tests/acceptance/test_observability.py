@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,9 @@ TASKS = """
 command = ["true"]
 [tasks.fail]
 command = ["false"]
+[tasks.hourly]
+command = ["true"]
+schedule = "cron 0 * * * *"
 """
 
 
@@ -42,7 +46,19 @@ def test_metrics_move_with_real_runs(start_daemon: StartDaemon, workdir: Path) -
         "runbroker_runs_total",
         (("outcome", "succeeded"), ("task", "ok"), ("trigger", "external")),
     )
-    assert key not in before
+    # Every task's series are there from the start, at zero, so that an alert on the first
+    # failure or on a missing success can fire.
+    for task in ("ok", "fail", "hourly"):
+        for trigger in ("external", "tick", "schedule"):
+            for outcome in ("succeeded", "failed", "timed_out", "cancelled"):
+                labels = (("outcome", outcome), ("task", task), ("trigger", trigger))
+                assert before[("runbroker_runs_total", labels)] == 0
+        for name in ("last_success", "last_failure"):
+            assert before[(f"runbroker_{name}_timestamp_seconds", (("task", task),))] == 0
+        assert before[("runbroker_run_duration_seconds_count", (("task", task),))] == 0
+    assert before[("runbroker_runs_in_flight", ())] == 0
+    next_fire = before[("runbroker_next_fire_timestamp_seconds", (("task", "hourly"),))]
+    assert time.time() < next_fire <= time.time() + 3600
     assert before[("runbroker_queue_depth", ())] == 0
     assert daemon.exec("trigger", "ok").returncode == 0
     assert daemon.exec("trigger", "ok").returncode == 0
@@ -56,7 +72,9 @@ def test_metrics_move_with_real_runs(start_daemon: StartDaemon, workdir: Path) -
     assert after[failed] == 1
     assert after[("runbroker_run_duration_seconds_count", (("task", "ok"),))] == 2
     assert after[("runbroker_last_success_timestamp_seconds", (("task", "ok"),))] > 0
-    assert ("runbroker_last_success_timestamp_seconds", (("task", "fail"),)) not in after
+    assert after[("runbroker_last_success_timestamp_seconds", (("task", "fail"),))] == 0
+    assert after[("runbroker_last_failure_timestamp_seconds", (("task", "fail"),))] > 0
+    assert after[("runbroker_last_failure_timestamp_seconds", (("task", "ok"),))] == 0
     assert after[("runbroker_queue_rejections_total", (("reason", "run queue is full"),))] == 0
     assert after[("runbroker_db_up", ())] == 0
 
