@@ -29,7 +29,7 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -105,19 +105,27 @@ class LocalBackend:
         return Daemon(workdir, command, env=env, tasks_toml=tasks_toml, wait_ready=wait_ready)
 
 
-def zombies_in_pid_namespace_of(pid: int) -> list[str]:
-    """/proc/PID/stat of every zombie in the PID namespace of ``pid`` (seen from this host)."""
+def processes_in_pid_namespace_of(pid: int) -> Iterator[Path]:
+    """/proc/N of every process in the PID namespace of ``pid`` (seen from this host)."""
     try:
         target = os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
-        return []
-    found = []
+        return
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if os.readlink(entry / "ns" / "pid") != target:
-                continue
+            if os.readlink(entry / "ns" / "pid") == target:
+                yield entry
+        except OSError:
+            continue  # gone meanwhile
+
+
+def zombies_in_pid_namespace_of(pid: int) -> list[str]:
+    """/proc/PID/stat of every zombie in the PID namespace of ``pid`` (seen from this host)."""
+    found = []
+    for entry in processes_in_pid_namespace_of(pid):
+        try:
             stat = (entry / "stat").read_text()
         except OSError:
             continue

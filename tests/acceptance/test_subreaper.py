@@ -9,6 +9,7 @@ import os
 import signal
 from pathlib import Path
 
+from tests.acceptance.backends import processes_in_pid_namespace_of
 from tests.acceptance.harness import Daemon, _children, wait_until
 
 # PID 1 of the namespace, like tini or docker-init without -s: it starts the daemon and waits
@@ -18,13 +19,8 @@ INIT = ["python3", "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.a
 
 def _host_pid(daemon: Daemon, ns_pid: int) -> int:
     """The pid this host sees for the process ``ns_pid`` of the daemon's namespace."""
-    namespace = os.readlink(f"/proc/{daemon.pid}/ns/pid")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in processes_in_pid_namespace_of(daemon.pid):
         try:
-            if os.readlink(entry / "ns" / "pid") != namespace:
-                continue
             status = (entry / "status").read_text()
         except OSError:
             continue
