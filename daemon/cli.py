@@ -240,6 +240,12 @@ def _fast_trigger(words: list[str]) -> int | None:
     )
 
 
+def leaves_sockets_to_exit(words: Sequence[str]) -> bool:
+    """Every command but ``run``: the daemon lives on, and a handler of its own that talks to
+    it through ``daemon.client`` must get its sockets closed, not kept until exit."""
+    return list(words[:1]) != ["run"]
+
+
 def entry() -> None:
     """The ``runbroker`` command itself (the console script and ``python -m daemon``).
 
@@ -250,7 +256,8 @@ def entry() -> None:
 
     from daemon import client
 
-    client.leave_sockets_to_exit()
+    if leaves_sockets_to_exit(sys.argv[1:]):
+        client.leave_sockets_to_exit()
     code = main()
     if client.left_sockets():
         os._exit(code)

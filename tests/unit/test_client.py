@@ -403,3 +403,13 @@ def test_a_plain_trigger_stays_off_argparse_difflib_and_typing(
         )
     assert result.returncode == code, result.stderr
     assert result.stdout.splitlines()[-1] == ""
+
+
+@pytest.mark.parametrize(
+    ("words", "leaves"),
+    [(["trigger"], True), (["status", "--json"], True), ([], True), (["run", "--", "true"], False)],
+)
+def test_only_short_lived_commands_leave_their_sockets_to_exit(
+    words: list[str], leaves: bool
+) -> None:
+    assert cli.leaves_sockets_to_exit(words) is leaves
