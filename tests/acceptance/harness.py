@@ -196,6 +196,9 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)  # --kill-child takes the namespace down
             self.proc.wait(timeout=WAIT_S)
+        # The log reader ends at the pipe's end of file; closing the pipe under it while it
+        # reads raises in its thread.
+        self._reader.join(timeout=WAIT_S)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
