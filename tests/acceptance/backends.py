@@ -29,11 +29,11 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from tests.acceptance.harness import WAIT_S, Daemon, LogTail
+from tests.acceptance.harness import WAIT_S, Daemon, LogTail, zombies_in_pid_namespace_of
 
 BACKEND_ENV = "RUNBROKER_TEST_BACKEND"
 # Override files added after docker-compose.yml, separated by os.pathsep: what an engine other
@@ -103,35 +103,6 @@ class LocalBackend:
         wait_ready: bool = True,
     ) -> DaemonHandle:
         return Daemon(workdir, command, env=env, tasks_toml=tasks_toml, wait_ready=wait_ready)
-
-
-def processes_in_pid_namespace_of(pid: int) -> Iterator[Path]:
-    """/proc/N of every process in the PID namespace of ``pid`` (seen from this host)."""
-    try:
-        target = os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(entry / "ns" / "pid") == target:
-                yield entry
-        except OSError:
-            continue  # gone meanwhile
-
-
-def zombies_in_pid_namespace_of(pid: int) -> list[str]:
-    """/proc/PID/stat of every zombie in the PID namespace of ``pid`` (seen from this host)."""
-    found = []
-    for entry in processes_in_pid_namespace_of(pid):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.rfind(")") + 2 :].split()[0] == "Z":
-            found.append(stat)
-    return found
 
 
 def compose_files(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:

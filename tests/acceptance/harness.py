@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,36 @@ RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
 WAIT_S = 20.0
 
 
-def _children(pid: int) -> list[int]:
+def processes_in_pid_namespace_of(pid: int) -> Iterator[Path]:
+    """/proc/N of every process in the PID namespace of ``pid`` (seen from this host)."""
+    try:
+        target = os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "ns" / "pid") == target:
+                yield entry
+        except OSError:
+            continue  # gone meanwhile
+
+
+def zombies_in_pid_namespace_of(pid: int) -> list[str]:
+    """/proc/PID/stat of every zombie in the PID namespace of ``pid`` (seen from this host)."""
+    found = []
+    for entry in processes_in_pid_namespace_of(pid):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2 :].split()[0] == "Z":
+            found.append(stat)
+    return found
+
+
+def children_of(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         text = (task / "children").read_text().split()
@@ -143,7 +172,7 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return -1
-            children = _children(self.proc.pid)
+            children = children_of(self.proc.pid)
             if children:
                 return children[0]
             time.sleep(0.005)  # the kernel gives no event for "unshare has forked"
@@ -205,20 +234,7 @@ class Daemon:
 
     def zombies(self) -> list[str]:
         """Zombie processes inside the daemon's PID namespace."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if os.readlink(entry / "ns" / "pid") != os.readlink(f"/proc/{self.pid}/ns/pid"):
-                    continue
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            state = stat[stat.rfind(")") + 2 :].split()[0]
-            if state == "Z":
-                found.append(stat)
-        return found
+        return zombies_in_pid_namespace_of(self.pid)
 
 
 class Workdir:

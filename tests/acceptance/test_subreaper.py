@@ -9,8 +9,12 @@ import os
 import signal
 from pathlib import Path
 
-from tests.acceptance.backends import processes_in_pid_namespace_of
-from tests.acceptance.harness import Daemon, _children, wait_until
+from tests.acceptance.harness import (
+    Daemon,
+    children_of,
+    processes_in_pid_namespace_of,
+    wait_until,
+)
 
 # PID 1 of the namespace, like tini or docker-init without -s: it starts the daemon and waits
 # for that one child by pid, reaping nothing else.
@@ -44,7 +48,7 @@ def test_not_pid_1_it_adopts_and_reaps_the_orphans_of_its_jobs(workdir: Path) ->
     job = f'setsid sleep 60 </dev/null >/dev/null 2>&1 & echo "$!" > {escaped}'
     daemon = Daemon(workdir, ("sh", "-c", job), init=INIT)
     try:
-        (daemon_pid,) = _children(daemon.pid)  # the daemon is PID 1's child
+        (daemon_pid,) = children_of(daemon.pid)  # the daemon is PID 1's child
         status = daemon.exec("status", "--json")
         assert status.returncode == 0, status.stderr
         answer = json.loads(status.stdout)
