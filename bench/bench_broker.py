@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
-TASKS = '[tasks.noop]\nhandler = "daemon.builtin_tasks:noop"\n[tasks.true]\ncommand = ["true"]\n'
+TASKS = (
+    '[tasks.noop]\nhandler = "daemon.core.builtin_tasks:noop"\n[tasks.true]\ncommand = ["true"]\n'
+)
 # A handler module that holds 1 GiB of touched heap from the daemon's start.
 BALLAST_MODULE = 'BALLAST = b"\\x01" * (1 << 30)\n\n\nasync def noop(run):\n    return None\n'
 BALLAST_TASKS = TASKS + '[tasks.ballast]\nhandler = "rb_ballast:noop"\n'

@@ -25,14 +25,14 @@ from typing import Any
 
 import uvloop
 
-from daemon.executor import Executor
-from daemon.logs import configure_logging
-from daemon.pgrunner import PgRunner
-from daemon.process import ChildSupervisor
-from daemon.runqueue import RunQueue
+from daemon.core.executor import Executor
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import RunQueue
+from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.observe.logs import configure_logging
+from daemon.pg.runner import PgRunner
+from daemon.pg.store.postgres import PostgresStore
 from daemon.settings import Settings
-from daemon.store.postgres import PostgresStore
-from daemon.tasks import RunContext, Task, TaskRegistry
 
 latencies_ms: list[float] = []
 

@@ -1,5 +1,5 @@
 """``python -m daemon`` is the ``runbroker`` command."""
 
-from daemon.cli import entry
+from daemon.face.cli import entry
 
 entry()

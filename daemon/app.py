@@ -14,21 +14,23 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from daemon import protocol, status, subreaper
-from daemon.executor import CANCEL_ALREADY_REQUESTED, Executor
+from daemon.core import subreaper
+from daemon.core.executor import CANCEL_ALREADY_REQUESTED, Executor
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
+from daemon.core.tasks import TaskRegistry
+from daemon.core.ticker import Ticker, TickPlan
 from daemon.gctune import tune_gc
-from daemon.interval import clamp_interval, parse_interval
-from daemon.logs import get_logger
-from daemon.process import ChildSupervisor
-from daemon.protocol import ControlRequest
-from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
-from daemon.server import SocketServer
+from daemon.observe import status
+from daemon.observe.logs import get_logger
+from daemon.schedules.interval import clamp_interval, parse_interval
 from daemon.settings import Settings, SettingsError
-from daemon.tasks import TaskRegistry
-from daemon.ticker import Ticker, TickPlan
+from daemon.wire import protocol
+from daemon.wire.protocol import ControlRequest
+from daemon.wire.server import SocketServer
 
 if TYPE_CHECKING:
-    from daemon.metrics import MetricsServer
+    from daemon.observe.metrics import MetricsServer
 
 log = get_logger("runbroker.app")
 
@@ -109,7 +111,7 @@ class Broker:
         reaper_mode: str = subreaper.MODE_NONE,
     ) -> None:
         self.settings = settings
-        self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.subreaper)
+        self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
         self.signals = signals
         self.queue = RunQueue(settings.queue_capacity)
@@ -130,7 +132,7 @@ class Broker:
         self.queue.on_finish(self._finished)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:
-            from daemon.metrics import Metrics, MetricsServer  # prometheus only when asked
+            from daemon.observe.metrics import Metrics, MetricsServer  # prometheus only when asked
 
             metrics = Metrics(
                 self.queue,
@@ -188,8 +190,8 @@ class Broker:
         await self.server.start()
         database = None
         if self.settings.database_dsn():
-            from daemon.pgrunner import PgRunner  # only with a database
-            from daemon.store.postgres import PostgresStore
+            from daemon.pg.runner import PgRunner  # only with a database
+            from daemon.pg.store.postgres import PostgresStore
 
             database = PostgresStore(self.settings.database_dsn() or "")
             self.pgrunner = PgRunner(

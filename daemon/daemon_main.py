@@ -9,9 +9,9 @@ from __future__ import annotations
 import shlex
 import sys
 
-from daemon.logs import configure_logging, get_logger
+from daemon.core.tasks import TaskConfigError, build_registry
+from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
-from daemon.tasks import TaskConfigError, build_registry
 
 EXIT_CONFIG = 2
 EXIT_FATAL = 1
@@ -57,8 +57,8 @@ def main(command: list[str], early_signals: list[int]) -> int:
     import uvloop
 
     from daemon.app import run_broker
-    from daemon.server import SocketInUse
-    from daemon.subreaper import MODE_NONE, adopt_orphans
+    from daemon.core.subreaper import MODE_NONE, adopt_orphans
+    from daemon.wire.server import SocketInUse
 
     reaper = adopt_orphans()  # before any job can leave an orphan
     log.info("broker.starting", tasks=sorted(tasks.names()), reaper=reaper)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from daemon.interval import parse_duration
+from daemon.schedules.interval import parse_duration
 
 ENV_PREFIX = "RUNBROKER_"
 DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")

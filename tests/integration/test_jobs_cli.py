@@ -8,8 +8,8 @@ import json
 import asyncpg
 import pytest
 
-from daemon.jobs_cli import main, migrate_main
-from daemon.store.postgres import PostgresStore
+from daemon.pg.admin.commands import main, migrate_main
+from daemon.pg.store.postgres import PostgresStore
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from daemon.jobs_view import jobs_table
-from daemon.store.postgres import PostgresStore
+from daemon.pg.admin.view import jobs_table
+from daemon.pg.store.postgres import PostgresStore
 from tests.integration.test_pg_runner import eventually
 from tests.unit.pgfakes import running
 

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from daemon.jobplan import plan_claim, plan_finish, schedule_for
-from daemon.store.base import (
+from daemon.pg.plan import plan_claim, plan_finish, schedule_for
+from daemon.pg.store.base import (
     NO_OCCURRENCE,
     ClaimIncomplete,
     ClaimPlan,
@@ -23,7 +23,7 @@ from daemon.store.base import (
     NewJob,
     WriteBatch,
 )
-from daemon.store.postgres import SELECT_DUE, PostgresStore, _due_job
+from daemon.pg.store.postgres import SELECT_DUE, PostgresStore, _due_job
 from tests.integration.test_pg_store import add, success
 
 GRACE_S = 60.0

@@ -10,10 +10,10 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from daemon.pgrunner import PgRunner
-from daemon.runqueue import Run, RunQueue, RunResult
-from daemon.store.base import Dependency, NewJob, Outlook
-from daemon.store.postgres import PostgresStore
+from daemon.core.runqueue import Run, RunQueue, RunResult
+from daemon.pg.runner import PgRunner
+from daemon.pg.store.base import Dependency, NewJob, Outlook
+from daemon.pg.store.postgres import PostgresStore
 from tests.unit.pgfakes import FakeExecutor, fail, make_settings, running
 
 
@@ -263,7 +263,7 @@ async def test_a_schema_older_than_the_code_is_unhealthy_until_migrated(
         "DELETE FROM runbroker_migrations WHERE version = "
         "(SELECT max(version) FROM runbroker_migrations) RETURNING *"
     )
-    monkeypatch.setattr("daemon.pgrunner.SCHEMA_RECHECK_S", 0.05)
+    monkeypatch.setattr("daemon.pg.runner.SCHEMA_RECHECK_S", 0.05)
     async with running(PostgresStore(db_dsn)) as h:
 
         async def says_older() -> bool:

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from daemon.jobplan import plan_claim, plan_finish
-from daemon.migrate import as_tuples, load_migrations
-from daemon.store.base import (
+from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.plan import plan_claim, plan_finish
+from daemon.pg.store.base import (
     Claimed,
     ClaimPlan,
     Dependency,
@@ -21,7 +21,7 @@ from daemon.store.base import (
     StoreSchemaMissing,
     WriteBatch,
 )
-from daemon.store.postgres import SELECT_DUE, PostgresStore
+from daemon.pg.store.postgres import SELECT_DUE, PostgresStore
 
 
 def planner(job: DueJob, now: datetime) -> ClaimPlan:

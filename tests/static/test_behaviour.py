@@ -23,8 +23,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from daemon.interval import parse_duration
-from daemon.migrate import load_migrations
+from daemon.pg.migrate import load_migrations
+from daemon.schedules.interval import parse_duration
 from tests.acceptance.harness import Daemon
 from tests.acceptance.pgsupport import fresh_database
 from tests.static.support import DEV_COMPOSE, compose_config, compose_invocations

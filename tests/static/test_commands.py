@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import build_parser
+from daemon.face.cli import build_parser
 from tests.static.support import REPO, Invocation, all_invocations
 
-# Subcommands whose arguments are parsed by their own module (daemon/jobs_cli.py).
+# Subcommands whose arguments are parsed by their own module (daemon/pg/admin/commands.py).
 OWN_PARSERS = frozenset({"jobs", "migrate"})
 
 
@@ -55,7 +55,7 @@ def test_every_command_exists_and_its_arguments_parse(invocation: Invocation) ->
 
 
 def test_the_own_parser_commands_exist_in_the_package() -> None:
-    from daemon import jobs_cli
+    from daemon.pg.admin import commands as jobs_cli
 
     assert callable(jobs_cli.main)
     assert callable(jobs_cli.migrate_main)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemon.interval import parse_duration
+from daemon.core.tasks import parse_tasks_toml
+from daemon.schedules.interval import parse_duration
 from daemon.settings import DOCKER_SECRET_PATH
-from daemon.tasks import parse_tasks_toml
 from tests.static.support import (
     COMPOSE_FILES,
     DEV_COMPOSE,

@@ -8,10 +8,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from daemon.pgrunner import PgRunner
-from daemon.runqueue import Run, RunQueue, RunResult
+from daemon.core.runqueue import Run, RunQueue, RunResult
+from daemon.pg.runner import PgRunner
+from daemon.pg.store.base import JobStore
 from daemon.settings import Settings
-from daemon.store.base import JobStore
 
 S = TypeVar("S", bound=JobStore)
 

@@ -15,8 +15,7 @@ import pytest
 
 from daemon import settings as settings_module
 from daemon.app import Broker, Signals, run_broker, tick_plans
-from daemon.protocol import ControlRequest
-from daemon.runqueue import (
+from daemon.core.runqueue import (
     REASON_CLOSED,
     REASON_SHUTDOWN_CANCEL,
     REASON_USER_CANCEL,
@@ -25,10 +24,11 @@ from daemon.runqueue import (
     Run,
     RunRequest,
 )
+from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.schedules import parse_schedule
-from daemon.server import SocketServer
 from daemon.settings import Settings, load_settings
-from daemon.tasks import RunContext, Task, TaskRegistry
+from daemon.wire.protocol import ControlRequest
+from daemon.wire.server import SocketServer
 
 MakeSettings = Callable[..., Settings]
 Logs = list[MutableMapping[str, Any]]

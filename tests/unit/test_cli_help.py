@@ -6,7 +6,8 @@ import shlex
 
 import pytest
 
-from daemon import cli, jobs_cli
+from daemon.face import cli
+from daemon.pg.admin import commands as jobs_cli
 from daemon.schedules import parse_schedule
 from daemon.settings import KNOWN_VARS
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from daemon import cli, client
-from daemon.protocol import ControlRequest, SubmitRequest
+from daemon.face import cli
+from daemon.wire import client
+from daemon.wire.protocol import ControlRequest, SubmitRequest
 
 Answer = dict[str, Any] | bytes
 
@@ -359,8 +360,8 @@ def test_cli_bad_timeout_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
 
 def test_a_cold_trigger_never_imports_asyncio_pydantic_or_structlog() -> None:
     code = (
-        "import daemon.cli, json, sys\n"
-        "rc = daemon.cli.main(['trigger', '--socket', '/nonexistent/x.sock'])\n"
+        "import daemon.face.cli, json, sys\n"
+        "rc = daemon.face.cli.main(['trigger', '--socket', '/nonexistent/x.sock'])\n"
         "heavy = ('asyncio', 'pydantic', 'pydantic_settings', 'structlog', 'uvloop')\n"
         "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
         "sys.exit(rc)\n"
@@ -390,8 +391,8 @@ def test_a_plain_trigger_stays_off_argparse_difflib_and_typing(
     script = (
         "import sys\n"
         "before = set(sys.modules)\n"  # an editable install's path finder imports a few itself
-        "import daemon.cli\n"
-        f"rc = daemon.cli.main(['trigger', 'x', '--socket', {str(path)!r}])\n"
+        "import daemon.face.cli\n"
+        f"rc = daemon.face.cli.main(['trigger', 'x', '--socket', {str(path)!r}])\n"
         "slow = ('argparse', 'difflib', 'typing', 're', 'enum', 'contextlib', 'asyncio')\n"
         "print(','.join(sorted(m for m in slow if m in set(sys.modules) - before)))\n"
         "sys.exit(rc)\n"

@@ -12,10 +12,14 @@ from typing import Any
 
 import pytest
 
-from daemon.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor, job_environment
-from daemon.process import ChildSupervisor
-from daemon.protocol import encode_event
-from daemon.runqueue import (
+from daemon.core.executor import (
+    CANCEL_ALREADY_REQUESTED,
+    CANCEL_REQUESTED,
+    Executor,
+    job_environment,
+)
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
     REASON_USER_CANCEL,
     Event,
@@ -24,7 +28,8 @@ from daemon.runqueue import (
     RunRequest,
     RunResult,
 )
-from daemon.tasks import Handler, RunContext, Task, TaskRegistry
+from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
+from daemon.wire.protocol import encode_event
 from tests.unit.conftest import JOB_ENV
 
 # Settings of the daemon that must never reach a job, next to what should.
@@ -522,7 +527,7 @@ async def test_a_second_cancel_does_not_cut_the_grace_short() -> None:
 def test_handler_context_is_the_frozen_run_context() -> None:
     import dataclasses
 
-    from daemon.tasks import handler_context
+    from daemon.core.tasks import handler_context
 
     values = ("r1", "noop", "schedule", ("a",), {"K": "v"}, {"p": 1}, {"JOB": "j"})
     fast = handler_context(*values)

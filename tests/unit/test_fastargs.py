@@ -7,8 +7,8 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.cli import _duration_arg, build_parser
-from daemon.fastargs import parse_trigger
+from daemon.face.cli import _duration_arg, build_parser
+from daemon.face.fastargs import parse_trigger
 
 tokens = st.sampled_from(
     [

@@ -12,13 +12,13 @@ import pytest
 
 from daemon import settings as settings_module
 from daemon.app import Broker, Signals
-from daemon.pgrunner import PgRunner
-from daemon.runqueue import RunRequest, RunResult
+from daemon.core.runqueue import RunRequest, RunResult
+from daemon.core.tasks import Task, TaskRegistry
+from daemon.observe.status import health_answer, health_problem
+from daemon.pg.runner import PgRunner
+from daemon.pg.store.base import Claimed, StoreUnavailable
+from daemon.pg.store.memory import MemoryStore
 from daemon.settings import Settings
-from daemon.status import health_answer, health_problem
-from daemon.store.base import Claimed, StoreUnavailable
-from daemon.store.memory import MemoryStore
-from daemon.tasks import Task, TaskRegistry
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Go-style durations and the DESIGN.md interval rules (daemon/interval.py)."""
+"""Go-style durations and the DESIGN.md interval rules (daemon/schedules/interval.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from daemon.interval import (
+from daemon.schedules.interval import (
     MAX_DURATION_S,
     DurationError,
     IntervalDecision,

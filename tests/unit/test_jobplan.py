@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from daemon.jobplan import (
+from daemon.pg.plan import (
     MAX_WALK_STEPS,
     backoff_s,
     plan_claim,
@@ -15,8 +15,8 @@ from daemon.jobplan import (
     schedule_for,
     walk_missed,
 )
-from daemon.store.base import Claimed, DueJob
-from daemon.store.memory import MemoryStore
+from daemon.pg.store.base import Claimed, DueJob
+from daemon.pg.store.memory import MemoryStore
 from tests.unit.pgfakes import running
 
 T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -237,7 +237,7 @@ def test_a_schedule_that_fails_to_compute_disables_that_job_alone(
         def next_after(self, _t: datetime) -> datetime | None:
             raise RuntimeError("no occurrence of '0 0 30 2 *' after 2024-06-01")
 
-    monkeypatch.setattr("daemon.jobplan.schedule_for", lambda _spec, _tz: Broken())
+    monkeypatch.setattr("daemon.pg.plan.schedule_for", lambda _spec, _tz: Broken())
     p = plan(due_job())
     assert (p.run, p.enabled, p.last_status) == (False, False, "failed")
     assert "RuntimeError: no occurrence" in (p.last_error or "")

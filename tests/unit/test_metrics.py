@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.metrics import Metrics
-from daemon.runqueue import RunQueue, RunRequest
-from daemon.ticker import TickPlan
+from daemon.core.runqueue import RunQueue, RunRequest
+from daemon.core.ticker import TickPlan
+from daemon.observe.metrics import Metrics
 
 
 def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from daemon.runqueue import Run, RunResult
-from daemon.store.base import (
+from daemon.core.runqueue import Run, RunResult
+from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
     Dependency,
     SchedulerFlags,
     StoreUnavailable,
 )
-from daemon.store.memory import MemoryStore, MemRun
+from daemon.pg.store.memory import MemoryStore, MemRun
 from tests.unit.pgfakes import fail, running
 
 

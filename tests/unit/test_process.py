@@ -14,7 +14,7 @@ import uvloop
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.process import (
+from daemon.core.process import (
     LINE_LIMIT_BYTES,
     UNCLAIMED_ZOMBIE_S,
     ChildSupervisor,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.protocol import (
+from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     REASON_TOO_LARGE,
     REASON_UNDECODABLE,

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.protocol import EVENT_OUTPUT, output_event
-from daemon.runqueue import (
+from daemon.core.runqueue import (
     REASON_CLOSED,
     REASON_FULL,
     REASON_SHUTDOWN_CANCEL,
@@ -20,6 +19,7 @@ from daemon.runqueue import (
     RunRequest,
     RunResult,
 )
+from daemon.wire.protocol import EVENT_OUTPUT, output_event
 
 
 def _req(task: str = "default") -> RunRequest:
@@ -249,7 +249,7 @@ async def test_a_watcher_that_raises_is_dropped_and_the_run_still_finishes() -> 
 
 
 async def test_a_run_nobody_listens_to_builds_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    import daemon.runqueue as runqueue
+    import daemon.core.runqueue as runqueue
 
     def no_event(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("an Event was built")

@@ -1,4 +1,4 @@
-"""Schedules: parsing, next_after, DST behaviour (daemon/schedules.py)."""
+"""Schedules: parsing, next_after, DST behaviour (daemon/schedules/__init__.py)."""
 
 from __future__ import annotations
 

@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 
-from daemon.executor import Executor
-from daemon.process import ChildSupervisor
-from daemon.protocol import MAX_REQUEST_BYTES, REASON_BUSY, ControlRequest, encode_fields
-from daemon.runqueue import Event, Run, RunQueue, RunRequest
-from daemon.server import (
+from daemon.core.executor import Executor
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import Event, Run, RunQueue, RunRequest
+from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.wire.protocol import MAX_REQUEST_BYTES, REASON_BUSY, ControlRequest, encode_fields
+from daemon.wire.server import (
     BUFFERED_BYTES_MAX,
     SocketInUse,
     SocketServer,
     _Connection,
     bind_owner_only,
 )
-from daemon.tasks import RunContext, Task, TaskRegistry
 from tests.unit.conftest import JOB_ENV
 
 Answer = list[dict[str, Any]]

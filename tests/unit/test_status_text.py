@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daemon.status_text import human_duration, human_time, render_status
+from daemon.face.status_text import human_duration, human_time, render_status
 
 NOW = datetime(2026, 12, 1, 16, 20, 0, tzinfo=UTC).timestamp()
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from daemon.runqueue import RunRequest
-from daemon.tasks import (
+from daemon.core.runqueue import RunRequest
+from daemon.core.tasks import (
     MAX_ARGS,
     RunContext,
     Task,

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.runqueue import Run, RunQueue, RunRequest, RunResult
+from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
+from daemon.core.ticker import MAX_SLEEP_S, Ticker, TickPlan
 from daemon.schedules import parse_schedule
-from daemon.ticker import MAX_SLEEP_S, Ticker, TickPlan
 
 START = datetime(2026, 3, 2, 8, 55, tzinfo=UTC)
 Logs = list[MutableMapping[str, Any]]

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from daemon.logs import get_logger
-from daemon.runqueue import Rejected, RunQueue, RunRequest
+from daemon.core.runqueue import Rejected, RunQueue, RunRequest
+from daemon.observe.logs import get_logger
 from daemon.schedules import Schedule
 
 log = get_logger("runbroker.ticker")

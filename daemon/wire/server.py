@@ -31,8 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemon.logs import get_logger
-from daemon.protocol import (
+from daemon.core.runqueue import Event, Rejected, Run, RunQueue, RunRequest
+from daemon.core.tasks import TaskRegistry
+from daemon.observe.logs import get_logger
+from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
     MAX_REQUEST_BYTES,
@@ -50,8 +52,6 @@ from daemon.protocol import (
     encode_fields,
     rejection,
 )
-from daemon.runqueue import Event, Rejected, Run, RunQueue, RunRequest
-from daemon.tasks import TaskRegistry
 
 log = get_logger("runbroker.server")
 

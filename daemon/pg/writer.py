@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from daemon.store.base import (
+from daemon.pg.store.base import (
     Finish,
     JobStore,
     Release,

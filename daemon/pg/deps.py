@@ -15,16 +15,16 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
-from daemon.interval import format_duration
-from daemon.logs import get_logger
-from daemon.pgwriter import DbHealth, wait_event
-from daemon.store.base import (
+from daemon.observe.logs import get_logger
+from daemon.pg.store.base import (
     Dependency,
     DependencyState,
     JobStore,
     StoreSchemaMissing,
     StoreUnavailable,
 )
+from daemon.pg.writer import DbHealth, wait_event
+from daemon.schedules.interval import format_duration
 
 RECHECK_S = 2.0
 

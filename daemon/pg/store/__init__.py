@@ -1,6 +1,6 @@
 """Job store: the runner's port (``base``), PostgreSQL (``postgres``), a fake (``memory``)."""
 
-from daemon.store.base import (
+from daemon.pg.store.base import (
     Claimed,
     ClaimPlan,
     Dependency,

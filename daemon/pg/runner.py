@@ -26,13 +26,18 @@ from functools import partial
 
 import structlog
 
-from daemon.jobplan import plan_claim, plan_finish, rfc3339_utc
-from daemon.logs import log_enabled
-from daemon.pgdeps import DependencyWaiter
-from daemon.pgwriter import Backoff, DbHealth, ResultWriter, first_of, wait_event
-from daemon.runqueue import REASON_SHUTDOWN_CANCEL, Rejected, Run, RunQueue, RunRequest, RunResult
-from daemon.settings import Settings
-from daemon.store.base import (
+from daemon.core.runqueue import (
+    REASON_SHUTDOWN_CANCEL,
+    Rejected,
+    Run,
+    RunQueue,
+    RunRequest,
+    RunResult,
+)
+from daemon.observe.logs import log_enabled
+from daemon.pg.deps import DependencyWaiter
+from daemon.pg.plan import plan_claim, plan_finish, rfc3339_utc
+from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
     ClaimPlan,
@@ -46,6 +51,8 @@ from daemon.store.base import (
     WriteBatch,
     WriteOutcome,
 )
+from daemon.pg.writer import Backoff, DbHealth, ResultWriter, first_of, wait_event
+from daemon.settings import Settings
 
 log = structlog.get_logger("runbroker.pgrunner")
 

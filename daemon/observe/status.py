@@ -31,10 +31,10 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from daemon import protocol
-from daemon.interval import format_duration
-from daemon.runqueue import Run
-from daemon.ticker import TickPlan
+from daemon.core.runqueue import Run
+from daemon.core.ticker import TickPlan
+from daemon.schedules.interval import format_duration
+from daemon.wire import protocol
 
 if TYPE_CHECKING:
     from daemon.app import Broker

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from daemon.logs import get_logger
+from daemon.observe.logs import get_logger
 
 log = get_logger("runbroker.process")
 

@@ -1,5 +1,5 @@
-"""``runbroker status`` for people: the JSON answer (``daemon/status.py``) as a short report of
-aligned tables. Times are UTC, each with how long ago (or how soon) it is; durations are
+"""``runbroker status`` for people: the JSON answer (``daemon/observe/status.py``) as a short
+report of aligned tables. Times are UTC, each with how long ago (or how soon) it is; durations are
 rounded to what a person reads (``2h03m``, ``4.2s``, ``12ms``). Fields this version does not
 know (a newer daemon's) are shown as they are rather than dropped.
 """
@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from daemon.subreaper import MODE_TEXT
+from daemon.core.subreaper import MODE_TEXT
 
 _DATABASE_KNOWN = frozenset(
     {

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from daemon.protocol import (
+from daemon.wire.protocol import (
     REASON_FORBIDDEN,
     TEMPFAIL_REASONS,
     ControlRequest,

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.interval import parse_duration
-from daemon.runqueue import RunRequest
+from daemon.core.runqueue import RunRequest
 from daemon.schedules import Schedule, parse_schedule
+from daemon.schedules.interval import parse_duration
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")

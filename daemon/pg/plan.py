@@ -13,8 +13,8 @@ import random
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
 from daemon.schedules import parse_schedule
-from daemon.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
 
 MAX_WALK_STEPS = 10_000  # occurrences walked to find the latest missed one
 BACKOFF_CAP_S = 3600.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from daemon.store.base import (
+from daemon.pg.store.base import (
     Claimed,
     Dependency,
     DependencyState,

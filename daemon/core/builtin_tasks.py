@@ -1,13 +1,13 @@
 """Handlers that ship with runbroker, for demos, smoke tests and benchmarks.
 
-Use them from a tasks file, for example ``handler = "daemon.builtin_tasks:noop"``.
+Use them from a tasks file, for example ``handler = "daemon.core.builtin_tasks:noop"``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from daemon.tasks import RunContext
+from daemon.core.tasks import RunContext
 
 
 async def noop(run: RunContext) -> None:

@@ -19,9 +19,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from daemon.logs import get_logger
-from daemon.runqueue import REASON_CLOSED, REASON_FULL, Run, RunQueue
-from daemon.ticker import TickPlan
+from daemon.core.runqueue import REASON_CLOSED, REASON_FULL, Run, RunQueue
+from daemon.core.ticker import TickPlan
+from daemon.observe.logs import get_logger
 
 log = get_logger("runbroker.metrics")
 

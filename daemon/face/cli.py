@@ -24,7 +24,7 @@ EXIT_USAGE = 2
 
 def positive_duration(text: str) -> float:
     """A Go-style duration that must be positive; ValueError with the reason otherwise."""
-    from daemon.interval import parse_duration
+    from daemon.schedules.interval import parse_duration
 
     seconds = parse_duration(text)
     if seconds <= 0:
@@ -57,7 +57,7 @@ def build_parser(
     subcommand's own parser (to report an error with that subcommand's usage)."""
     import argparse
 
-    from daemon import cli_help  # the long texts: not on a plain trigger's path
+    from daemon.face import help as cli_help  # the long texts: not on a trigger's path
 
     parser = argparse.ArgumentParser(
         prog="runbroker", description="A job-running daemon for containers."
@@ -129,14 +129,14 @@ def build_parser(
 
 
 def _socket(args: argparse.Namespace) -> str:
-    from daemon.client import socket_path_from_env
+    from daemon.wire.client import socket_path_from_env
 
     return str(args.socket) if args.socket else socket_path_from_env()
 
 
 def _trigger(args: argparse.Namespace) -> int:
-    from daemon import client
-    from daemon.protocol import SubmitRequest
+    from daemon.wire import client
+    from daemon.wire.protocol import SubmitRequest
 
     request = SubmitRequest(task=args.task, args=tuple(args.args), env=dict(args.env))
     return client.trigger(
@@ -145,8 +145,8 @@ def _trigger(args: argparse.Namespace) -> int:
 
 
 def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, Any] | int:
-    from daemon import client
-    from daemon.protocol import ControlRequest
+    from daemon.wire import client
+    from daemon.wire.protocol import ControlRequest
 
     try:
         return client.control(_socket(args), ControlRequest(op=op, id=run_id))
@@ -158,7 +158,7 @@ def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, A
 def _status(args: argparse.Namespace) -> int:
     import json
 
-    from daemon.status_text import render_status
+    from daemon.face.status_text import render_status
 
     answer = _control(args, "status")
     if isinstance(answer, int):
@@ -219,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _fast_trigger(words: list[str]) -> int | None:
     """``trigger`` without argparse when the arguments are plain; None to fall back."""
-    from daemon.fastargs import parse_trigger
+    from daemon.face.fastargs import parse_trigger
 
     parsed = parse_trigger(words)
     if parsed is None:
@@ -230,8 +230,8 @@ def _fast_trigger(words: list[str]) -> int | None:
             timeout_s = positive_duration(parsed.timeout)
         except ValueError:
             return None  # argparse reports it
-    from daemon import client
-    from daemon.protocol import SubmitRequest
+    from daemon.wire import client
+    from daemon.wire.protocol import SubmitRequest
 
     request = SubmitRequest(task=parsed.task, args=parsed.args, env=dict(parsed.env))
     path = parsed.socket or client.socket_path_from_env()
@@ -242,7 +242,7 @@ def _fast_trigger(words: list[str]) -> int | None:
 
 def leaves_sockets_to_exit(words: Sequence[str]) -> bool:
     """Every command but ``run``: the daemon lives on, and a handler of its own that talks to
-    it through ``daemon.client`` must get its sockets closed, not kept until exit."""
+    it through ``daemon.wire.client`` must get its sockets closed, not kept until exit."""
     return list(words[:1]) != ["run"]
 
 
@@ -254,7 +254,7 @@ def entry() -> None:
     then ends the process without a teardown in which the daemon's own exit could kill it."""
     import os
 
-    from daemon import client
+    from daemon.wire import client
 
     if leaves_sockets_to_exit(sys.argv[1:]):
         client.leave_sockets_to_exit()
@@ -295,7 +295,7 @@ def _closed_output() -> int:
     import contextlib
     import os
 
-    from daemon.client import EXIT_BROKEN_PIPE
+    from daemon.wire.client import EXIT_BROKEN_PIPE
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
@@ -312,7 +312,7 @@ def _dispatch(words: list[str]) -> int:
         if code is not None:
             return code
     if words and words[0] in ("jobs", "migrate"):
-        from daemon import jobs_cli
+        from daemon.pg.admin import commands as jobs_cli
 
         return jobs_cli.main(words[1:]) if words[0] == "jobs" else jobs_cli.migrate_main(words[1:])
     subparsers: dict[str, argparse.ArgumentParser] = {}
@@ -330,7 +330,7 @@ def _dispatch(words: list[str]) -> int:
     if args.command == "cancel":
         return _cancel(args)
     if args.command == "once":
-        from daemon.once import main as once_main
+        from daemon.face.once import main as once_main
 
         return once_main(args.task, skip=args.skip)
     print(f"runbroker {__version__}")

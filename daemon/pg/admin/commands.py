@@ -16,8 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
-from daemon.jobplan import occurrence_after, rfc3339_utc
-from daemon.jobs_view import (
+from daemon.pg.admin.view import (
     job_dict,
     jobs_table,
     local_time,
@@ -25,10 +24,9 @@ from daemon.jobs_view import (
     runs_table,
     schedule_text,
 )
-from daemon.migrate import as_tuples, load_migrations
-from daemon.schedules import parse_schedule
-from daemon.settings import SettingsError, load_settings
-from daemon.store.base import (
+from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.plan import occurrence_after, rfc3339_utc
+from daemon.pg.store.base import (
     Dependency,
     JobError,
     JobInvalid,
@@ -36,7 +34,9 @@ from daemon.store.base import (
     StoreSchemaMissing,
     StoreUnavailable,
 )
-from daemon.store.postgres import PostgresStore
+from daemon.pg.store.postgres import PostgresStore
+from daemon.schedules import parse_schedule
+from daemon.settings import SettingsError, load_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_PAYLOAD_DEPTH = 100  # arrays and objects nested in a payload

@@ -20,12 +20,12 @@ import signal
 import sys
 
 from daemon.coord import Exclusive, Outcome
-from daemon.executor import Executor
-from daemon.logs import configure_logging, get_logger
-from daemon.process import ChildSupervisor
-from daemon.runqueue import Event, Run, RunQueue, RunRequest, RunResult
+from daemon.core.executor import Executor
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import Event, Run, RunQueue, RunRequest, RunResult
+from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
+from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
-from daemon.tasks import TaskConfigError, TaskRegistry, build_registry
 
 EXIT_CONFIG = 2
 EXIT_TEMPFAIL = 75

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from daemon.jobplan import rfc3339_utc
+from daemon.pg.plan import rfc3339_utc
+from daemon.pg.store.base import JobInfo, RunInfo
 from daemon.schedules import AtSchedule, parse_schedule
-from daemon.store.base import JobInfo, RunInfo
 
 
 def _t(value: datetime | None) -> str | None:

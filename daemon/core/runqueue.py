@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from daemon import protocol
-from daemon.logs import get_logger, log_enabled
+from daemon.observe.logs import get_logger, log_enabled
+from daemon.wire import protocol
 
 _log = get_logger("runbroker.runqueue")
 

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from daemon.interval import DurationError, format_duration, parse_duration
+from daemon.schedules.interval import DurationError, format_duration, parse_duration
 
 __all__ = [
     "AtSchedule",

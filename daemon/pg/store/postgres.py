@@ -17,8 +17,8 @@ from typing import Any
 
 import asyncpg
 
-from daemon.migrate import latest_migration_version
-from daemon.store.base import (
+from daemon.pg.migrate import latest_migration_version
+from daemon.pg.store.base import (
     NO_OCCURRENCE,
     Claimed,
     ClaimIncomplete,

@@ -13,10 +13,8 @@ import os
 import time
 from collections.abc import Mapping
 
-from daemon import protocol
-from daemon.logs import get_logger, log_enabled
-from daemon.process import ChildSupervisor, SpawnError
-from daemon.runqueue import (
+from daemon.core.process import ChildSupervisor, SpawnError
+from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
     REASON_USER_CANCEL,
     Run,
@@ -24,7 +22,9 @@ from daemon.runqueue import (
     RunResult,
     run_log_fields,
 )
-from daemon.tasks import Task, TaskRegistry, handler_context
+from daemon.core.tasks import Task, TaskRegistry, handler_context
+from daemon.observe.logs import get_logger, log_enabled
+from daemon.wire import protocol
 
 log = get_logger("runbroker.executor")
 

@@ -1,0 +1,1 @@
+"""The command line: argument parsing, exit codes, the human-facing renderings."""

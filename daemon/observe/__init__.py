@@ -1,0 +1,1 @@
+"""Observability: logs, metrics, the status report."""

@@ -1,0 +1,1 @@
+"""The `runbroker jobs` and `runbroker migrate` commands."""

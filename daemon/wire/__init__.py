@@ -1,0 +1,1 @@
+"""What crosses the unix socket: the wire vocabulary, the server, the thin client."""
