@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
@@ -54,6 +55,18 @@ def outcome_of(run: Run) -> str:
     return "failed"
 
 
+def cadence_of(plan: TickPlan) -> float | None:
+    """Seconds between ``plan``'s runs: its interval, or the gap after its next scheduled fire
+    (None for a one-shot, or a schedule with no fire after the next)."""
+    if plan.interval_s is not None and not plan.once:
+        return plan.interval_s
+    if plan.schedule is None or plan.next_fire_at is None:
+        return None
+    fire = datetime.fromtimestamp(plan.next_fire_at, UTC)
+    after = plan.schedule.next_after(fire)
+    return None if after is None else (after - fire).total_seconds()
+
+
 class _LiveCollector(Collector):
     """Figures read from their owners at scrape time."""
 
@@ -90,12 +103,27 @@ class _LiveCollector(Collector):
             "Unix time of each ticking task's next planned run (its interval or schedule).",
             labels=["task"],
         )
+        cadence = GaugeMetricFamily(
+            "runbroker_task_cadence_seconds",
+            "Each ticking task's expected time between runs: its interval, or for a schedule the"
+            " gap from its next fire to the one after.",
+            labels=["task"],
+        )
         for plan in self.plans():
             if plan.next_fire_at is not None:
                 next_fire.add_metric([plan.task], plan.next_fire_at)
+            cadence_s = cadence_of(plan)
+            if cadence_s is not None:
+                cadence.add_metric([plan.task], cadence_s)
         yield next_fire
+        yield cadence
         runner = self.database()
         figures = runner.metrics_snapshot() if runner is not None else {}
+        yield GaugeMetricFamily(
+            "runbroker_db_configured",
+            "1 when a database is configured (RUNBROKER_DATABASE_URL), else 0.",
+            value=0 if runner is None else 1,
+        )
         yield GaugeMetricFamily(
             "runbroker_db_up",
             "1 when the database answers, 0 when not (or not configured).",
@@ -154,6 +182,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_LiveCollector(queue, database, plans))
+        # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
+        ProcessCollector(registry=self.registry)
         for task in tasks:  # at zero from the start (0 = never, for the timestamps)
             for trigger in TRIGGERS:
                 for outcome in OUTCOMES:
