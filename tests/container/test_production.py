@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.backends import REPO, ComposeCLI
-from tests.acceptance.harness import wait_until
 from tests.container.conftest import Engine, wait_for_name
 from tests.container.podman_engine import RUNTIME_IMAGE
+from tests.support.eventually import eventually
 
 PROD_DIR = REPO / "deploy" / "compose"
 PODMAN_PROD_OVERRIDE = REPO / "tests" / "container" / "compose.podman.prod.yml"
@@ -123,7 +123,7 @@ def test_a_database_job_runs_and_stop_drains_both_replicas(prod: Prod) -> None:
         assert history.returncode == 0, history.stderr
         return [run["status"] for run in json.loads(history.stdout)["runs"]] == ["succeeded"]
 
-    wait_until(ran, "the database job to succeed", timeout_s=60)
+    eventually(ran, "the database job to succeed", timeout_s=60)
     started = time.monotonic()
     prod.ok("stop", "--timeout", "40", "broker", timeout_s=120)
     elapsed = time.monotonic() - started

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.pgsupport import poll, query, value
+from tests.acceptance.pgsupport import query, value
 from tests.container.conftest import Stack
+from tests.support.eventually import eventually
 
 TESTS_RUN_TIMEOUT_S = 900.0
 
@@ -63,7 +64,7 @@ def test_a_scheduled_database_job_runs_in_the_stack(stack: Stack) -> None:
     added = stack.exec("broker", "jobs", "add", name, "--task", "default", "--at", "now")
     assert added.returncode == 0, added.stderr
     dsn = stack.dsn()
-    poll(
+    eventually(
         lambda: (
             value(dsn, "SELECT last_status FROM scheduled_jobs WHERE name = $1", name)
             == "succeeded"
@@ -101,12 +102,12 @@ def test_two_replicas_run_each_occurrence_exactly_once(stack: Stack) -> None:
         "SELECT count(*) FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id"
         " WHERE j.name = ANY($1::text[]) AND r.status = 'succeeded'"
     )
-    poll(lambda: value(dsn, count_sql, names) >= 24, "24 occurrences to run", timeout_s=60)
+    eventually(lambda: value(dsn, count_sql, names) >= 24, "24 occurrences to run", timeout_s=60)
     for name in names:
         disabled = stack.exec("broker", "jobs", "disable", name)
         assert disabled.returncode == 0, disabled.stderr
     # Nothing of these jobs is left running or queued once both replicas are idle.
-    poll(
+    eventually(
         lambda: (
             value(
                 dsn,
