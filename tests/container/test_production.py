@@ -50,6 +50,13 @@ class Prod:
         assert result.returncode == 0, f"compose {' '.join(args)}: {result.stderr}"
         return result.stdout
 
+    def up(self, timeout_s: float) -> None:
+        """``up --detach --wait``, then until every broker's DNS has settled (see
+        ``wait_for_name``)."""
+        self.ok("up", "--detach", "--wait", timeout_s=timeout_s)
+        for container in _brokers(self):
+            wait_for_name(self.engine, container)
+
     def runbroker(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.compose(*self.cli.exec_argv("broker", *args)[len(self.cli.argv()) :])
 
@@ -77,9 +84,7 @@ def prod(engine: Engine) -> Iterator[Prod]:
         made = Prod(engine, cli, env, password)
         engine.health.watch(project)
         try:
-            made.ok("up", "--detach", "--wait", timeout_s=240)
-            for container in _brokers(made):
-                wait_for_name(engine, container)
+            made.up(timeout_s=240)
             yield made
         finally:
             engine.health.forget(project)
