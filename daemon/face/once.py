@@ -19,7 +19,8 @@ import shlex
 import signal
 import sys
 
-from daemon.coord import Exclusive, Outcome
+from daemon.coord.exclusive import Exclusive
+from daemon.coord.outcome import Outcome
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest, RunResult

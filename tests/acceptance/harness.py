@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.eventually import eventually
+
 RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
 WAIT_S = 20.0
 
@@ -60,6 +62,33 @@ def children_of(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         text = (task / "children").read_text().split()
         found.extend(int(item) for item in text)
+    return found
+
+
+def forked_by_unshare(
+    unshare_pid: int, exited: Callable[[], bool] = lambda: False, timeout_s: float = WAIT_S
+) -> int:
+    """The process ``unshare --fork`` started (PID 1 of the new namespace), once it has forked:
+    the kernel gives no event for that. -1 when unshare is gone without one (``exited()`` says
+    so, or its /proc entry has gone)."""
+
+    def child_or_gone() -> int | None:
+        if exited():
+            return -1
+        try:
+            children = children_of(unshare_pid)
+        except OSError:
+            return -1
+        return children[0] if children else None
+
+    found = eventually(
+        child_or_gone,
+        "unshare to fork PID 1",
+        until=lambda pid: pid is not None,
+        timeout_s=timeout_s,
+        every_s=0.005,
+    )
+    assert found is not None
     return found
 
 
@@ -163,20 +192,9 @@ class Daemon:
         self.log = LogTail()
         self._reader = threading.Thread(target=self.log.feed, args=(self.proc.stdout,), daemon=True)
         self._reader.start()
-        self.pid = self._find_init()
+        self.pid = forked_by_unshare(self.proc.pid, lambda: self.proc.poll() is not None)
         if wait_ready:
             self.log.wait_for("broker.ready")
-
-    def _find_init(self) -> int:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return -1
-            children = children_of(self.proc.pid)
-            if children:
-                return children[0]
-            time.sleep(0.005)  # the kernel gives no event for "unshare has forked"
-        raise AssertionError("unshare did not start the daemon")
 
     def client_env(self) -> dict[str, str]:
         return {"RUNBROKER_SOCKET": str(self.socket), "PATH": os.environ.get("PATH", "")}
@@ -245,12 +263,3 @@ class Workdir:
 
     def cleanup(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-    """Poll a condition the kernel gives no event for (a process state in /proc)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)

@@ -1,5 +1,5 @@
-"""PostgreSQL helpers for acceptance tests: a fresh migrated database per test, bounded polls
-of the database, and the ``runbroker`` CLI pointed at it."""
+"""PostgreSQL helpers for acceptance tests: a fresh migrated database per test, queries of it,
+and the ``runbroker`` CLI pointed at it."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from tests.acceptance.harness import RUNBROKER
+from tests.support.eventually import eventually_async
 
 ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -39,15 +40,6 @@ def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
 def value(dsn: str, sql: str, *args: Any) -> Any:
     rows = query(dsn, sql, *args)
     return rows[0][0] if rows else None
-
-
-def poll(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    """A bounded poll of the database."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -127,26 +119,37 @@ async def _crash_restart(dsn: str, timeout_s: float) -> None:
         # $PPID of the program's shell is this session's server process.
         with contextlib.suppress(asyncpg.PostgresError, OSError):
             await victim.execute("COPY (SELECT 1) TO PROGRAM 'kill -KILL $PPID'")
+
         # The crash restart has ended every session once the witness's has ended; a new
         # connection is accepted only once recovery is over.
-        while True:
+        async def witness_ended() -> bool:
             try:
                 await witness.fetchval("SELECT 1", timeout=5)
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError("the server did not end its sessions after the crash")
-            await asyncio.sleep(0.05)
-        while True:
+                return True
+            return False
+
+        async def refusal() -> Exception | None:
+            """Why a new connection fails; None once one is accepted."""
             try:
                 conn = await asyncpg.connect(dsn, timeout=5)
             except (asyncpg.PostgresError, OSError, TimeoutError) as exc:
-                if time.monotonic() > deadline:
-                    raise AssertionError("the server did not come back after its restart") from exc
-                await asyncio.sleep(0.1)
-                continue
+                return exc
             await conn.close()
-            return
+            return None
+
+        await eventually_async(
+            witness_ended,
+            "the server to end its sessions after the crash",
+            timeout_s=max(0.0, deadline - time.monotonic()),
+        )
+        await eventually_async(
+            refusal,
+            "the server to come back after its restart",
+            until=lambda error: error is None,
+            timeout_s=max(0.0, deadline - time.monotonic()),
+            every_s=0.1,
+        )
     finally:
         for conn in (witness, victim):
             conn.terminate()

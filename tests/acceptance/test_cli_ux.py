@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.harness import RUNBROKER, Daemon, wait_until
+from tests.acceptance.harness import RUNBROKER, Daemon
 from tests.acceptance.pgsupport import jobs
+from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., Daemon]
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`
@@ -130,7 +131,7 @@ def test_once_callers_that_did_not_run_say_why_in_words(workdir: Path) -> None:
         [RUNBROKER, "once"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        wait_until(lambda: (workdir / "started").exists(), "the first run to start")
+        eventually(lambda: (workdir / "started").exists(), "the first run to start")
 
         def once(*args: str) -> list[str]:
             done = subprocess.run(
@@ -209,7 +210,7 @@ def test_status_is_a_readable_report(start_daemon: StartDaemon, workdir: Path, d
         answer = json.loads(daemon.exec("status", "--json").stdout)
         return bool(answer["database"] and answer["database"]["up"])
 
-    wait_until(database_up, "the database to be up")
+    eventually(database_up, "the database to be up")
     answer = json.loads(daemon.exec("status", "--json").stdout)
     assert {(t["task"], t["schedule"], t["tz"]) for t in answer["ticks"]} == {
         ("default", "every 1h", None),

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.acceptance.harness import Daemon, wait_until
-from tests.acceptance.pgsupport import ADMIN_DSN, cli, database_url, jobs, poll, query, value
+from tests.acceptance.harness import Daemon
+from tests.acceptance.pgsupport import ADMIN_DSN, cli, database_url, jobs, query, value
+from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., Daemon]
 
@@ -129,13 +130,13 @@ def test_health_follows_the_database_away_and_back(
         def unhealthy() -> bool:
             return daemon.exec("health").returncode == 1
 
-        wait_until(unhealthy, "health to turn unhealthy", timeout_s=30)
+        eventually(unhealthy, "health to turn unhealthy", timeout_s=30)
         answer = daemon.exec("health")
         assert answer.stdout.startswith("unhealthy: database unreachable for")
         query(ADMIN_DSN, f'CREATE DATABASE "{name}"')
         assert cli(url, "migrate").returncode == 0
         daemon.log.wait_for("db.reconnected", timeout_s=30)
-        wait_until(lambda: daemon.exec("health").returncode == 0, "health to recover")
+        eventually(lambda: daemon.exec("health").returncode == 0, "health to recover")
         status = json.loads(daemon.exec("status", "--json").stdout)
         assert status["database"]["up"] is True
     finally:
@@ -152,11 +153,11 @@ def test_database_metrics_move_with_claims(
     )
     port = daemon.log.wait_for("metrics.listening")[0]["port"]
     jobs(dsn, "add", "once", "--task", "ok", "--at", "now")
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT count(*) FROM job_runs WHERE status = 'succeeded'") == 1,
         "the job's run to succeed",
     )
-    wait_until(
+    eventually(
         lambda: _scrape(port).get(("runbroker_claims_total", ())) == 1, "claims_total to move"
     )
     samples = _scrape(port)

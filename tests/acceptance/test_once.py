@@ -7,7 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.acceptance.harness import RUNBROKER, wait_until
+from tests.acceptance.harness import RUNBROKER
+from tests.support.eventually import eventually
 
 # Records each run's start and end, and any overlap (mkdir is atomic), then waits for `go`.
 JOB = (
@@ -39,7 +40,7 @@ def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
         for _ in range(8)
     ]
     # Every caller but the runner decides at once (queued or discarded) and exits 0.
-    wait_until(lambda: sum(c.poll() is not None for c in callers) >= 7, "7 callers to exit")
+    eventually(lambda: sum(c.poll() is not None for c in callers) >= 7, "7 callers to exit")
     assert [c.returncode for c in callers if c.returncode is not None] == [0] * 7
     (workdir / "go").touch()
     outcomes = []
@@ -81,7 +82,7 @@ def test_the_runner_exits_with_the_job_status(workdir: Path) -> None:
 def test_skip_mode_skips_while_a_run_is_in_flight(workdir: Path) -> None:
     env = _env(workdir, f"sh -c '{JOB}'")
     runner = subprocess.Popen([RUNBROKER, "once"], env=env, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: (workdir / "runs").exists(), "the first run to start")
+    eventually(lambda: (workdir / "runs").exists(), "the first run to start")
     skipped = subprocess.run(
         [RUNBROKER, "once", "--skip"], env=env, capture_output=True, text=True, timeout=30
     )

@@ -18,15 +18,8 @@ from datetime import timedelta
 import pytest
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import (
-    cli,
-    fresh_database,
-    jobs,
-    poll,
-    query,
-    restart_server,
-    value,
-)
+from tests.acceptance.pgsupport import cli, fresh_database, jobs, query, restart_server, value
+from tests.support.eventually import eventually
 
 TASKS = """
 [tasks.noop]
@@ -80,14 +73,14 @@ def test_three_replicas_run_every_occurrence_exactly_once(
         "FROM generate_series(1, 100) g",
     )
     jobs(dsn, "add", "ticker", "--task", "noop", "--every", "1s")
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT count(*) FROM job_runs r JOIN scheduled_jobs j "
                       "ON j.id = r.job_id WHERE j.name = 'ticker'") >= 20,
         "20 ticks",
         timeout_s=60,
     )  # fmt: skip
     jobs(dsn, "disable", "ticker")
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT count(*) FROM job_runs WHERE finished_at IS NULL") == 0,
         "every run finished",
     )
@@ -119,14 +112,14 @@ def test_a_killed_replicas_run_is_abandoned_and_retried_on_another(
 ) -> None:
     doomed = replicas()
     jobs(dsn, "add", "fragile", "--task", "first_attempt_hangs", "--at", "now")
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT status FROM job_runs WHERE attempt = 1") == "running",
         "attempt 1 running",
     )
     survivor = replicas()
     os.kill(doomed.pid, signal.SIGKILL)  # PID 1 of its namespace: everything in it dies
     killed_at = time.monotonic()
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "succeeded",
         "the retry to succeed",
     )
@@ -142,9 +135,9 @@ def test_database_restart_mid_run_is_survived_and_the_result_recorded(
 ) -> None:
     daemon = replicas(RUNBROKER_LEASE="60s")
     jobs(dsn, "add", "steady", "--task", "slow", "--at", "now")
-    poll(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    eventually(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
     restart_server()  # the server the tests use, wherever it runs (see there)
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT status FROM job_runs") == "succeeded",
         "the result to be recorded",
         timeout_s=60,
@@ -154,7 +147,7 @@ def test_database_restart_mid_run_is_survived_and_the_result_recorded(
     assert daemon.proc.poll() is None  # still running
     # LISTEN is back: a new job runs promptly.
     jobs(dsn, "add", "after", "--task", "noop", "--at", "now")
-    poll(
+    eventually(
         lambda: (
             value(dsn, "SELECT last_status FROM scheduled_jobs WHERE name = 'after'") == "succeeded"
         ),
@@ -171,7 +164,7 @@ def test_paused_scheduler_claims_nothing_until_resumed(
     jobs(dsn, "add", "held", "--task", "noop", "--at", "now")
     resumed_at = value(dsn, "SELECT clock_timestamp()")
     query(dsn, "UPDATE runbroker_settings SET value = 'false' WHERE key = 'scheduler.paused'")
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "succeeded",
         "the job to run once resumed",
     )
@@ -188,7 +181,7 @@ def test_dependency_chain_with_both_policies(dsn: str, replicas: Callable[..., D
     jobs(dsn, "add", "archive", "--task", "noop", "--daily", "03:00", "--depends-on", "load")
     # One due time for all: the dependants wait for "extract", which runs with them.
     query(dsn, "UPDATE scheduled_jobs SET next_run_at = date_trunc('second', now())")
-    poll(
+    eventually(
         lambda: (
             value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 4
         ),
@@ -216,7 +209,7 @@ def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
     jobs(dsn, "run-now", "deep")
     jobs(dsn, "add", "fine", "--task", "noop", "--every", "1h")
     jobs(dsn, "run-now", "fine")
-    poll(
+    eventually(
         lambda: (
             value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 2
         ),
@@ -255,13 +248,13 @@ def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
                 unhealthy[:] = [daemon.exec("health")]
                 return "schema not migrated" in unhealthy[0].stdout
 
-            poll(says_not_migrated, "health to say the schema is not migrated")
+            eventually(says_not_migrated, "health to say the schema is not migrated")
             assert unhealthy[0].returncode == 1
             assert "runbroker migrate" in unhealthy[0].stdout
             assert cli(url, "migrate").returncode == 0
-            poll(lambda: daemon.exec("health").returncode == 0, "health once migrated")
+            eventually(lambda: daemon.exec("health").returncode == 0, "health once migrated")
             jobs(url, "add", "after", "--task", "noop", "--at", "now")
-            poll(
+            eventually(
                 lambda: value(url, "SELECT last_status FROM scheduled_jobs") == "succeeded",
                 "a job to run once migrated",
             )
@@ -280,7 +273,7 @@ def broker_run_id(daemon: Daemon, where: str, trigger: str) -> str:
         found[:] = [r["id"] for r in runs if r is not None and r["trigger"] == trigger]
         return bool(found)
 
-    poll(look, f"a {where} run of {trigger}")
+    eventually(look, f"a {where} run of {trigger}")
     return found[0]
 
 
@@ -289,11 +282,11 @@ def test_cancelling_a_running_database_job_records_it_cancelled_and_does_not_ret
 ) -> None:
     daemon = replicas()
     jobs(dsn, "add", "long", "--task", "sleeper", "--at", "now", "--max-attempts", "3")
-    poll(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    eventually(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
     run_id = broker_run_id(daemon, "current", "schedule")
     done = daemon.exec("cancel", run_id)
     assert done.returncode == 0, done.stderr
-    poll(
+    eventually(
         lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
         "the cancel to be recorded",
     )
@@ -319,7 +312,7 @@ def test_cancelling_a_queued_database_job_records_it_and_moves_to_the_next_occur
         run_id = broker_run_id(daemon, "waiting", "schedule")
         done = daemon.exec("cancel", run_id)
         assert done.returncode == 0, done.stderr
-        poll(
+        eventually(
             lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
             "the cancel to be recorded",
         )

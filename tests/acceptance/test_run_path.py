@@ -9,7 +9,8 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon, wait_until
+from tests.acceptance.harness import Daemon
+from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., Daemon]
 
@@ -95,7 +96,7 @@ def test_orphans_in_the_daemons_own_session_are_reaped(
     for _ in range(3):
         assert daemon.exec("trigger", "orphans").returncode == 0
     # Sixty sleeps of 0.1 s end as orphans of PID 1; none may stay a zombie.
-    wait_until(lambda: not daemon.zombies(), "the orphans to be reaped", timeout_s=15)
+    eventually(lambda: not daemon.zombies(), "the orphans to be reaped", timeout_s=15)
     assert daemon.exec("trigger", "fine").returncode == 0
 
 

@@ -9,12 +9,8 @@ import os
 import signal
 from pathlib import Path
 
-from tests.acceptance.harness import (
-    Daemon,
-    children_of,
-    processes_in_pid_namespace_of,
-    wait_until,
-)
+from tests.acceptance.harness import Daemon, children_of, processes_in_pid_namespace_of
+from tests.support.eventually import eventually
 
 # PID 1 of the namespace, like tini or docker-init without -s: it starts the daemon and waits
 # for that one child by pid, reaping nothing else.
@@ -59,7 +55,7 @@ def test_not_pid_1_it_adopts_and_reaps_the_orphans_of_its_jobs(workdir: Path) ->
         orphan = _host_pid(daemon, int(escaped.read_text()))
         assert _parent(orphan) == daemon_pid  # came back to the daemon, not to PID 1
         os.kill(orphan, signal.SIGKILL)
-        wait_until(lambda: not Path(f"/proc/{orphan}").exists(), "the orphan to be reaped")
+        eventually(lambda: not Path(f"/proc/{orphan}").exists(), "the orphan to be reaped")
         assert daemon.zombies() == []
     finally:
         daemon.stop()

@@ -146,8 +146,11 @@ class Stack:
             timeout=timeout_s, check=False,
         )  # fmt: skip
 
-    def wait_for_name(self, service: str, name: str = "postgres") -> None:
-        wait_for_name(self.engine, self.container(service), name)
+    def up(self, *args: str, timeout_s: float = UP_TIMEOUT_S) -> None:
+        """``up --detach --wait ARGS``, then until the broker's DNS has settled (every start
+        of a container reloads the network's DNS server: see ``wait_for_name``)."""
+        self.ok("up", "--detach", "--wait", *args, timeout_s=timeout_s)
+        wait_for_name(self.engine, self.container("broker"))
 
     def dsn(self, database: str = "runbroker") -> str:
         return f"postgresql://postgres:{self.password}@127.0.0.1:{self.pg_port}/{database}"
@@ -201,8 +204,7 @@ def stack(engine: Engine) -> Iterator[Stack]:
     made = new_stack(engine, "replicas", "tests")
     engine.health.watch(made.project)
     try:
-        made.ok("up", "--detach", "--wait", "broker", timeout_s=UP_TIMEOUT_S)
-        made.wait_for_name("broker")
+        made.up("broker")
         yield made
     finally:
         engine.health.forget(made.project)

@@ -48,6 +48,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tests.support.eventually import eventually
+
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_FILES = REPO / "tests" / "container" / "engine"
 PODMAN_OVERRIDE = REPO / "tests" / "container" / "compose.podman.yml"
@@ -413,14 +415,22 @@ def api_service(state: Path) -> Iterator[dict[str, str]]:
         stdout=log_file,
         stderr=subprocess.STDOUT,
     )
+
+    def answering() -> bool:
+        if ping(path):
+            return True
+        if proc.poll() is not None:
+            raise RuntimeError(f"podman system service exited {proc.returncode}")
+        return False
+
     try:
-        deadline = time.monotonic() + SERVICE_START_S
-        while not ping(path):
-            if proc.poll() is not None:
-                raise RuntimeError(f"podman system service exited {proc.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("podman system service did not answer on its socket")
-            time.sleep(0.1)  # nothing tells us when the socket starts answering
+        # Nothing tells us when the socket starts answering.
+        eventually(
+            answering,
+            "podman system service to answer on its socket",
+            timeout_s=SERVICE_START_S,
+            every_s=0.1,
+        )
         env["DOCKER_HOST"] = f"unix://{path}"
         env["DOCKER_BUILDKIT"] = "0"
         yield env

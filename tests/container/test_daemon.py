@@ -21,13 +21,14 @@ from typing import Any
 import pytest
 
 from tests.acceptance.backends import ComposeBackend, DaemonHandle
-from tests.acceptance.harness import Workdir, wait_until
-from tests.acceptance.test_broker import (
+from tests.acceptance.harness import Workdir
+from tests.acceptance.pid1_scenarios import (
     test_orphans_leave_no_zombies,
     test_second_signal_forces_exit,
     test_sigterm_during_a_run,
 )
 from tests.container.conftest import Engine
+from tests.support.eventually import eventually
 
 __all__ = [
     "test_orphans_leave_no_zombies",
@@ -213,4 +214,4 @@ def test_stop_during_a_running_job_drains_and_exits_0(
     assert marker.read_text().strip() == "term"  # the job got SIGTERM
     assert daemon.wait() == 0
     assert daemon.log.events("broker.stopped")[0]["clean"] is True
-    wait_until(lambda: not Path(f"/proc/{daemon.pid}").exists(), "the daemon to be gone")
+    eventually(lambda: not Path(f"/proc/{daemon.pid}").exists(), "the daemon to be gone")

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.backends import REPO, ComposeCLI
-from tests.acceptance.harness import wait_until
 from tests.container.conftest import Engine, wait_for_name
 from tests.container.podman_engine import RUNTIME_IMAGE
+from tests.support.eventually import eventually
 
 PROD_DIR = REPO / "deploy" / "compose"
 PODMAN_PROD_OVERRIDE = REPO / "tests" / "container" / "compose.podman.prod.yml"
@@ -49,6 +49,13 @@ class Prod:
         result = self.compose(*args, timeout_s=timeout_s)
         assert result.returncode == 0, f"compose {' '.join(args)}: {result.stderr}"
         return result.stdout
+
+    def up(self, timeout_s: float) -> None:
+        """``up --detach --wait``, then until every broker's DNS has settled (see
+        ``wait_for_name``)."""
+        self.ok("up", "--detach", "--wait", timeout_s=timeout_s)
+        for container in _brokers(self):
+            wait_for_name(self.engine, container)
 
     def runbroker(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.compose(*self.cli.exec_argv("broker", *args)[len(self.cli.argv()) :])
@@ -77,9 +84,7 @@ def prod(engine: Engine) -> Iterator[Prod]:
         made = Prod(engine, cli, env, password)
         engine.health.watch(project)
         try:
-            made.ok("up", "--detach", "--wait", timeout_s=240)
-            for container in _brokers(made):
-                wait_for_name(engine, container)
+            made.up(timeout_s=240)
             yield made
         finally:
             engine.health.forget(project)
@@ -123,7 +128,7 @@ def test_a_database_job_runs_and_stop_drains_both_replicas(prod: Prod) -> None:
         assert history.returncode == 0, history.stderr
         return [run["status"] for run in json.loads(history.stdout)["runs"]] == ["succeeded"]
 
-    wait_until(ran, "the database job to succeed", timeout_s=60)
+    eventually(ran, "the database job to succeed", timeout_s=60)
     started = time.monotonic()
     prod.ok("stop", "--timeout", "40", "broker", timeout_s=120)
     elapsed = time.monotonic() - started

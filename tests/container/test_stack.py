@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.pgsupport import poll, query, value
+from tests.acceptance.pgsupport import query, value
 from tests.container.conftest import Stack
+from tests.support.eventually import eventually
 
 TESTS_RUN_TIMEOUT_S = 900.0
 
@@ -63,7 +64,7 @@ def test_a_scheduled_database_job_runs_in_the_stack(stack: Stack) -> None:
     added = stack.exec("broker", "jobs", "add", name, "--task", "default", "--at", "now")
     assert added.returncode == 0, added.stderr
     dsn = stack.dsn()
-    poll(
+    eventually(
         lambda: (
             value(dsn, "SELECT last_status FROM scheduled_jobs WHERE name = $1", name)
             == "succeeded"
@@ -89,9 +90,8 @@ def test_two_replicas_run_each_occurrence_exactly_once(stack: Stack) -> None:
     # which would restart the database under the running broker. --no-deps: the stack is up,
     # and a rerun of the one-shot migrate is container churn, which makes podman's DNS server
     # (aardvark-dns 1.4) reload and drop queries for seconds.
-    stack.ok("up", "--detach", "--wait", "--no-recreate", "--no-deps", "broker-2", timeout_s=180)
+    stack.up("--no-recreate", "--no-deps", "broker-2", timeout_s=180)
     assert _health(stack, "broker-2") == "healthy"
-    stack.wait_for_name("broker")  # broker-2's start reloaded the network's DNS server
     dsn = stack.dsn()
     names = [f"replica-{uuid.uuid4().hex[:6]}-{n}" for n in range(4)]
     for name in names:
@@ -101,12 +101,12 @@ def test_two_replicas_run_each_occurrence_exactly_once(stack: Stack) -> None:
         "SELECT count(*) FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id"
         " WHERE j.name = ANY($1::text[]) AND r.status = 'succeeded'"
     )
-    poll(lambda: value(dsn, count_sql, names) >= 24, "24 occurrences to run", timeout_s=60)
+    eventually(lambda: value(dsn, count_sql, names) >= 24, "24 occurrences to run", timeout_s=60)
     for name in names:
         disabled = stack.exec("broker", "jobs", "disable", name)
         assert disabled.returncode == 0, disabled.stderr
     # Nothing of these jobs is left running or queued once both replicas are idle.
-    poll(
+    eventually(
         lambda: (
             value(
                 dsn,

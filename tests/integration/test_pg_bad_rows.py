@@ -12,7 +12,7 @@ import asyncpg
 
 from daemon.pg.admin.view import jobs_table
 from daemon.pg.store.postgres import PostgresStore
-from tests.integration.test_pg_runner import eventually
+from tests.support.eventually import eventually_async
 from tests.unit.pgfakes import running
 
 DEEP = "(repeat('[', 3000) || repeat(']', 3000))::jsonb"
@@ -45,19 +45,22 @@ async def test_unusable_rows_fail_alone_and_every_other_job_runs(
     )
     store = PostgresStore(db_dsn)
     async with running(store, batch_size=20, queue_capacity=20) as h:
-        await eventually(
+        await eventually_async(
             lambda: sql.fetchval(
                 "SELECT count(*) = 2 FROM scheduled_jobs "
                 "WHERE name LIKE 'good%' AND last_status = 'succeeded'"
-            )
+            ),
+            "both good jobs to succeed",
         )
-        await eventually(
+        await eventually_async(
             lambda: sql.fetchval(
                 "SELECT count(*) = 0 FROM scheduled_jobs WHERE last_status IS NULL"
-            )
+            ),
+            "every job to have a status",
         )
-        await eventually(
-            lambda: sql.fetchval("SELECT count(*) = 0 FROM job_runs WHERE finished_at IS NULL")
+        await eventually_async(
+            lambda: sql.fetchval("SELECT count(*) = 0 FROM job_runs WHERE finished_at IS NULL"),
+            "every run to finish",
         )
         assert h.runner.health_problem() is None
         warnings = "\n".join(h.runner.health_warnings())

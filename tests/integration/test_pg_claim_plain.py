@@ -24,7 +24,7 @@ from daemon.pg.store.base import (
     WriteBatch,
 )
 from daemon.pg.store.postgres import SELECT_DUE, PostgresStore, _due_job
-from tests.integration.test_pg_store import add, success
+from tests.integration.jobrows import add, success
 
 GRACE_S = 60.0
 SCHEDULES = [

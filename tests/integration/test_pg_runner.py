@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import asyncpg
@@ -12,27 +11,11 @@ import pytest
 
 from daemon.core.runqueue import Run, RunQueue, RunResult
 from daemon.pg.runner import PgRunner
-from daemon.pg.store.base import Dependency, NewJob, Outlook
+from daemon.pg.store.base import Dependency, Outlook
 from daemon.pg.store.postgres import PostgresStore
+from tests.integration.jobrows import add
+from tests.support.eventually import eventually_async
 from tests.unit.pgfakes import FakeExecutor, fail, make_settings, running
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout_s: float = 15.0, every_s: float = 0.05
-) -> None:
-    """A bounded poll of the database: ``check`` must become true before the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(every_s)
-
-
-async def add(store: PostgresStore, name: str, *, delay_s: float = 0.0, **kw: object) -> None:
-    fields: dict[str, object] = {"task": "default", "schedule": "every 1h", "tz": "UTC"}
-    fields.update(kw)
-    fields["next_run_at"] = (await store.db_now()) + timedelta(seconds=delay_s)
-    await store.add_job(NewJob(name=name, **fields))  # type: ignore[arg-type]
 
 
 class CountingStore(PostgresStore):
@@ -48,15 +31,17 @@ class CountingStore(PostgresStore):
 
 async def test_notify_wakes_an_idle_runner_at_once(db_dsn: str, sql: asyncpg.Connection) -> None:
     async with running(PostgresStore(db_dsn), poll_interval_s=3600.0) as h:
-        await eventually(lambda: asyncio.sleep(0, h.runner.listening))
+        await eventually_async(lambda: h.runner.listening, "the runner to listen")
         admin = PostgresStore(db_dsn)
         try:
             await add(admin, "now")
         finally:
             await admin.close()
         t0 = time.monotonic()
-        await eventually(
-            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"), 5.0
+        await eventually_async(
+            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"),
+            "the job to succeed",
+            timeout_s=5.0,
         )
         assert time.monotonic() - t0 < 2.0  # the fallback poll is an hour away
 
@@ -65,8 +50,10 @@ async def test_timer_fires_at_the_earliest_next_run(db_dsn: str, sql: asyncpg.Co
     store = PostgresStore(db_dsn)
     await add(store, "soon", delay_s=0.5)
     async with running(store, poll_interval_s=3600.0):
-        await eventually(
-            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"), 5.0
+        await eventually_async(
+            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"),
+            "the job to succeed",
+            timeout_s=5.0,
         )
     lag = await sql.fetchval("SELECT extract(epoch FROM started_at - scheduled_for) FROM job_runs")
     assert 0 <= lag < 0.5
@@ -86,10 +73,11 @@ async def test_three_replicas_run_every_occurrence_exactly_once(
         running(PostgresStore(db_dsn), owner="r2", batch_size=5),
         running(PostgresStore(db_dsn), owner="r3", batch_size=5),
     ):
-        await eventually(
+        await eventually_async(
             lambda: sql.fetchval(
                 "SELECT count(*) = 150 FROM scheduled_jobs WHERE last_status = 'succeeded'"
-            )
+            ),
+            "all 150 jobs to succeed",
         )
     runs = await sql.fetch("SELECT job_id, status, owner FROM job_runs")
     assert len(runs) == 150
@@ -106,14 +94,17 @@ async def test_a_crashed_replicas_run_is_abandoned_and_retried_elsewhere(
     never = asyncio.Event()
     crashed = asyncio.create_task(_run_until_cancelled(PostgresStore(db_dsn), never, lease_s=1.0))
     try:
-        await eventually(lambda: sql.fetchval("SELECT count(*) = 1 FROM job_runs"))
+        await eventually_async(
+            lambda: sql.fetchval("SELECT count(*) = 1 FROM job_runs"), "the run to be claimed"
+        )
     finally:
         crashed.cancel()  # the replica dies: no release, no finish
         await asyncio.gather(crashed, return_exceptions=True)
     t0 = time.monotonic()
     async with running(store, owner="survivor", lease_s=1.0):
-        await eventually(
-            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs")
+        await eventually_async(
+            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"),
+            "the job to succeed",
         )
     assert time.monotonic() - t0 < 5.0
     runs = await sql.fetch("SELECT attempt, status, owner FROM job_runs ORDER BY attempt")
@@ -144,15 +135,16 @@ async def test_lost_connections_are_retried_and_the_result_recorded(
     await add(store, "during")
     gate = asyncio.Event()
     async with running(store, gate=gate, poll_interval_s=3600.0) as h:
-        await eventually(lambda: asyncio.sleep(0, len(h.executor.started) == 1))
+        await eventually_async(lambda: len(h.executor.started) == 1, "the run to start")
         killed = await sql.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND application_name = 'runbroker'"
         )
         assert killed >= 1
         gate.set()
-        await eventually(
-            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs")
+        await eventually_async(
+            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"),
+            "the job to succeed",
         )
         # LISTEN is back too: a new job wakes the runner although the poll is an hour away.
         admin = PostgresStore(db_dsn)
@@ -160,10 +152,11 @@ async def test_lost_connections_are_retried_and_the_result_recorded(
             await add(admin, "after")
         finally:
             await admin.close()
-        await eventually(
+        await eventually_async(
             lambda: sql.fetchval(
                 "SELECT last_status = 'succeeded' FROM scheduled_jobs WHERE name = 'after'"
             ),
+            "the job added after the outage to succeed",
             timeout_s=PING_TIMEOUT_S,
         )
 
@@ -177,17 +170,19 @@ async def test_paused_setting_stops_claims_until_cleared(
     await sql.execute("UPDATE runbroker_settings SET value = 'true' WHERE key = 'scheduler.paused'")
     store = CountingStore(db_dsn)
     async with running(store, poll_interval_s=3600.0) as h:
-        await eventually(lambda: asyncio.sleep(0, h.runner.listening))
+        await eventually_async(lambda: h.runner.listening, "the runner to listen")
         await add(store, "held")
         turns = store.turns
         await sql.execute("SELECT pg_notify('runbroker', 'jobs')")  # sent after the insert
-        await eventually(lambda: asyncio.sleep(0, store.turns > turns))
+        await eventually_async(lambda: store.turns > turns, "the runner to look again")
         assert await sql.fetchval("SELECT count(*) FROM job_runs") == 0
         await sql.execute(
             "UPDATE runbroker_settings SET value = 'false' WHERE key = 'scheduler.paused'"
         )
-        await eventually(
-            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"), 5.0
+        await eventually_async(
+            lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"),
+            "the job to succeed",
+            timeout_s=5.0,
         )
 
 
@@ -198,11 +193,12 @@ async def test_dependency_chain_with_both_policies(db_dsn: str, sql: asyncpg.Con
     await add(store, "report", depends_on=(Dependency("extract", "skip"),))
     await add(store, "cleanup", depends_on=(Dependency("report"),))
     async with running(store, handlers={"bad": fail}) as h:
-        await eventually(
+        await eventually_async(
             lambda: sql.fetchval(
                 "SELECT bool_and(last_status IS NOT NULL AND lease_owner IS NULL) "
                 "FROM scheduled_jobs"
-            )
+            ),
+            "every job to be decided and released",
         )
     rows = {
         r["name"]: (r["last_status"], r["last_error"])
@@ -224,10 +220,14 @@ async def test_failing_job_is_retried_then_failed_and_rescheduled(
     store = PostgresStore(db_dsn)
     await add(store, "flaky", task="bad")
     async with running(store, handlers={"bad": fail}, retry_attempts=3, retry_backoff_s=0.01):
-        await eventually(
-            lambda: sql.fetchval("SELECT count(*) = 3 FROM job_runs WHERE status = 'failed'")
+        await eventually_async(
+            lambda: sql.fetchval("SELECT count(*) = 3 FROM job_runs WHERE status = 'failed'"),
+            "three failed attempts",
         )
-        await eventually(lambda: sql.fetchval("SELECT attempt = 0 FROM scheduled_jobs"))
+        await eventually_async(
+            lambda: sql.fetchval("SELECT attempt = 0 FROM scheduled_jobs"),
+            "the job to be rescheduled",
+        )
     job = await sql.fetchrow("SELECT * FROM scheduled_jobs")
     first = await sql.fetchval("SELECT scheduled_for FROM job_runs WHERE attempt = 1")
     assert job["next_run_at"] == first + timedelta(hours=1)
@@ -246,10 +246,16 @@ async def test_shutdown_releases_unstarted_runs_for_other_replicas(
         return RunResult(ok=True)
 
     async with running(store, gate=gate, handlers={"default": slow}) as h:
-        await eventually(lambda: sql.fetchval("SELECT count(*) = 3 FROM job_runs"))
-        await eventually(lambda: asyncio.sleep(0, len(h.executor.started) == 1))
+        await eventually_async(
+            lambda: sql.fetchval("SELECT count(*) = 3 FROM job_runs"), "three runs claimed"
+        )
+        await eventually_async(lambda: len(h.executor.started) == 1, "the run to start")
         h.stopping.set()
-        await eventually(lambda: sql.fetchval("SELECT count(*) = 1 FROM job_runs"), 2.0)
+        await eventually_async(
+            lambda: sql.fetchval("SELECT count(*) = 1 FROM job_runs"),
+            "the two unstarted runs to be released",
+            timeout_s=2.0,
+        )
         gate.set()
     leased = await sql.fetchval("SELECT count(*) FROM scheduled_jobs WHERE lease_owner IS NOT NULL")
     assert leased == 0
@@ -270,7 +276,7 @@ async def test_a_schema_older_than_the_code_is_unhealthy_until_migrated(
             problem = h.runner.health_problem()
             return problem is not None and "is older than this runbroker's" in problem
 
-        await eventually(says_older)
+        await eventually_async(says_older, "health to say the schema is older")
         problem = h.runner.health_problem()
         assert problem is not None
         assert problem.startswith(f"database schema version {latest['version'] - 1:04d}")
@@ -279,4 +285,6 @@ async def test_a_schema_older_than_the_code_is_unhealthy_until_migrated(
             "INSERT INTO runbroker_migrations (version, name, checksum) VALUES ($1, $2, $3)",
             latest["version"], latest["name"], latest["checksum"],
         )  # fmt: skip
-        await eventually(lambda: asyncio.sleep(0, h.runner.health_problem() is None))
+        await eventually_async(
+            lambda: h.runner.health_problem() is None, "health once migrated again"
+        )

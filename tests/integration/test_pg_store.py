@@ -11,43 +11,19 @@ import pytest
 from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_claim, plan_finish
 from daemon.pg.store.base import (
-    Claimed,
     ClaimPlan,
     Dependency,
     DueJob,
-    Finish,
-    NewJob,
     Release,
     StoreSchemaMissing,
     WriteBatch,
 )
 from daemon.pg.store.postgres import SELECT_DUE, PostgresStore
+from tests.integration.jobrows import add, success
 
 
 def planner(job: DueJob, now: datetime) -> ClaimPlan:
     return plan_claim(job, now, default_max_attempts=3, misfire_grace_s=60.0)
-
-
-def success(c: Claimed, at: datetime) -> Finish:
-    return plan_finish(
-        c,
-        ok=True,
-        cancelled=False,
-        error=None,
-        output={"ok": 1},
-        started_at=at,
-        finished_at=at,
-        default_max_attempts=3,
-        backoff_base_s=60.0,
-    )
-
-
-async def add(store: PostgresStore, name: str, **kw: object) -> None:
-    now = await store.db_now()
-    fields: dict[str, object] = {"task": "default", "schedule": "every 1h", "tz": "UTC"}
-    fields.update(kw)
-    fields.setdefault("next_run_at", now)
-    await store.add_job(NewJob(name=name, **fields))  # type: ignore[arg-type]
 
 
 async def test_migrate_is_idempotent_and_safe_from_several_replicas(empty_dsn: str) -> None:

@@ -20,14 +20,23 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, BinaryIO
+
+# A program of its own (the test's ``docker`` shim runs it), sharing the tiers' bounded poll.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.acceptance.harness import forked_by_unshare
+from tests.support.eventually import eventually
 
 STATE = Path(os.environ["FAKE_DOCKER_STATE"])
 COMPOSE = os.environ["FAKE_DOCKER_COMPOSE_BINARY"]
 RUNBROKER = os.environ["FAKE_DOCKER_RUNBROKER"]
 UID = "10001"
+START_S = 20.0
+"""How long a container may take to start, or to end once killed."""
+LIFETIME_S = 600.0
+"""Longer than any test's container lives (pytest's timeout is 120 s): a ``logs --follow`` or
+``wait`` that a killed test left behind ends by itself."""
 
 
 def _fail(message: str) -> None:
@@ -39,21 +48,13 @@ def _unshare_pid(box: Path) -> int:
     return int((box / "unshare.pid").read_text())
 
 
+def _exited(box: Path) -> bool:
+    return (box / "exit").exists()
+
+
 def _init_pid(box: Path) -> int:
-    deadline = time.monotonic() + 20
-    parent = _unshare_pid(box)
-    while time.monotonic() < deadline:
-        children: list[int] = []
-        try:
-            for task in Path(f"/proc/{parent}/task").iterdir():
-                children += [int(pid) for pid in (task / "children").read_text().split()]
-        except OSError:
-            return -1
-        if children:
-            return children[0]
-        time.sleep(0.005)
-    _fail("no init process")
-    return -1
+    """The container's PID 1; -1 once its unshare is gone."""
+    return forked_by_unshare(_unshare_pid(box), timeout_s=START_S)
 
 
 def _service(box: Path) -> dict[str, Any]:
@@ -114,8 +115,9 @@ def compose(args: list[str]) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        while not (box / "unshare.pid").exists():
-            time.sleep(0.005)
+        eventually(
+            (box / "unshare.pid").exists, "the container to start", timeout_s=START_S, every_s=0.005
+        )
     elif command == "ps":
         print(project)
     elif command == "exec":
@@ -141,8 +143,12 @@ def compose(args: list[str]) -> None:
             if init > 0:
                 os.kill(init, signal.SIGKILL)
             os.kill(_unshare_pid(box), signal.SIGKILL)
-            while not (box / "exit").exists():
-                time.sleep(0.01)
+            eventually(
+                lambda: _exited(box),
+                "the killed container to exit",
+                timeout_s=START_S,
+                every_s=0.01,
+            )
         shutil.rmtree(box, ignore_errors=True)
     else:
         _fail(f"compose {command} is not faked")
@@ -155,8 +161,8 @@ def _follow(box: Path) -> None:
 
 
 def _copy_until_exit(box: Path, sources: list[tuple[BinaryIO, BinaryIO]]) -> None:
-    while True:
-        finished = (box / "exit").exists()
+    def drained_after_exit() -> bool:
+        finished = _exited(box)
         moved = False
         for source, sink in sources:
             chunk = source.read()
@@ -164,10 +170,9 @@ def _copy_until_exit(box: Path, sources: list[tuple[BinaryIO, BinaryIO]]) -> Non
                 sink.write(chunk)
                 sink.flush()
                 moved = True
-        if finished and not moved:
-            return
-        if not moved:
-            time.sleep(0.01)
+        return finished and not moved
+
+    eventually(drained_after_exit, "the container to exit", timeout_s=LIFETIME_S, every_s=0.01)
 
 
 def main() -> None:
@@ -183,8 +188,9 @@ def main() -> None:
     elif args[0] == "kill":
         os.kill(_init_pid(box), signal.Signals[args[2]])
     elif args[0] == "wait":
-        while not (box / "exit").exists():
-            time.sleep(0.01)
+        eventually(
+            lambda: _exited(box), "the container to exit", timeout_s=LIFETIME_S, every_s=0.01
+        )
         print((box / "exit").read_text())
     else:
         _fail(f"{args[0]} is not faked")

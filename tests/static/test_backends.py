@@ -31,7 +31,7 @@ from tests.acceptance.backends import (
     get_backend,
     override_document,
 )
-from tests.acceptance.harness import RUNBROKER, wait_until
+from tests.acceptance.harness import RUNBROKER
 from tests.static.support import (
     DEV_COMPOSE,
     RUNBROKER_UID,
@@ -39,6 +39,7 @@ from tests.static.support import (
     docker_compose,
     run_tool,
 )
+from tests.support.eventually import eventually
 
 
 def test_backend_comes_from_the_environment() -> None:
@@ -257,7 +258,7 @@ def test_compose_backend_stop_leaves_nothing_running(fake_engine: Path, workdir:
         return stat[stat.rfind(")") + 2 :].split()[0]
 
     # SIGKILL is delivered at once but the exit itself takes a moment on a loaded machine.
-    wait_until(lambda: state() in ("gone", "Z"), "the daemon to die after `down`", timeout_s=10)
+    eventually(lambda: state() in ("gone", "Z"), "the daemon to die after `down`", timeout_s=10)
     assert list(fake_engine.iterdir()) == []
 
 

@@ -15,7 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from daemon.coord import Exclusive, OverlapGuard, SlotFile
+from daemon.coord.exclusive import Exclusive
+from daemon.coord.guard import OverlapGuard
+from daemon.coord.slot import SlotFile
 
 
 def _wait_for_go() -> None:

@@ -22,16 +22,10 @@ from typing import Any
 
 import pytest
 
-from daemon.coord import (
-    LOCK_NAME,
-    QUEUE_NAME,
-    Exclusive,
-    ExclusiveResult,
-    Outcome,
-    OverlapGuard,
-    SlotFile,
-    read_holder,
-)
+from daemon.coord.exclusive import LOCK_NAME, QUEUE_NAME, Exclusive
+from daemon.coord.guard import OverlapGuard, read_holder
+from daemon.coord.outcome import ExclusiveResult, Outcome
+from daemon.coord.slot import SlotFile
 
 WORKER = Path(__file__).with_name("coord_worker.py")
 

@@ -19,6 +19,7 @@ from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import Claimed, StoreUnavailable
 from daemon.pg.store.memory import MemoryStore
 from daemon.settings import Settings
+from tests.support.eventually import eventually_async
 
 
 @pytest.fixture
@@ -114,20 +115,23 @@ async def test_claims_that_keep_failing_are_unhealthy_until_one_succeeds(
     stopping = asyncio.Event()
     task = asyncio.create_task(runner.run(stopping))
     try:
-        for _ in range(200):  # bounded: the first claim happens at start
-            if health_problem(broker) is not None:
-                break
-            await asyncio.sleep(0.01)
+        # The first claim happens at start.
+        await eventually_async(
+            lambda: health_problem(broker), "a health problem", timeout_s=2.0, every_s=0.01
+        )
         problem = health_problem(broker)
         assert problem is not None
         assert problem.startswith("database jobs: every claim fails for")
         assert "RecursionError" in problem
         store.broken = False
         runner._wake.set()
-        for _ in range(600):
-            if health_problem(broker) is None:
-                break
-            await asyncio.sleep(0.01)
+        await eventually_async(
+            lambda: health_problem(broker),
+            "health to recover",
+            until=lambda problem: problem is None,
+            timeout_s=6.0,
+            every_s=0.01,
+        )
         assert health_problem(broker) is None
     finally:
         stopping.set()

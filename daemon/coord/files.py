@@ -1,0 +1,44 @@
+"""How the coordination files are opened, read and written: one rule for all of them.
+
+Files are created mode 0600, opened close-on-exec (a job's child processes do not inherit a
+lock; a plain ``fork`` without ``exec`` would) and without following a symlink at the last path
+component. Put them in a directory only the runbroker user can write. A file is rewritten in
+place, never renamed over or unlinked, because a lock taken on a replaced inode protects nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+_OPEN_FLAGS: Final = os.O_CLOEXEC | os.O_NOFOLLOW
+_FILE_MODE: Final = 0o600
+
+
+def open_for_update(path: str | os.PathLike[str]) -> int:
+    """A read-write descriptor on ``path``, creating the file (0600) if absent."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, _FILE_MODE)
+
+
+def open_for_read(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor on ``path``; ``FileNotFoundError`` when it is absent."""
+    return os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` at offset 0 (retrying short writes) and cut the file to its length."""
+    view = memoryview(data)
+    offset = 0
+    while offset < len(data):
+        offset += os.pwrite(fd, view[offset:], offset)
+    os.ftruncate(fd, len(data))
+
+
+def read_all(fd: int) -> bytes:
+    """The whole file from offset 0, whatever the descriptor's position."""
+    chunks: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, 65536, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)

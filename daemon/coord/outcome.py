@@ -1,0 +1,80 @@
+"""What an ``Exclusive`` call decided: the ``Outcome`` it returns and a log line per decision.
+
+Log lines (stdlib logger ``runbroker.coord``) have one stable shape per decision:
+``coord.<decision> dir=<directory> key=value...``, the decision also in ``extra`` as
+``coord_decision``. Decisions: the outcomes (``ran``, ``ran-queued``, ``queued``,
+``discarded``, ``skipped``, ``gated``, ``none``) once per call, plus ``reprobe`` (a caller
+that had queued found the lock free and runs itself), ``orphan-cleared`` (requests found at a
+fresh acquisition, covered by the run about to start), ``rerun`` and ``handoff`` (a queued
+request is being served), ``retired`` (rerun cap reached, demand left queued), ``deferred``
+(gate closed before a rerun) and ``run-failed`` (the job raised; only its type is logged).
+Payloads and error messages are never logged.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = ["LOGGER", "DecisionLog", "ExclusiveResult", "Outcome"]
+
+LOGGER: Final = logging.getLogger("runbroker.coord")
+"""Where ``Exclusive`` logs unless it is given a logger of its own."""
+
+
+class Outcome(enum.StrEnum):
+    """What one ``Exclusive.run``/``run_or_skip`` call did with its request."""
+
+    NONE = "none"
+    """No decision: an ``OSError`` (lock dir unusable) escaped the call. Appears in the log
+    line ``coord.none``; never in a returned result, since the error is raised."""
+    RAN = "ran"
+    """The lock was free: this call ran the job once (and found no queued rerun)."""
+    RAN_QUEUED = "ran-queued"
+    """This call ran the job and then at least one rerun for requests queued meanwhile."""
+    QUEUED = "queued"
+    """A run was in flight: a rerun request was recorded; it will start after this call."""
+    DISCARDED = "discarded"
+    """A run was in flight and the queue was full: the queued rerun already covers this call."""
+    SKIPPED = "skipped"
+    """Skip mode and a run was in flight: nothing was run or recorded."""
+    GATED = "gated"
+    """The lock was free but the gate was closed (shutting down): nothing ran. A request this
+    call had already recorded (see ``Exclusive.run``) stays queued."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExclusiveResult:
+    """The outcome of one call, how many times it ran the job, and how the last run went.
+
+    ``last_ok`` is None when the call ran nothing. ``last_error`` is the exception the last
+    run raised, if it raised (a raising job counts as failed).
+    """
+
+    outcome: Outcome
+    runs: int = 0
+    last_ok: bool | None = None
+    last_error: Exception | None = None
+
+
+class DecisionLog:
+    """Writes the decision lines of one ``Exclusive`` directory, in the shape described above."""
+
+    def __init__(self, logger: logging.Logger, directory: Path) -> None:
+        self._logger = logger
+        self._directory = directory
+
+    def log(self, level: int, decision: str, **fields: object) -> None:
+        """One line ``coord.<decision> dir=<directory> key=value...`` at ``level``."""
+        pairs = " ".join(f"{key}={value}" for key, value in fields.items())
+        self._logger.log(
+            level,
+            "coord.%s dir=%s%s",
+            str(decision),
+            self._directory,
+            f" {pairs}" if pairs else "",
+            extra={"coord_decision": str(decision), "coord_dir": str(self._directory)},
+        )
