@@ -20,6 +20,7 @@ from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker, TickPlan
+from daemon.exits import EXIT_FATAL, EXIT_OK
 from daemon.gctune import tune_gc
 from daemon.observe import status
 from daemon.observe.logs import get_logger
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 
 log = get_logger("runbroker.app")
 
-EXIT_CLEAN = 0
-EXIT_FATAL = 1
 RECENT_RESULTS = 20
 MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
 MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
@@ -273,7 +272,7 @@ class Broker:
             await self.metrics_server.close()
         self.children.reap_orphans()
         log.info("broker.stopped", clean=clean)
-        return EXIT_CLEAN if clean else EXIT_FATAL
+        return EXIT_OK if clean else EXIT_FATAL
 
 
 async def run_broker(

@@ -10,11 +10,9 @@ import shlex
 import sys
 
 from daemon.core.tasks import TaskConfigError, build_registry
+from daemon.exits import EXIT_CONFIG, EXIT_FATAL
 from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
-
-EXIT_CONFIG = 2
-EXIT_FATAL = 1
 
 
 def main(command: list[str], early_signals: list[int]) -> int:

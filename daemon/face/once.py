@@ -24,12 +24,10 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
+from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
 from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
 
-EXIT_CONFIG = 2
-EXIT_TEMPFAIL = 75
-EXIT_BROKEN_PIPE = 141  # our output was closed (``runbroker once | head -1``); the run went on
 REASON_INTERRUPTED = "cancelled: interrupted by a signal"
 
 log = get_logger("runbroker.once")
@@ -140,11 +138,11 @@ def main(task: str, *, skip: bool = False) -> int:
     if output.closed:
         return EXIT_BROKEN_PIPE
     if result.outcome in (Outcome.RAN, Outcome.RAN_QUEUED):
-        return 0 if result.last_ok else 1
+        return EXIT_OK if result.last_ok else EXIT_FAILED
     print(f"runbroker: {_NOT_RUN[result.outcome].format(task=task)}", file=sys.stderr)
     if result.outcome == Outcome.GATED:
         return EXIT_TEMPFAIL
-    return 0  # queued, discarded or skipped: the run in flight covers this call
+    return EXIT_OK  # queued, discarded or skipped: the run in flight covers this call
 
 
 # What a caller that did not run the task was told, in words (the JSON log line has the rest).
