@@ -32,6 +32,7 @@ from daemon.wire.server import SocketServer
 
 if TYPE_CHECKING:
     from daemon.observe.metrics import MetricsServer
+    from daemon.pg.runner import PgRunner
 
 log = get_logger("runbroker.app")
 
@@ -127,7 +128,7 @@ class Broker:
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.started_at = time.time()
-        self.pgrunner: Any = None
+        self.pgrunner: PgRunner | None = None  # with a database, from serve() on
         self.queue.on_finish(self._finished)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -22,6 +21,7 @@ from prometheus_client.registry import Collector
 from daemon.core.runqueue import REASON_CLOSED, REASON_FULL, Run, RunQueue
 from daemon.core.ticker import TickPlan
 from daemon.observe.logs import get_logger
+from daemon.observe.sources import RunnerFigures
 
 log = get_logger("runbroker.metrics")
 
@@ -33,12 +33,6 @@ FAILED_OUTCOMES = frozenset({"failed", "timed_out"})
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float("inf"))
 MAX_HTTP_REQUEST_BYTES = 8192
 HTTP_DEADLINE_S = 10.0
-
-
-class DatabaseFigures(Protocol):
-    """What the Postgres runner exposes for scraping."""
-
-    def metrics_snapshot(self) -> dict[str, float]: ...
 
 
 def outcome_of(run: Run) -> str:
@@ -60,7 +54,7 @@ class _LiveCollector(Collector):
     def __init__(
         self,
         queue: RunQueue,
-        database: Callable[[], DatabaseFigures | None],
+        database: Callable[[], RunnerFigures | None],
         plans: Callable[[], Sequence[TickPlan]] = tuple,
     ) -> None:
         self.queue = queue
@@ -122,7 +116,7 @@ class Metrics:
     def __init__(
         self,
         queue: RunQueue,
-        database: Callable[[], DatabaseFigures | None] = lambda: None,
+        database: Callable[[], RunnerFigures | None] = lambda: None,
         *,
         tasks: Iterable[str] = (),
         plans: Callable[[], Sequence[TickPlan]] = tuple,
