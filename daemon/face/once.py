@@ -15,7 +15,6 @@ did not run the task says why in one line on stderr.
 from __future__ import annotations
 
 import asyncio
-import shlex
 import signal
 import sys
 
@@ -108,9 +107,10 @@ def main(task: str, *, skip: bool = False) -> int:
     signal.signal(signal.SIGINT, interrupts.handle)
     try:
         settings = load_settings()
-        command = tuple(shlex.split(settings.command)) if settings.command else ()
         tasks = build_registry(
-            command, settings.tasks_file, file_required="tasks_file" in settings.model_fields_set
+            settings.default_command(),
+            settings.tasks_file,
+            file_required=settings.tasks_file_required,
         )
     except (SettingsError, TaskConfigError, ValueError) as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
