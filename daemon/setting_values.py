@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from daemon.schedules.interval import parse_duration
+from daemon.schedules.duration import parse_duration
 
 MAX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes, the last a NUL
 

@@ -40,7 +40,7 @@ class TriggerArgs:
 
 def positive_duration(text: str) -> float:
     """A Go-style duration that must be positive; ValueError with the reason otherwise."""
-    from daemon.schedules.interval import parse_duration  # only when --timeout is given
+    from daemon.schedules.duration import parse_duration  # only when --timeout is given
 
     seconds = parse_duration(text)
     if seconds <= 0:

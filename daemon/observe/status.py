@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.core.runqueue import Run
 from daemon.core.ticker import TickPlan
-from daemon.schedules.interval import format_duration
+from daemon.schedules.every import every_text
 from daemon.wire import protocol
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _tick_summary(plan: TickPlan) -> dict[str, Any]:
     elif plan.once:
         schedule = "once"
     elif plan.interval_s is not None:
-        schedule = f"every {format_duration(plan.interval_s)}"
+        schedule = every_text(plan.interval_s)
     return {
         "task": plan.task,
         "schedule": schedule,
