@@ -31,7 +31,7 @@ from daemon.wire.protocol import ControlRequest
 from daemon.wire.server import SocketServer
 
 if TYPE_CHECKING:
-    from daemon.observe.metrics import MetricsServer
+    from daemon.observe.metrics_http import MetricsServer
     from daemon.pg.runner import PgRunner
 
 log = get_logger("runbroker.app")
@@ -69,7 +69,8 @@ class Broker:
         self.queue.on_finish(self._finished)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:
-            from daemon.observe.metrics import Metrics, MetricsServer  # prometheus only when asked
+            from daemon.observe.metrics import Metrics  # prometheus only when asked
+            from daemon.observe.metrics_http import MetricsServer
 
             metrics = Metrics(
                 self.queue,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.core.runqueue import RunQueue, RunRequest
+from daemon.core.runqueue import RunQueue, RunRequest, Trigger
 from daemon.core.ticker import TickPlan
-from daemon.observe.metrics import Metrics
+from daemon.observe.metrics import TRIGGERS, Metrics
 
 
 def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -37,3 +39,9 @@ def test_next_fire_is_each_planned_tasks_next_time() -> None:
     samples = _samples(Metrics(RunQueue(4), plans=lambda: plans))
     assert samples[("runbroker_next_fire_timestamp_seconds", (("task", "hourly"),))] == 1.8e9
     assert ("runbroker_next_fire_timestamp_seconds", (("task", "idle"),)) not in samples
+
+
+def test_the_trigger_labels_are_the_run_queues_triggers_but_once() -> None:
+    """``TRIGGERS`` restates ``runqueue.Trigger`` (the source), in the order the series are made;
+    ``once`` runs in its own process (``runbroker once``), never through the daemon's queue."""
+    assert set(TRIGGERS) == set(get_args(Trigger)) - {"once"}
