@@ -18,7 +18,7 @@ def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, A
     from daemon.wire import client
     from daemon.wire.protocol import ControlRequest
 
-    path = str(args.socket) if args.socket else client.socket_path_from_env()
+    path = args.socket or client.socket_path_from_env()
     try:
         return client.control(path, ControlRequest(op=op, id=run_id))
     except client.Unreachable as exc:

@@ -26,6 +26,7 @@ from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
 from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
 from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
+from daemon.wire.protocol import EVENT_OUTPUT
 
 REASON_INTERRUPTED = "cancelled: interrupted by a signal"
 
@@ -54,7 +55,7 @@ class _Output:
         self.closed = False
 
     def __call__(self, _run: Run, event: Event) -> None:
-        if event.kind != "output" or self.closed:
+        if event.kind != EVENT_OUTPUT or self.closed:
             return
         stream = sys.stderr if event.fields.get("stream") == "stderr" else sys.stdout
         try:
