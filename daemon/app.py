@@ -10,96 +10,33 @@ import asyncio
 import collections
 import contextlib
 import os
-import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from daemon.cancel import cancel_run
 from daemon.core import subreaper
-from daemon.core.executor import CANCEL_ALREADY_REQUESTED, Executor
+from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue, run_log_fields
+from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
 from daemon.core.tasks import TaskRegistry
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker import Ticker
+from daemon.exits import EXIT_FATAL, EXIT_OK
 from daemon.gctune import tune_gc
 from daemon.observe import status
 from daemon.observe.logs import get_logger
-from daemon.schedules.interval import clamp_interval, parse_interval
 from daemon.settings import Settings, SettingsError
-from daemon.wire import protocol
+from daemon.signals import Signals
+from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.server import SocketServer
 
 if TYPE_CHECKING:
-    from daemon.observe.metrics import MetricsServer
+    from daemon.observe.metrics_http import MetricsServer
+    from daemon.pg.runner import PgRunner
 
 log = get_logger("runbroker.app")
 
-EXIT_CLEAN = 0
-EXIT_FATAL = 1
 RECENT_RESULTS = 20
-MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
-MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
-
-
-class Signals:
-    """Signal handlers only count and set events; the app acts on them."""
-
-    def __init__(self) -> None:
-        self.stop = asyncio.Event()
-        self.force = asyncio.Event()
-        self.count = 0
-
-    def received(self) -> None:
-        self.count += 1
-        self.stop.set()
-        if self.count >= 2:
-            self.force.set()
-
-    def install(self, loop: asyncio.AbstractEventLoop) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.received)
-
-
-def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about their intervals. Every interval is held to
-    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
-    (``redact``: the environment can carry secrets, and a typo may be one)."""
-    plans: list[TickPlan] = []
-    warnings: list[str] = []
-    default = tasks.get("default")
-    if default is not None and default.interval_s is None and default.schedule is None:
-        decision = parse_interval(
-            settings.interval,
-            default_s=settings.default_interval_s,
-            zero_as_once=True,
-            min_s=MIN_INTERVAL_S,
-            max_s=MAX_INTERVAL_S,
-            redact=True,
-        )
-        warnings.extend(f"RUNBROKER_INTERVAL: {warning}" for warning in decision.warnings)
-        if decision.mode == "builtin":
-            plans.append(
-                TickPlan(
-                    "default", interval_s=decision.interval_s, fire_on_start=settings.fire_on_start
-                )
-            )
-        elif decision.mode == "once":
-            plans.append(TickPlan("default", once=True))
-    for task in tasks.tasks.values():
-        if task.schedule is not None:
-            plans.append(TickPlan(task.name, schedule=task.schedule))
-        elif task.interval_s is not None:
-            own = clamp_interval(
-                task.interval_s,
-                subject=f"tasks.{task.name}: interval",
-                min_s=MIN_INTERVAL_S,
-                max_s=MAX_INTERVAL_S,
-            )
-            warnings.extend(own.warnings)
-            plans.append(
-                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
-            )
-    return plans, warnings
 
 
 class Broker:
@@ -128,11 +65,12 @@ class Broker:
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.started_at = time.time()
-        self.pgrunner: Any = None
+        self.pgrunner: PgRunner | None = None  # with a database, from serve() on
         self.queue.on_finish(self._finished)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:
-            from daemon.observe.metrics import Metrics, MetricsServer  # prometheus only when asked
+            from daemon.observe.metrics import Metrics  # prometheus only when asked
+            from daemon.observe.metrics_http import MetricsServer
 
             metrics = Metrics(
                 self.queue,
@@ -153,27 +91,7 @@ class Broker:
             return status.status_answer(self)
         if request.op == "health":
             return status.health_answer(self)
-        return self._cancel(request.id)
-
-    def _cancel(self, run_id: str) -> dict[str, Any]:
-        """A queued run is cancelled at once; a running one is asked to stop (a command gets
-        SIGTERM and its grace, a handler a cancellation it may take time over): the answer
-        says which, and only the run's own result says that it ended."""
-        queued = self.queue.cancel_waiting(run_id)
-        if queued is not None:
-            log.info("run.cancelled", **run_log_fields(queued), state="queued")
-            return protocol.cancel_answer(run_id, protocol.CANCEL_QUEUED)
-        running = self.queue.current
-        requested = self.executor.cancel_current(run_id)
-        if requested and running is not None:
-            log.info("run.cancelled", **run_log_fields(running), state="running")
-            detail = (
-                "cancel already requested; the run is still being terminated"
-                if requested == CANCEL_ALREADY_REQUESTED
-                else "cancel requested; the run is being terminated and is still running"
-            )
-            return protocol.cancel_answer(run_id, protocol.CANCEL_RUNNING, detail)
-        return protocol.cancel_refusal(run_id)
+        return cancel_run(self.queue, self.executor, request.id)
 
     async def serve(self) -> int:
         """Run until a signal; returns the process exit code."""
@@ -273,7 +191,7 @@ class Broker:
             await self.metrics_server.close()
         self.children.reap_orphans()
         log.info("broker.stopped", clean=clean)
-        return EXIT_CLEAN if clean else EXIT_FATAL
+        return EXIT_OK if clean else EXIT_FATAL
 
 
 async def run_broker(

@@ -6,15 +6,12 @@ nothing started (no socket, no database connection).
 
 from __future__ import annotations
 
-import shlex
 import sys
 
 from daemon.core.tasks import TaskConfigError, build_registry
+from daemon.exits import EXIT_CONFIG, EXIT_FATAL
 from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
-
-EXIT_CONFIG = 2
-EXIT_FATAL = 1
 
 
 def main(command: list[str], early_signals: list[int]) -> int:
@@ -31,17 +28,18 @@ def main(command: list[str], early_signals: list[int]) -> int:
             log.warning("settings.unknown_variable", variable=name)
         else:
             log.warning("settings.unknown_variable", variable=name, did_you_mean=nearest)
-    if not command and settings.command:
+    default_command = tuple(command)  # the command after '--' wins over RUNBROKER_COMMAND
+    if not default_command:
         try:
-            command = shlex.split(settings.command)
+            default_command = settings.default_command()
         except ValueError as exc:
             print(f"runbroker: RUNBROKER_COMMAND: {exc}", file=sys.stderr)
             return EXIT_CONFIG
     try:
         tasks = build_registry(
-            tuple(command),
+            default_command,
             settings.tasks_file,
-            file_required="tasks_file" in settings.model_fields_set,
+            file_required=settings.tasks_file_required,
         )
     except TaskConfigError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)

@@ -8,17 +8,21 @@ only the socket path, see ``client.socket_path_from_env``.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
-import urllib.parse
+import shlex
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from daemon.schedules.interval import parse_duration
+from daemon.setting_values import (
+    Duration,
+    checked_socket_path,
+    database_url_problem,
+    normalized_host_port,
+)
+from daemon.wire.client import DEFAULT_SOCKET
 
 ENV_PREFIX = "RUNBROKER_"
 DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")
@@ -44,107 +48,6 @@ class SettingsError(Exception):
     """A bad setting; ``str(err)`` is one line naming the variable."""
 
 
-# What the PostgreSQL driver (asyncpg) accepts in a database URL: these query parameters are
-# checked against the values it knows; any other parameter is sent to the server as a setting.
-_URL_SCHEMES = ("postgresql", "postgres")
-_URL_CHOICES = {
-    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
-    "sslnegotiation": ("postgres", "direct"),
-    "target_session_attrs": (
-        "any",
-        "primary",
-        "standby",
-        "read-write",
-        "read-only",
-        "prefer-standby",
-    ),
-    "gsslib": ("gssapi", "sspi"),
-    "ssl_min_protocol_version": ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
-    "ssl_max_protocol_version": ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
-}
-_IPV6_HOST = re.compile(r"\[([^\]]+)\](?::([^:]*))?")
-
-
-def _port_problem(text: str) -> str | None:
-    if not (text.isascii() and text.isdigit() and 0 < int(text) < 65536):
-        return "the port is not a number from 1 to 65535"
-    return None
-
-
-def _host_problem(hostspec: str) -> str | None:
-    """One entry of the URL's host list (``host``, ``host:port``, ``[v6]:port``, ``/socket``)."""
-    if not hostspec:
-        return "an empty host in the host list"
-    if hostspec.startswith("/"):
-        return None  # a unix socket directory
-    if hostspec.startswith("["):
-        match = _IPV6_HOST.fullmatch(hostspec)
-        if match is None:
-            return "an IPv6 host must be written [address] or [address]:port"
-        try:
-            ipaddress.IPv6Address(urllib.parse.unquote(match[1]).split("%")[0])
-        except ValueError:
-            return "the host in [...] is not an IPv6 address"
-        port = match[2]
-    else:
-        _host, sep, port = hostspec.partition(":")
-        if not sep:
-            return None
-    if port is None or port == "":
-        return None
-    return _port_problem(urllib.parse.unquote(port))
-
-
-def database_url_problem(url: str) -> str | None:
-    """Why the driver could not use ``url``, or None. Checks the form only (scheme, hosts,
-    ports, the query parameters the driver knows), not whether the database is there: a
-    database that is down or missing is an outage the daemon waits out. The message never
-    repeats the user name or password."""
-    if not url.strip():
-        return "is empty"
-    try:
-        parts = urllib.parse.urlsplit(url.strip())
-    except ValueError:
-        return "is not a valid URL (for example an unclosed [ in an IPv6 host)"
-    if parts.scheme not in _URL_SCHEMES:
-        return "expected a URL such as postgresql://USER:PASSWORD@HOST:5432/DATABASE" + (
-            f" (the scheme must be postgresql or postgres, not {parts.scheme[:20]!r})"
-            if parts.scheme
-            else ""
-        )
-    hostlist = parts.netloc.partition("@")[2] if "@" in parts.netloc else parts.netloc
-    if hostlist:
-        for hostspec in hostlist.split(","):
-            if (problem := _host_problem(hostspec)) is not None:
-                return problem
-    if parts.query:
-        try:
-            query = urllib.parse.parse_qs(parts.query, strict_parsing=True)
-        except ValueError:
-            return "its query string is not a list of name=value parameters"
-        for name, values in query.items():
-            value = values[-1]
-            if name == "port":
-                for port in value.split(","):
-                    if (problem := _port_problem(port)) is not None:
-                        return problem
-            choices = _URL_CHOICES.get(name)
-            if choices is not None and value not in choices:
-                return f"{name} must be one of {', '.join(choices)}"
-    return None
-
-
-def _duration(value: Any) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError("expected a duration such as 90s, 1h30m or 250ms")
-    return parse_duration(value.strip())
-
-
-Duration = Annotated[float, BeforeValidator(_duration)]
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -160,7 +63,7 @@ class Settings(BaseSettings):
     fire_on_start: bool = True
     command: str = ""
     tasks_file: Path = Path("/etc/runbroker/tasks.toml")
-    socket: Path = Path("/run/runbroker/runbroker.sock")
+    socket: Path = Path(DEFAULT_SOCKET)  # the client's default too: it cannot load this module
     lock_dir: Path | None = None
     queue_capacity: int = Field(16, ge=0, le=1_000_000)
     grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
@@ -195,34 +98,26 @@ class Settings(BaseSettings):
     @field_validator("socket")
     @classmethod
     def _socket_path(cls, value: Path) -> Path:
-        if not value.is_absolute():
-            raise ValueError("must be an absolute path")
-        if len(os.fsencode(value)) > 107:
-            raise ValueError("is longer than the 107 bytes a unix socket path may have")
-        return value
+        return checked_socket_path(value)
 
     @field_validator("metrics_addr")
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        host, sep, port = value.rpartition(":")
-        if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) < 65536:
-            raise ValueError("expected host:port, for example 0.0.0.0:9464 or [::]:9464")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]  # an IPv6 literal
-        try:
-            ipaddress.ip_address(host or "0.0.0.0")
-        except ValueError:
-            if not host.replace("-", "").replace(".", "").isalnum():
-                raise ValueError(f"{host!r} is neither an IP address nor a host name") from None
-        if ":" in host:
-            return f"[{host}]:{int(port)}"
-        return f"{host or '0.0.0.0'}:{int(port)}"
+        return normalized_host_port(value)
 
     @property
     def lock_directory(self) -> Path:
         return self.lock_dir if self.lock_dir is not None else self.socket.parent
+
+    @property
+    def tasks_file_required(self) -> bool:
+        """A tasks file that ``RUNBROKER_TASKS_FILE`` names must exist; the default may not."""
+        return "tasks_file" in self.model_fields_set
+
+    def default_command(self) -> tuple[str, ...]:
+        """``RUNBROKER_COMMAND`` split as a shell would (the task ``default``); ``ValueError``
+        for an unclosed quote or a trailing escape."""
+        return tuple(shlex.split(self.command)) if self.command else ()
 
     def database_dsn(self) -> str | None:
         return self.database_url.get_secret_value() if self.database_url else None

@@ -4,6 +4,7 @@
 the whole round trip to the daemon. This parser accepts exactly the common forms and returns None
 for anything else (help, abbreviations, errors, values that look like flags), in which case the
 caller falls back to argparse, which owns every message. A property test checks that both agree.
+The value rules both parsers apply (a ``--timeout``, a ``--env K=V``) are defined here, once.
 """
 
 from __future__ import annotations
@@ -37,6 +38,24 @@ class TriggerArgs:
         self.socket = socket
 
 
+def positive_duration(text: str) -> float:
+    """A Go-style duration that must be positive; ValueError with the reason otherwise."""
+    from daemon.schedules.duration import parse_duration  # only when --timeout is given
+
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError("must be positive")
+    return seconds
+
+
+def split_env(text: str) -> tuple[str, str] | None:
+    """``K=V`` as ``(K, V)``; None without ``=`` or without a name (``V`` may be empty)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        return None
+    return name, value
+
+
 def parse_trigger(words: list[str]) -> TriggerArgs | None:
     """The arguments after ``trigger``, or None when argparse must decide."""
     task: str | None = None
@@ -65,10 +84,10 @@ def parse_trigger(words: list[str]) -> TriggerArgs | None:
             if name == "--arg":
                 args.append(value)
             elif name == "--env":
-                key, sep, env_value = value.partition("=")
-                if not sep or not key:
+                pair = split_env(value)
+                if pair is None:
                     return None
-                env.append((key, env_value))
+                env.append(pair)
             elif values[name] is not None:
                 return None  # repeated: argparse checks every occurrence, so let it decide
             else:

@@ -15,7 +15,6 @@ did not run the task says why in one line on stderr.
 from __future__ import annotations
 
 import asyncio
-import shlex
 import signal
 import sys
 
@@ -25,12 +24,11 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
+from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
 from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
+from daemon.wire.protocol import EVENT_OUTPUT
 
-EXIT_CONFIG = 2
-EXIT_TEMPFAIL = 75
-EXIT_BROKEN_PIPE = 141  # our output was closed (``runbroker once | head -1``); the run went on
 REASON_INTERRUPTED = "cancelled: interrupted by a signal"
 
 log = get_logger("runbroker.once")
@@ -58,7 +56,7 @@ class _Output:
         self.closed = False
 
     def __call__(self, _run: Run, event: Event) -> None:
-        if event.kind != "output" or self.closed:
+        if event.kind != EVENT_OUTPUT or self.closed:
             return
         stream = sys.stderr if event.fields.get("stream") == "stderr" else sys.stdout
         try:
@@ -111,9 +109,10 @@ def main(task: str, *, skip: bool = False) -> int:
     signal.signal(signal.SIGINT, interrupts.handle)
     try:
         settings = load_settings()
-        command = tuple(shlex.split(settings.command)) if settings.command else ()
         tasks = build_registry(
-            command, settings.tasks_file, file_required="tasks_file" in settings.model_fields_set
+            settings.default_command(),
+            settings.tasks_file,
+            file_required=settings.tasks_file_required,
         )
     except (SettingsError, TaskConfigError, ValueError) as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
@@ -141,11 +140,11 @@ def main(task: str, *, skip: bool = False) -> int:
     if output.closed:
         return EXIT_BROKEN_PIPE
     if result.outcome in (Outcome.RAN, Outcome.RAN_QUEUED):
-        return 0 if result.last_ok else 1
+        return EXIT_OK if result.last_ok else EXIT_FAILED
     print(f"runbroker: {_NOT_RUN[result.outcome].format(task=task)}", file=sys.stderr)
     if result.outcome == Outcome.GATED:
         return EXIT_TEMPFAIL
-    return 0  # queued, discarded or skipped: the run in flight covers this call
+    return EXIT_OK  # queued, discarded or skipped: the run in flight covers this call
 
 
 # What a caller that did not run the task was told, in words (the JSON log line has the rest).

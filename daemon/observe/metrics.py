@@ -2,44 +2,32 @@
 
 Run counters and durations are recorded when a run finishes; queue depth, rejections and the
 database runner's figures are read from their owners at scrape time, so no hot path pays for
-them. The HTTP endpoint is a small asyncio server owned by the broker (no thread), answering
-``GET /metrics`` and ``GET /healthz``.
+them. The HTTP endpoint that serves them is ``daemon.observe.metrics_http``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from daemon.core.runqueue import REASON_CLOSED, REASON_FULL, Run, RunQueue
 from daemon.core.ticker import TickPlan
-from daemon.observe.logs import get_logger
-
-log = get_logger("runbroker.metrics")
+from daemon.observe.sources import RunnerFigures
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
-# failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it.
+# failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it. The triggers
+# are runqueue.Trigger's (the source; a test keeps them in step) but "once", which never runs in
+# the daemon.
 TRIGGERS = ("external", "tick", "schedule")
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
 FAILED_OUTCOMES = frozenset({"failed", "timed_out"})
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float("inf"))
-MAX_HTTP_REQUEST_BYTES = 8192
-HTTP_DEADLINE_S = 10.0
-
-
-class DatabaseFigures(Protocol):
-    """What the Postgres runner exposes for scraping."""
-
-    def metrics_snapshot(self) -> dict[str, float]: ...
 
 
 def outcome_of(run: Run) -> str:
@@ -73,7 +61,7 @@ class _LiveCollector(Collector):
     def __init__(
         self,
         queue: RunQueue,
-        database: Callable[[], DatabaseFigures | None],
+        database: Callable[[], RunnerFigures | None],
         plans: Callable[[], Sequence[TickPlan]] = tuple,
     ) -> None:
         self.queue = queue
@@ -150,7 +138,7 @@ class Metrics:
     def __init__(
         self,
         queue: RunQueue,
-        database: Callable[[], DatabaseFigures | None] = lambda: None,
+        database: Callable[[], RunnerFigures | None] = lambda: None,
         *,
         tasks: Iterable[str] = (),
         plans: Callable[[], Sequence[TickPlan]] = tuple,
@@ -205,63 +193,3 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class MetricsServer:
-    """A minimal HTTP/1.0 endpoint for Prometheus scrapes."""
-
-    def __init__(self, metrics: Metrics, addr: str, healthy: Callable[[], str | None]) -> None:
-        host, _, port = addr.rpartition(":")
-        self.host = host.strip("[]") or "0.0.0.0"
-        self.port = int(port)
-        self.metrics = metrics
-        self.healthy = healthy
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        sockets = self._server.sockets
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
-        log.info("metrics.listening", host=self.host, port=self.port)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(HTTP_DEADLINE_S):
-                head = await reader.readuntil(b"\r\n\r\n")
-            status, content_type, body = self._answer(head)
-            writer.write(
-                f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.LimitOverrunError:
-            writer.write(b"HTTP/1.0 431 Request Header Fields Too Large\r\n\r\n")
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    def _answer(self, head: bytes) -> tuple[str, str, bytes]:
-        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-        parts = request_line.split()
-        if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
-            return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
-        path = parts[1].split("?", 1)[0]
-        if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, self.metrics.exposition()
-        if path == "/healthz":
-            problem = self.healthy()
-            if problem is None:
-                return "200 OK", "text/plain", b"healthy\n"
-            return "503 Service Unavailable", "text/plain", f"unhealthy: {problem}\n".encode()
-        return "404 Not Found", "text/plain", b"not found\n"

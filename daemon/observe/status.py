@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.core.runqueue import Run
 from daemon.core.ticker import TickPlan
-from daemon.schedules.interval import format_duration
+from daemon.schedules.every import every_text
 from daemon.wire import protocol
 
 if TYPE_CHECKING:
-    from daemon.app import Broker
+    from daemon.observe.sources import BrokerState
 
 WEDGED_MARGIN_S = 30.0
 STALL_SLACK_S = 1.0
@@ -82,7 +82,7 @@ def _tick_summary(plan: TickPlan) -> dict[str, Any]:
     elif plan.once:
         schedule = "once"
     elif plan.interval_s is not None:
-        schedule = f"every {format_duration(plan.interval_s)}"
+        schedule = every_text(plan.interval_s)
     return {
         "task": plan.task,
         "schedule": schedule,
@@ -92,7 +92,7 @@ def _tick_summary(plan: TickPlan) -> dict[str, Any]:
     }
 
 
-def status_answer(broker: Broker) -> dict[str, Any]:
+def status_answer(broker: BrokerState) -> dict[str, Any]:
     stats = broker.queue.statistics()
     current = broker.queue.current
     current_info = None
@@ -125,7 +125,7 @@ def status_answer(broker: Broker) -> dict[str, Any]:
     }
 
 
-def health_problem(broker: Broker) -> str | None:
+def health_problem(broker: BrokerState) -> str | None:
     """Why the daemon is unhealthy, or None."""
     if broker.queue.closed:
         return "shutting down"
@@ -149,7 +149,7 @@ def health_problem(broker: Broker) -> str | None:
     return None
 
 
-def ticker_stall(broker: Broker, now: float) -> str | None:
+def ticker_stall(broker: BrokerState, now: float) -> str | None:
     """A ticking task that has not fired within two of its intervals (jitter allowed for), or a
     schedule whose due time passed long ago without a tick."""
     for plan in broker.ticker.plans:
@@ -168,11 +168,11 @@ def ticker_stall(broker: Broker, now: float) -> str | None:
     return None
 
 
-def health_warnings(broker: Broker) -> list[str]:
+def health_warnings(broker: BrokerState) -> list[str]:
     """What is wrong without making the daemon unhealthy: database job rows it cannot use."""
     return broker.pgrunner.health_warnings() if broker.pgrunner is not None else []
 
 
-def health_answer(broker: Broker) -> dict[str, Any]:
+def health_answer(broker: BrokerState) -> dict[str, Any]:
     problem = health_problem(broker)
     return protocol.health_answer(problem, health_warnings(broker))

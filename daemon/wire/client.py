@@ -13,6 +13,14 @@ import os
 import sys
 import time
 
+# The exit codes this client returns (the command line's contract); re-exported for its callers.
+from daemon.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
+from daemon.exits import EXIT_FAILED as EXIT_FAILED
+from daemon.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from daemon.exits import EXIT_OK as EXIT_OK
+from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
+from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
+from daemon.exits import EXIT_USAGE as EXIT_USAGE
 from daemon.wire.protocol import (
     REASON_FORBIDDEN,
     TEMPFAIL_REASONS,
@@ -27,14 +35,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any, TextIO
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 69
-EXIT_TEMPFAIL = 75
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: our output was closed (``runbroker ... | head -1``)
 
 DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
 CONNECT_TIMEOUT_S = 5.0

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from daemon import settings as settings_module
-from daemon.app import Broker, Signals, run_broker, tick_plans
+from daemon.app import Broker, run_broker
 from daemon.core.runqueue import (
     REASON_CLOSED,
     REASON_SHUTDOWN_CANCEL,
@@ -27,6 +27,8 @@ from daemon.core.runqueue import (
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.schedules import parse_schedule
 from daemon.settings import Settings, load_settings
+from daemon.signals import Signals
+from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.server import SocketServer
 

@@ -6,7 +6,9 @@ import shlex
 
 import pytest
 
+from daemon import exits
 from daemon.face import cli
+from daemon.face.parser import build_parser
 from daemon.pg.admin import commands as jobs_cli
 from daemon.schedules import parse_schedule
 from daemon.settings import KNOWN_VARS
@@ -28,6 +30,8 @@ def test_trigger_help_explains_task_arg_env_and_the_exit_codes(
     assert "allow_env" in text
     section = text[text.index("exit codes:") :].split("\n\n")[0].splitlines()[1:]
     assert [line.split()[0] for line in section] == ["0", "1", "2", "69", "75", "130", "141"]
+    codes = {value for name, value in vars(exits).items() if name.startswith("EXIT_")}
+    assert [int(line.split()[0]) for line in section] == sorted(codes)  # each code of the contract
     assert "75   rejected" in text
 
 
@@ -49,7 +53,7 @@ def test_an_unknown_option_gets_the_subcommand_usage(capsys: pytest.CaptureFixtu
 
 
 def test_run_still_takes_its_command_after_the_separator() -> None:
-    args = cli.build_parser().parse_args(["run", "--", "sh", "-c", "echo --bogus"])
+    args = build_parser().parse_args(["run", "--", "sh", "-c", "echo --bogus"])
     assert args.argv == ["--", "sh", "-c", "echo --bogus"]
 
 

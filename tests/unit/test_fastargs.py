@@ -7,8 +7,8 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.face.cli import _duration_arg, build_parser
 from daemon.face.fastargs import parse_trigger
+from daemon.face.parser import build_parser, duration_arg
 
 tokens = st.sampled_from(
     [
@@ -38,7 +38,7 @@ tokens = st.sampled_from(
 
 def _valid_timeout(text: str) -> bool:
     try:
-        _duration_arg(text)
+        duration_arg(text)
     except argparse.ArgumentTypeError:
         return False
     return True

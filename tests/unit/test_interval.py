@@ -1,4 +1,5 @@
-"""Go-style durations and the DESIGN.md interval rules (daemon/schedules/interval.py)."""
+"""Go-style durations and the DESIGN.md interval rules (daemon/schedules/duration.py and
+interval.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from daemon.schedules.interval import (
-    MAX_DURATION_S,
-    DurationError,
-    IntervalDecision,
-    format_duration,
-    parse_duration,
-    parse_interval,
-)
+from daemon.schedules.duration import MAX_DURATION_S, DurationError, format_duration, parse_duration
+from daemon.schedules.interval import IntervalDecision, parse_interval
 
 MAX_NS = 2**63 - 1
 MICRO = "\N{MICRO SIGN}"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import get_args
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.core.runqueue import RunQueue, RunRequest
+from daemon.core.runqueue import RunQueue, RunRequest, Trigger
 from daemon.core.ticker import TickPlan
-from daemon.observe.metrics import Metrics
+from daemon.observe.metrics import TRIGGERS, Metrics
 from daemon.schedules import parse_schedule
 
 
@@ -93,3 +94,9 @@ def test_process_start_time_is_exported_for_since_start_alerts() -> None:
     start = samples[("process_start_time_seconds", ())]
     assert start <= time.time()
     assert start > time.time() - 24 * 3600  # this test process, not the epoch
+
+
+def test_the_trigger_labels_are_the_run_queues_triggers_but_once() -> None:
+    """``TRIGGERS`` restates ``runqueue.Trigger`` (the source), in the order the series are made;
+    ``once`` runs in its own process (``runbroker once``), never through the daemon's queue."""
+    assert set(TRIGGERS) == set(get_args(Trigger)) - {"once"}

@@ -1,4 +1,4 @@
-"""Schedules: parsing, next_after, DST behaviour (daemon/schedules/__init__.py)."""
+"""Schedules: parsing, next_after, DST behaviour (daemon/schedules)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
-from daemon.face.status_text import human_duration, human_time, render_status
+from daemon.core.runqueue import RunQueue
+from daemon.face.status_text import _DATABASE_KNOWN, human_duration, human_time, render_status
+from daemon.pg.runner import PgRunner
+from daemon.pg.store.memory import MemoryStore
+from tests.unit.pgfakes import make_settings
 
 NOW = datetime(2026, 12, 1, 16, 20, 0, tzinfo=UTC).timestamp()
 
@@ -166,3 +170,12 @@ def test_human_times() -> None:
 def test_the_first_line_says_how_orphans_are_reaped(mode: str, said: str) -> None:
     first = render_status({**ANSWER, "reaper": mode}, now=NOW).splitlines()[0]
     assert first == f"runbroker: pid 1, up 2h03m (since 2026-12-01 14:16:55Z), {said}"
+
+
+def test_the_database_fields_it_renders_are_the_runners() -> None:
+    """The fields ``_database_lines`` renders restate keys of ``PgRunner.status()`` (the source);
+    any other key is shown as it is, so a renamed one would silently fall out of the report."""
+    runner = PgRunner(
+        store=MemoryStore(), queue=RunQueue(1), settings=make_settings(), known_tasks=set()
+    )
+    assert set(_DATABASE_KNOWN) <= set(runner.status())

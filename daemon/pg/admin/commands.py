@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
+from daemon.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from daemon.pg.admin.view import (
     job_dict,
     jobs_table,
@@ -38,7 +39,6 @@ from daemon.pg.store.postgres import PostgresStore
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_PAYLOAD_DEPTH = 100  # arrays and objects nested in a payload
 MAX_ATTEMPTS = 1000  # as RUNBROKER_RETRY_ATTEMPTS
 MAX_HISTORY = 100_000

@@ -1,0 +1,69 @@
+"""``runbroker status``, ``health`` and ``cancel``: a control op asked of the daemon, its answer
+shown to a person (or, for ``status --json``, as it came) and turned into the exit code."""
+
+from __future__ import annotations
+
+import sys
+
+from daemon.exits import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
+
+TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+
+def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, Any] | int:
+    """The daemon's answer, or the exit code when it cannot be asked (the reason printed)."""
+    from daemon.wire import client
+    from daemon.wire.protocol import ControlRequest
+
+    path = args.socket or client.socket_path_from_env()
+    try:
+        return client.control(path, ControlRequest(op=op, id=run_id))
+    except client.Unreachable as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def status(args: argparse.Namespace) -> int:
+    import json
+
+    from daemon.face.status_text import render_status
+
+    answer = _control(args, "status")
+    if isinstance(answer, int):
+        return answer
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    else:
+        print(render_status(answer))
+    return EXIT_OK if answer.get("ok") else EXIT_FAILED
+
+
+def health(args: argparse.Namespace) -> int:
+    answer = _control(args, "health")
+    if isinstance(answer, int):
+        return EXIT_FAILED  # unreachable is unhealthy; the reason was printed
+    warnings = answer.get("warnings")
+    if answer.get("ok"):
+        print("healthy")
+    else:
+        print(f"unhealthy: {answer.get('reason', 'unknown')}")
+    for warning in warnings if isinstance(warnings, list) else []:
+        print(f"warning: {warning}")
+    return EXIT_OK if answer.get("ok") else EXIT_FAILED
+
+
+def cancel(args: argparse.Namespace) -> int:
+    answer = _control(args, "cancel", args.id)
+    if isinstance(answer, int):
+        return answer
+    if answer.get("ok"):
+        if answer.get("detail"):  # a running run: asked to stop, not stopped yet
+            print(f"{args.id}: {answer['detail']}")
+        else:
+            print(f"cancelled {args.id} ({answer.get('state', '')})")
+        return EXIT_OK
+    print(f"runbroker: {answer.get('reason', 'cancel failed')}", file=sys.stderr)
+    return EXIT_FAILED

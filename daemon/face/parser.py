@@ -1,0 +1,170 @@
+"""The argparse parser of the ``runbroker`` command line: every subcommand, its options and its
+help. Loaded only when a command needs it: a plain ``trigger`` never builds a parser
+(``fastargs``), and the long help texts below are not on its path either.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def duration_arg(text: str) -> float:
+    """``--timeout DUR``: a positive duration, or argparse's usage error with the reason."""
+    from daemon.face.fastargs import positive_duration  # the rule both parsers apply
+
+    try:
+        return positive_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def env_arg(text: str) -> tuple[str, str]:
+    """``--env K=V``."""
+    from daemon.face.fastargs import split_env  # the rule both parsers apply
+
+    pair = split_env(text)
+    if pair is None:
+        raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
+    return pair
+
+
+def build_parser(
+    subparsers: dict[str, argparse.ArgumentParser] | None = None,
+) -> argparse.ArgumentParser:
+    """The parser of the whole command line; ``subparsers``, when given, receives each
+    subcommand's own parser (to report an error with that subcommand's usage)."""
+    parser = argparse.ArgumentParser(
+        prog="runbroker", description="A job-running daemon for containers."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    run = sub.add_parser(
+        "run",
+        help="start the daemon (PID 1 in a container)",
+        description="Start the daemon: PID 1 of a container, until SIGTERM or SIGINT.",
+        epilog=RUN_HELP,
+        formatter_class=raw,
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (task 'default')")
+
+    trig = sub.add_parser(
+        "trigger",
+        help="submit a run and stream its output",
+        description="Submit one run of TASK to the daemon and stream its output.",
+        epilog=TRIGGER_HELP,
+        formatter_class=raw,
+    )
+    trig.add_argument(
+        "task", nargs="?", default="default", metavar="TASK", help="(default: default)"
+    )
+    trig.add_argument(
+        "--arg",
+        dest="args",
+        action="append",
+        default=[],
+        metavar="A",
+        help="an argument appended to the task's command (repeatable; needs allow_args)",
+    )
+    trig.add_argument(
+        "--env",
+        action="append",
+        type=env_arg,
+        default=[],
+        metavar="K=V",
+        help="set K in the run's environment (repeatable; K must be in allow_env)",
+    )
+    trig.add_argument("--detach", action="store_true", help="return once the run is queued")
+    trig.add_argument("--json", action="store_true", help="print the raw event lines")
+    trig.add_argument("--timeout", type=duration_arg, metavar="DUR", help="stop waiting after DUR")
+    trig.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+
+    stat = sub.add_parser("status", help="queue, current run and recent results")
+    stat.add_argument("--json", action="store_true")
+    stat.add_argument("--socket")
+
+    health = sub.add_parser("health", help="exit 0 when the daemon is healthy, 1 when not")
+    health.add_argument("--socket")
+
+    cancel = sub.add_parser("cancel", help="cancel a queued or running run")
+    cancel.add_argument("id")
+    cancel.add_argument("--socket")
+
+    once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
+    once.add_argument("task", nargs="?", default="default")
+    once.add_argument("--skip", action="store_true", help="skip instead of queueing a rerun")
+
+    sub.add_parser("migrate", help="apply the database migrations", add_help=False)
+    sub.add_parser("jobs", help="manage scheduled jobs in PostgreSQL", add_help=False)
+    sub.add_parser("version", help="print the version")
+    if subparsers is not None:
+        subparsers.update(sub.choices)
+    return parser
+
+
+TRIGGER_HELP = """\
+TASK is a task the container defines: `default` (the command given to `runbroker run`, or
+RUNBROKER_COMMAND) or one of the tasks file (RUNBROKER_TASKS_FILE). An unknown task is refused
+with the list of the tasks defined. The run's output is shown as it comes (its stdout on
+stdout, its stderr and runbroker's own lines on stderr); a run goes on if this client stops
+waiting.
+
+--arg and --env are refused unless the task allows them: `allow_args = true` appends every
+--arg to its command, `allow_env = ["NAME", ...]` lists the names --env may set.
+
+exit codes:
+  0    the run succeeded
+  1    the run failed or was cancelled (or --timeout passed)
+  2    usage error, or a request the daemon refuses (unknown task, args or env not allowed)
+  69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
+  75   rejected: the run queue is full, the daemon is busy or shutting down; retry later
+  130  interrupted (Ctrl-C); the run goes on
+  141  the reader of the output went away (| head); the run goes on
+
+examples:
+  runbroker trigger                      run `default`
+  runbroker trigger report --arg 2026-01 --env REPORT_DAY=mon
+  runbroker trigger backup --detach      print the run id once it is queued
+"""
+
+RUN_HELP = """\
+COMMAND ARGS after `--` (or RUNBROKER_COMMAND) is the task `default`; more tasks come from
+the tasks file. The daemon ticks `default` at RUNBROKER_INTERVAL, serves `runbroker trigger`
+on RUNBROKER_SOCKET and, with RUNBROKER_DATABASE_URL, runs the scheduled jobs of PostgreSQL.
+
+settings (environment variables; each is validated at start: a bad one is one line naming
+it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about):
+  RUNBROKER_INTERVAL          default's ticker: a duration (50ms..720h), off, or 0 (once);
+                              empty: RUNBROKER_DEFAULT_INTERVAL
+  RUNBROKER_DEFAULT_INTERVAL  cadence when INTERVAL is empty or invalid (1h)
+  RUNBROKER_JITTER            ticks move by up to this fraction of the interval (0.1)
+  RUNBROKER_FIRE_ON_START     interval tickers fire once at start (true)
+  RUNBROKER_COMMAND           the task `default`, split like a shell would
+  RUNBROKER_TASKS_FILE        TOML tasks file (/etc/runbroker/tasks.toml, optional)
+  RUNBROKER_SOCKET            the owner-only unix socket (/run/runbroker/runbroker.sock)
+  RUNBROKER_LOCK_DIR          flock files of `runbroker once` (the socket's directory)
+  RUNBROKER_QUEUE_CAPACITY    runs that may wait (16; the running one is not counted)
+  RUNBROKER_GRACE             SIGTERM to SIGKILL for a job (5s)
+  RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (25s)
+  RUNBROKER_REQUEST_TIMEOUT   a client must send its request within this (30s)
+  RUNBROKER_DATABASE_URL      PostgreSQL (unset: no database); never logged
+  RUNBROKER_DATABASE_URL_FILE the same, read from a file (or /run/secrets/runbroker_database_url)
+  RUNBROKER_POLL_INTERVAL     database fallback poll (1m)
+  RUNBROKER_BATCH_SIZE        jobs claimed per transaction (20)
+  RUNBROKER_RETRY_ATTEMPTS    attempts in all, the first included (3)
+  RUNBROKER_RETRY_BACKOFF     base of the exponential backoff (1m)
+  RUNBROKER_LEASE             how long a claim lives without a heartbeat (1m)
+  RUNBROKER_DEPENDENCY_WAIT   how long a job waits for the jobs it depends on (1m)
+  RUNBROKER_RUN_RETENTION     finished runs older than this are pruned (720h)
+  RUNBROKER_LOG_FORMAT        auto, json or console (auto: json unless a TTY)
+  RUNBROKER_LOG_LEVEL         debug, info, warning or error (info)
+  RUNBROKER_METRICS_ADDR      host:port for Prometheus metrics (unset: off)
+Durations are Go-style: 90s, 1h30m, 250ms.
+
+exit codes: 0 after a clean drain on SIGTERM/SIGINT, 2 a configuration error, 1 a fatal error
+or a forced exit (a second signal).
+
+examples:
+  runbroker run -- /app/job.sh --quiet
+  RUNBROKER_INTERVAL=5m RUNBROKER_TASKS_FILE=/app/tasks.toml runbroker run
+"""

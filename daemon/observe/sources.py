@@ -1,0 +1,72 @@
+"""What status, health and metrics read of the running daemon, as Protocols.
+
+``daemon/observe`` depends on these shapes, not on what provides them: the broker
+(``daemon.app.Broker``, which imports observe/ to answer the control ops) and the Postgres runner
+(``daemon.pg.runner.PgRunner``, loaded only with a database). Type checking holds both to them
+where the broker hands itself, and its runner, to observe/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from daemon.core.runqueue import Run, RunQueue
+    from daemon.core.tasks import TaskRegistry
+    from daemon.core.ticker import Ticker
+
+
+class RunnerFigures(Protocol):
+    """What the Postgres runner exposes for scraping."""
+
+    def metrics_snapshot(self) -> dict[str, float]: ...
+
+
+class RunnerStatus(Protocol):
+    """What ``status`` and ``health`` read of the Postgres runner."""
+
+    def status(self) -> dict[str, object]: ...
+
+    def health_problem(self) -> str | None: ...
+
+    def health_warnings(self) -> list[str]: ...
+
+
+class GraceSetting(Protocol):
+    """The one setting health reads: the grace of a task that sets none of its own."""
+
+    @property
+    def grace_s(self) -> float: ...
+
+
+class BrokerState(Protocol):
+    """What ``status`` and ``health`` read of the broker."""
+
+    @property
+    def settings(self) -> GraceSetting: ...
+
+    @property
+    def tasks(self) -> TaskRegistry: ...
+
+    @property
+    def queue(self) -> RunQueue: ...
+
+    @property
+    def ticker(self) -> Ticker: ...
+
+    @property
+    def recent(self) -> Iterable[Run]:
+        """The latest finished runs, newest first."""
+
+    @property
+    def reaper_mode(self) -> str:
+        """How orphans reach the reaper (``daemon.core.subreaper``)."""
+
+    @property
+    def started_at(self) -> float:
+        """Unix time the broker started."""
+
+    @property
+    def pgrunner(self) -> RunnerStatus | None:
+        """None without a database."""

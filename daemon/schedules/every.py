@@ -1,0 +1,42 @@
+"""``every DUR``: a fixed elapsed time between runs, whatever the clock on the wall says."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from daemon.schedules.base import Schedule, as_utc
+from daemon.schedules.duration import DurationError, format_duration, parse_duration
+
+
+def every_text(interval_s: float) -> str:
+    """The one text form of a fixed interval (DESIGN.md, "Schedules"): ``every 1h30m``."""
+    return f"every {format_duration(interval_s)}"
+
+
+@dataclass(frozen=True)
+class EverySchedule(Schedule):
+    """Fixed elapsed time: the next run is ``interval_s`` seconds after ``t``."""
+
+    interval_s: float
+
+    def next_after(self, t: datetime) -> datetime | None:
+        try:
+            return as_utc(t) + timedelta(seconds=self.interval_s)
+        except OverflowError:
+            return None
+
+    def describe(self) -> str:
+        return every_text(self.interval_s)
+
+
+def parse_every(spec: str, tz: str, duration_text: str) -> EverySchedule:
+    try:
+        interval_s = parse_duration(duration_text)
+    except DurationError as err:
+        raise ValueError(f"invalid schedule {spec!r}: {err}") from None
+    if timedelta(seconds=interval_s) < timedelta(microseconds=1):
+        raise ValueError(
+            f"invalid schedule {spec!r}: 'every' needs a positive duration (at least 1us)"
+        )
+    return EverySchedule(spec, tz, every_text(interval_s), interval_s)

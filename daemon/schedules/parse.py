@@ -1,0 +1,53 @@
+"""``parse_schedule``: read a spec's keyword and hand over to its form's module."""
+
+from __future__ import annotations
+
+import re
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from daemon.schedules.at import parse_at
+from daemon.schedules.base import Schedule, lower_ascii, split_first
+from daemon.schedules.cron import parse_cron
+from daemon.schedules.daily import parse_daily, parse_weekly
+from daemon.schedules.duration import ASCII_SPACE
+from daemon.schedules.every import parse_every
+
+_USAGE = "expected every DUR | daily HH:MM | weekly DAY HH:MM | cron EXPR | at RFC3339"
+_ZONE_KEY = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
+
+
+def parse_schedule(spec: str, tz: str = "UTC") -> Schedule:
+    """Parse a schedule spec; ``tz`` is the IANA zone its wall times are in.
+
+    Keywords, day names and ``@`` macros are ASCII and case-insensitive; numbers are
+    ASCII digits. ``at`` takes an RFC 3339 timestamp (seconds optional); without an
+    offset it is a wall time in ``tz`` (in a DST gap: the end of the gap; in an
+    overlap: the first pass). Raises ``ValueError`` with a clear message.
+    """
+    if not isinstance(spec, str) or not isinstance(tz, str):
+        raise TypeError("spec and tz must be str")
+    zone = _load_zone(tz)
+    keyword, rest = split_first(spec.strip(ASCII_SPACE))
+    keyword = lower_ascii(keyword)
+    if keyword not in ("every", "daily", "weekly", "cron", "at"):
+        raise ValueError(f"invalid schedule {spec!r}: {_USAGE}")
+    if not rest:
+        raise ValueError(f"invalid schedule {spec!r}: {keyword!r} needs a value; {_USAGE}")
+    if keyword == "every":
+        return parse_every(spec, tz, rest)
+    if keyword == "daily":
+        return parse_daily(spec, tz, zone, rest)
+    if keyword == "weekly":
+        return parse_weekly(spec, tz, zone, rest)
+    if keyword == "cron":
+        return parse_cron(spec, tz, zone, rest)
+    return parse_at(spec, tz, zone, rest)
+
+
+def _load_zone(tz: str) -> ZoneInfo:
+    if len(tz) <= 255 and _ZONE_KEY.fullmatch(tz):
+        try:
+            return ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    raise ValueError(f"unknown time zone {tz!r}")

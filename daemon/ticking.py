@@ -1,0 +1,56 @@
+"""What the ticker runs, from the settings and the tasks: the ``default`` task at
+``RUNBROKER_INTERVAL`` (DESIGN.md, "Interval rules"), and every task with its own ``interval`` or
+``schedule`` in the tasks file. Intervals are held to bounds, with a warning when one is moved.
+"""
+
+from __future__ import annotations
+
+from daemon.core.tasks import TaskRegistry
+from daemon.core.ticker import TickPlan
+from daemon.schedules.interval import clamp_interval, parse_interval
+from daemon.settings import Settings
+
+MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
+
+
+def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
+    """The ticker's plans and the warnings about their intervals. Every interval is held to
+    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
+    (``redact``: the environment can carry secrets, and a typo may be one)."""
+    plans: list[TickPlan] = []
+    warnings: list[str] = []
+    default = tasks.get("default")
+    if default is not None and default.interval_s is None and default.schedule is None:
+        decision = parse_interval(
+            settings.interval,
+            default_s=settings.default_interval_s,
+            zero_as_once=True,
+            min_s=MIN_INTERVAL_S,
+            max_s=MAX_INTERVAL_S,
+            redact=True,
+        )
+        warnings.extend(f"RUNBROKER_INTERVAL: {warning}" for warning in decision.warnings)
+        if decision.mode == "builtin":
+            plans.append(
+                TickPlan(
+                    "default", interval_s=decision.interval_s, fire_on_start=settings.fire_on_start
+                )
+            )
+        elif decision.mode == "once":
+            plans.append(TickPlan("default", once=True))
+    for task in tasks.tasks.values():
+        if task.schedule is not None:
+            plans.append(TickPlan(task.name, schedule=task.schedule))
+        elif task.interval_s is not None:
+            own = clamp_interval(
+                task.interval_s,
+                subject=f"tasks.{task.name}: interval",
+                min_s=MIN_INTERVAL_S,
+                max_s=MAX_INTERVAL_S,
+            )
+            warnings.extend(own.warnings)
+            plans.append(
+                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
+            )
+    return plans, warnings
