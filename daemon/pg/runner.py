@@ -36,6 +36,7 @@ from daemon.core.runqueue import (
 )
 from daemon.observe.logs import log_enabled
 from daemon.pg.deps import DependencyWaiter
+from daemon.pg.health import Backoff, DbHealth
 from daemon.pg.plan import plan_claim, plan_finish, rfc3339_utc
 from daemon.pg.store.base import (
     Claimed,
@@ -51,7 +52,8 @@ from daemon.pg.store.base import (
     WriteBatch,
     WriteOutcome,
 )
-from daemon.pg.writer import Backoff, DbHealth, ResultWriter, first_of, wait_event
+from daemon.pg.waits import first_of, wait_event
+from daemon.pg.writer import ResultWriter
 from daemon.settings import Settings
 
 log = structlog.get_logger("runbroker.pgrunner")
