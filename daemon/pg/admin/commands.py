@@ -13,7 +13,6 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import timedelta
 from typing import Any
 
 from daemon.pg.admin.view import (
@@ -25,7 +24,7 @@ from daemon.pg.admin.view import (
     schedule_text,
 )
 from daemon.pg.migrate import as_tuples, load_migrations
-from daemon.pg.plan import occurrence_after, rfc3339_utc
+from daemon.pg.plan import plan_first_run, rfc3339_utc
 from daemon.pg.store.base import (
     Dependency,
     JobError,
@@ -208,7 +207,8 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
     deps = tuple(_dependency(d, name) for d in args.depends_on)
     spec = _schedule_spec(args)
     now = None
-    if args.at is not None and args.at.strip().lower() == "now":
+    starts_now = args.at is not None and args.at.strip().lower() == "now"
+    if starts_now:
         now = await store.db_now()
         spec = f"at {rfc3339_utc(now)}"
     try:
@@ -216,19 +216,17 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
     except ValueError as err:
         raise UsageError(str(err)) from None
     if now is None:
-        db_now = await store.db_now()
-        first = schedule.next_after(db_now)
-        if first is None:
-            raise UsageError(f"schedule {spec!r} has no occurrence after now")
-    else:
-        first = schedule.next_after(now - timedelta(seconds=1))  # the spec's millisecond
+        now = await store.db_now()
+    first, following = plan_first_run(schedule, now, starts_now=starts_now)
+    if first is None and not starts_now:
+        raise UsageError(f"schedule {spec!r} has no occurrence after now")
     job = NewJob(
         name=name,
         task=args.task.strip(),
         schedule=schedule.text,
         tz=args.tz,
         next_run_at=first,
-        following_run_at=None if first is None else occurrence_after(schedule, first),
+        following_run_at=following,
         payload=payload,
         enabled=not args.disabled,
         max_attempts=args.max_attempts,
