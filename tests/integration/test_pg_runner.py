@@ -12,7 +12,8 @@ import pytest
 
 from daemon.core.runqueue import Run, RunQueue, RunResult
 from daemon.pg.runner import PgRunner
-from daemon.pg.store.base import Dependency, NewJob, Outlook
+from daemon.pg.store.admin_records import NewJob
+from daemon.pg.store.base import Dependency, Outlook
 from daemon.pg.store.postgres import PostgresStore
 from tests.unit.pgfakes import FakeExecutor, fail, make_settings, running
 

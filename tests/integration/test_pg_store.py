@@ -10,18 +10,19 @@ import pytest
 
 from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_claim, plan_finish
+from daemon.pg.store.admin_records import NewJob
 from daemon.pg.store.base import (
     Claimed,
     ClaimPlan,
     Dependency,
     DueJob,
     Finish,
-    NewJob,
     Release,
     StoreSchemaMissing,
     WriteBatch,
 )
-from daemon.pg.store.postgres import SELECT_DUE, PostgresStore
+from daemon.pg.store.postgres import PostgresStore
+from daemon.pg.store.queries.claim import SELECT_DUE
 
 
 def planner(job: DueJob, now: datetime) -> ClaimPlan:

@@ -25,14 +25,8 @@ from daemon.pg.admin.view import (
 )
 from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_first_run, rfc3339_utc
-from daemon.pg.store.base import (
-    Dependency,
-    JobError,
-    JobInvalid,
-    NewJob,
-    StoreSchemaMissing,
-    StoreUnavailable,
-)
+from daemon.pg.store.admin_records import JobError, JobInvalid, NewJob
+from daemon.pg.store.base import Dependency, StoreSchemaMissing, StoreUnavailable
 from daemon.pg.store.postgres import PostgresStore
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
