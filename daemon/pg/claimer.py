@@ -16,21 +16,20 @@ from functools import partial
 
 from daemon.core.runqueue import Run, RunQueue
 from daemon.observe.logs import get_logger
-from daemon.pg.health import LOGGER_NAME, Backoff, DbHealth
+from daemon.pg.health import LOGGER_NAME, Backoff
 from daemon.pg.held import HeldRuns
 from daemon.pg.plan import plan_claim
+from daemon.pg.replica import Replica
 from daemon.pg.store.base import (
     ClaimIncomplete,
     ClaimPlan,
     DueJob,
-    JobStore,
     SchedulerFlags,
     StoreSchemaMissing,
     StoreUnavailable,
 )
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.waits import first_of
-from daemon.settings import Settings
 
 FULL_QUEUE_RECHECK_S = 1.0
 BUSY_RECHECK_S = 0.02  # due rows exist but another replica holds them
@@ -41,21 +40,16 @@ log = get_logger(LOGGER_NAME)
 class Claimer:
     def __init__(
         self,
+        replica: Replica,
         *,
-        store: JobStore,
         queue: RunQueue,
-        settings: Settings,
-        owner: str,
-        health: DbHealth,
         runs: HeldRuns,
         unusable: UnusableJobs,
         wake: asyncio.Event,
     ) -> None:
-        self.store = store
+        self.store, self.settings = replica.store, replica.settings
+        self.owner, self.health = replica.owner, replica.health
         self.queue = queue
-        self.settings = settings
-        self.owner = owner
-        self.health = health
         self.runs = runs
         self.unusable = unusable
         self.log = log.bind()  # bound once, as HeldRuns's

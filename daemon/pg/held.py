@@ -27,12 +27,12 @@ from daemon.core.runqueue import (
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
-from daemon.pg.health import LOGGER_NAME, DbHealth
-from daemon.pg.store.base import Claimed, JobStore, Release, WriteBatch, WriteOutcome
+from daemon.pg.health import LOGGER_NAME
+from daemon.pg.replica import Replica
+from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.waits import wait_event
 from daemon.pg.writer import ResultWriter
-from daemon.settings import Settings
 
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 
@@ -55,25 +55,22 @@ class HeldRuns:
 
     def __init__(
         self,
+        replica: Replica,
         *,
-        store: JobStore,
         queue: RunQueue,
-        settings: Settings,
-        owner: str,
         known_tasks: Iterable[str],
-        health: DbHealth,
         deps: DependencyWaiter,
         unusable: UnusableJobs,
     ) -> None:
         self.queue = queue
-        self.settings = settings
+        self.settings = replica.settings
         self.known_tasks = frozenset(known_tasks)
         self.deps = deps
         self.unusable = unusable
         # Bound once: a per-job log call then costs no logger set-up (configure logs first).
         self.log = log.bind()
         self.held: dict[int, Held] = {}  # by run id
-        self.writer = ResultWriter(store, owner, health, self._written)
+        self.writer = ResultWriter(replica.store, replica.owner, replica.health, self._written)
         self.group: asyncio.TaskGroup | None = None  # the runner's, while it runs
         self._settled = asyncio.Event()  # a record was written (the drain waits on it)
         self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)

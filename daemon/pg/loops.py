@@ -10,11 +10,11 @@ import asyncio
 
 from daemon.observe.logs import get_logger
 from daemon.pg.deps import DependencyWaiter
-from daemon.pg.health import LOGGER_NAME, Backoff, DbHealth
+from daemon.pg.health import LOGGER_NAME, Backoff
 from daemon.pg.held import HeldRuns
-from daemon.pg.store.base import JobStore, StoreSchemaMissing, StoreUnavailable, Subscription
+from daemon.pg.replica import Replica
+from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable, Subscription
 from daemon.pg.waits import first_of, wait_event
-from daemon.settings import Settings
 
 PING_S = 10.0  # the LISTEN connection (and the schema's version) is checked this often
 SCHEMA_RECHECK_S = 1.0  # ... and the schema this often while it does not fit
@@ -26,20 +26,15 @@ log = get_logger(LOGGER_NAME)
 class BackgroundLoops:
     def __init__(
         self,
+        replica: Replica,
         *,
-        store: JobStore,
-        settings: Settings,
-        owner: str,
-        health: DbHealth,
         runs: HeldRuns,
         deps: DependencyWaiter,
         wake: asyncio.Event,
         closing: asyncio.Event,
     ) -> None:
-        self.store = store
-        self.settings = settings
-        self.owner = owner
-        self.health = health
+        self.store, self.settings = replica.store, replica.settings
+        self.owner, self.health = replica.owner, replica.health
         self.runs = runs
         self.deps = deps
         self.wake = wake

@@ -27,6 +27,7 @@ from daemon.pg.deps import DependencyWaiter
 from daemon.pg.health import LOGGER_NAME, DbHealth
 from daemon.pg.held import HeldRuns
 from daemon.pg.loops import BackgroundLoops
+from daemon.pg.replica import Replica
 from daemon.pg.store.base import JobStore
 from daemon.pg.unusable import UnusableJobs
 from daemon.settings import Settings
@@ -58,35 +59,15 @@ class PgRunner:
         self._wake = asyncio.Event()  # set: claim now (NOTIFY, queue room freed)
         self._closing = asyncio.Event()
         deps = DependencyWaiter(store, self.health, dependency_wait_s)
+        replica = Replica(store, settings, self.owner, self.health)
         self.runs = HeldRuns(
-            store=store,
-            queue=queue,
-            settings=settings,
-            owner=self.owner,
-            known_tasks=self.known_tasks,
-            health=self.health,
-            deps=deps,
-            unusable=self.unusable,
+            replica, queue=queue, known_tasks=self.known_tasks, deps=deps, unusable=self.unusable
         )
         self.claimer = Claimer(
-            store=store,
-            queue=queue,
-            settings=settings,
-            owner=self.owner,
-            health=self.health,
-            runs=self.runs,
-            unusable=self.unusable,
-            wake=self._wake,
+            replica, queue=queue, runs=self.runs, unusable=self.unusable, wake=self._wake
         )
         self.loops = BackgroundLoops(
-            store=store,
-            settings=settings,
-            owner=self.owner,
-            health=self.health,
-            runs=self.runs,
-            deps=deps,
-            wake=self._wake,
-            closing=self._closing,
+            replica, runs=self.runs, deps=deps, wake=self._wake, closing=self._closing
         )
 
     async def run(self, stopping: asyncio.Event) -> None:
