@@ -7,6 +7,7 @@ import shlex
 import pytest
 
 from daemon.face import cli
+from daemon.pg.admin import args as jobs_args
 from daemon.pg.admin import commands as jobs_cli
 from daemon.schedules import parse_schedule
 from daemon.settings import KNOWN_VARS
@@ -67,7 +68,7 @@ def test_jobs_add_help_shows_the_schedules_and_valid_examples(
     ]
     assert len(examples) >= 5
     for words in examples:
-        args = jobs_cli._parser().parse_args(["add", *words])
-        spec = jobs_cli._schedule_spec(args)
+        args = jobs_args.jobs_parser().parse_args(["add", *words])
+        spec = jobs_args.schedule_spec(args)
         if spec != "at now":
             parse_schedule(spec, args.tz)  # raises for an example that would be refused
