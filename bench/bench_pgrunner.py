@@ -30,7 +30,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from daemon.pg.migrate import as_tuples, load_migrations
-from daemon.pg.store.postgres import OUTLOOK, SELECT_DUE, PostgresStore
+from daemon.pg.store.postgres import PostgresStore
+from daemon.pg.store.queries.claim import OUTLOOK, SELECT_DUE
 
 ADMIN_DSN = os.environ.get("RUNBROKER_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from daemon.observe.logs import get_logger
+from daemon.pg.health import DbHealth
 from daemon.pg.store.base import (
     Dependency,
     DependencyState,
@@ -23,7 +24,7 @@ from daemon.pg.store.base import (
     StoreSchemaMissing,
     StoreUnavailable,
 )
-from daemon.pg.writer import DbHealth, wait_event
+from daemon.pg.waits import wait_event
 from daemon.schedules.interval import format_duration
 
 RECHECK_S = 2.0

@@ -1,4 +1,4 @@
-"""Schema migrations: the numbered ``.sql`` files shipped in ``daemon/store/migrations``.
+"""Schema migrations: the numbered ``.sql`` files shipped in ``daemon/pg/store/migrations``.
 
 ``NNNN_name.sql`` files are applied in order, each in its own transaction, and recorded in
 ``runbroker_migrations``; ``PostgresStore.migrate`` holds an advisory lock meanwhile, so

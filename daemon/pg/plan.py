@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
@@ -20,24 +20,27 @@ MAX_WALK_STEPS = 10_000  # occurrences walked to find the latest missed one
 BACKOFF_CAP_S = 3600.0
 
 
-class Schedule(Protocol):
+class Occurrences(Protocol):
+    """A schedule as the planner sees it: only its occurrences (``daemon.schedules.Schedule``
+    is the one that parses and describes; any object with ``next_after`` will do here)."""
+
     def next_after(self, t: datetime, /) -> datetime | None: ...
 
 
 @functools.lru_cache(maxsize=4096)
-def schedule_for(spec: str, tz: str) -> Schedule:
+def schedule_for(spec: str, tz: str) -> Occurrences:
     """Parsed schedule, cached; raises ValueError for a bad spec or zone."""
-    parsed: Schedule = parse_schedule(spec, tz)
+    parsed: Occurrences = parse_schedule(spec, tz)
     return parsed
 
 
-def occurrence_after(sched: Schedule, t: datetime) -> datetime:
+def occurrence_after(sched: Occurrences, t: datetime) -> datetime:
     """What ``following_run_at`` says after ``t``: the next occurrence, or NO_OCCURRENCE."""
     return sched.next_after(t) or NO_OCCURRENCE
 
 
 def walk_missed(
-    sched: Schedule, start: datetime, now: datetime
+    sched: Occurrences, start: datetime, now: datetime
 ) -> tuple[datetime, datetime | None]:
     """From a due occurrence ``start`` (<= now): the latest occurrence <= now, and the first after.
 
@@ -51,6 +54,16 @@ def walk_missed(
             return latest, following
         latest = following
     return now.replace(microsecond=0), sched.next_after(now)
+
+
+def plan_first_run(
+    sched: Occurrences, now: datetime, *, starts_now: bool = False
+) -> tuple[datetime | None, datetime | None]:
+    """A new job's ``next_run_at`` and ``following_run_at`` from the database's ``now``: its
+    first occurrence after now (None: it has none), and the one after that. ``starts_now``: a
+    one-shot written for now itself (``--at now``), whose one occurrence is then, not after."""
+    first = sched.next_after(now - timedelta(seconds=1) if starts_now else now)
+    return first, None if first is None else occurrence_after(sched, first)
 
 
 def _advance(
@@ -67,10 +80,15 @@ def _advance(
     )
 
 
+def _lease_expired(job: DueJob) -> str:
+    """The error of the run whose lease (another replica's) expired."""
+    return f"abandoned: the lease of {job.lease_owner} expired (attempt {job.attempt})"
+
+
 def _abandoned_error(job: DueJob) -> str | None:
     if job.lease_owner is None or job.current_run_id is None:
         return None
-    return f"abandoned: the lease of {job.lease_owner} expired (attempt {job.attempt})"
+    return _lease_expired(job)
 
 
 def _invalid(job: DueJob, err: Exception) -> ClaimPlan:
@@ -97,7 +115,12 @@ def plan_claim(
 ) -> ClaimPlan:
     """Decide, inside the claim transaction, what to do with one due job. Never raises for
     what one row holds (a bad spec or zone, a schedule that fails to compute): that job is
-    disabled with the reason, and the claim goes on for the others."""
+    disabled with the reason, and the claim goes on for the others.
+
+    This is the source of the claim's rules. The store's ``CLAIM_PLAIN`` statement
+    (``daemon/pg/store/queries``) restates its plain case in SQL, to claim a fresh occurrence
+    without a round trip to Python; ``tests/integration/test_pg_claim_plain.py`` keeps the two
+    in step: change this first, then the statement."""
     try:
         return _plan_claim(
             job, now, default_max_attempts=default_max_attempts, misfire_grace_s=misfire_grace_s
@@ -114,7 +137,7 @@ def _plan_claim(
 
     if job.lease_owner is not None and job.scheduled_for is not None:
         # Another replica's lease expired: its run is abandoned and counts as an attempt.
-        error = f"abandoned: the lease of {job.lease_owner} expired (attempt {job.attempt})"
+        error = _lease_expired(job)
         if job.attempt < limit and not job.needs_schedule:
             return ClaimPlan(
                 run=True,

@@ -1,4 +1,4 @@
-"""The Postgres runner's plumbing: database health, backoff, and the batched result writer.
+"""The Postgres runner's result writer: run records written in batches.
 
 Results (run started, run finished, claim released) are queued in memory and written in
 batches, one transaction each. While the database is away they wait and are retried with
@@ -11,14 +11,12 @@ finishes sooner gets one write (its finish carries ``started_at``), not two.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
-import structlog
-
+from daemon.observe.logs import get_logger
+from daemon.pg.health import LOGGER_NAME, Backoff, DbHealth
 from daemon.pg.store.base import (
     Finish,
     JobStore,
@@ -29,9 +27,9 @@ from daemon.pg.store.base import (
     WriteBatch,
     WriteOutcome,
 )
+from daemon.pg.waits import first_of, wait_event
 
-LOGGER_NAME = "runbroker.pgrunner"
-log = structlog.get_logger(LOGGER_NAME)
+log = get_logger(LOGGER_NAME)
 
 MAX_BATCH = 500
 MAX_BUG_RETRIES = 3
@@ -40,86 +38,6 @@ START_DELAY_S = 0.05  # a run's status shows "running" at most this late
 # and a commit whatever its size, and while the writer waits the executor finishes more runs.
 LINGER_S = 0.002
 LINGER_UNDER = 50  # records; a batch this large is written at once
-
-
-async def first_of(*waitables: Awaitable[Any], timeout_s: float | None = None) -> None:
-    """Wait until any of ``waitables`` completes or the timeout passes; cancel the rest."""
-    tasks = [asyncio.ensure_future(w) for w in waitables]
-    try:
-        await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
-    """True if ``event`` is set within ``timeout_s``."""
-    if event.is_set():
-        return True
-    try:
-        await asyncio.wait_for(event.wait(), timeout=max(0.0, timeout_s))
-    except TimeoutError:
-        return False
-    return True
-
-
-class Backoff:
-    """Exponential delays with jitter, from ``initial_s`` up to ``cap_s``; reset on success."""
-
-    def __init__(self, initial_s: float = 0.1, cap_s: float = 5.0) -> None:
-        self.initial_s = initial_s
-        self.cap_s = cap_s
-        self._next_s = initial_s
-
-    def next_s(self) -> float:
-        delay_s = self._next_s
-        self._next_s = min(self.cap_s, self._next_s * 2)
-        return delay_s * random.uniform(0.75, 1.0)
-
-    def reset(self) -> None:
-        self._next_s = self.initial_s
-
-
-class DbHealth:
-    """Logs ``db.disconnected`` once when the database goes away, ``db.reconnected`` on return."""
-
-    def __init__(self) -> None:
-        self.down_since: float | None = None
-        self._schema_warned = False
-        # why the schema does not fit (not migrated, or older than this runbroker), or None:
-        # set by any StoreSchemaMissing, set and cleared only by ``schema_checked``
-        self.schema_problem: str | None = None
-
-    @property
-    def up(self) -> bool:
-        return self.down_since is None
-
-    def schema_checked(self, problem: str | None) -> None:
-        """The result of a look at the schema's version."""
-        if problem is not None and problem != self.schema_problem:
-            log.error("db.schema_problem", error=problem)
-        elif problem is None and self.schema_problem is not None:
-            log.info("db.schema_ready")
-        self.schema_problem = problem
-
-    def failed(self, where: str, exc: BaseException) -> None:
-        if isinstance(exc, StoreSchemaMissing):
-            self.schema_problem = str(exc)
-            if not self._schema_warned:
-                self._schema_warned = True
-                log.error("db.schema_missing", where=where, error=str(exc))
-            return
-        if self.down_since is None:
-            self.down_since = time.monotonic()
-            log.warning("db.disconnected", where=where, error=str(exc))
-
-    def ok(self) -> None:
-        self._schema_warned = False
-        if self.down_since is not None:
-            down_s = time.monotonic() - self.down_since
-            self.down_since = None
-            log.info("db.reconnected", down_s=round(down_s, 3))
 
 
 class ResultWriter:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from daemon.pg.plan import plan_finish
-from daemon.pg.store.base import Claimed, Finish, NewJob
+from daemon.pg.store.admin_records import NewJob
+from daemon.pg.store.base import Claimed, Finish
 from daemon.pg.store.postgres import PostgresStore
 
 

@@ -15,15 +15,17 @@ import asyncpg
 import pytest
 
 from daemon.pg.plan import plan_claim, plan_finish, schedule_for
+from daemon.pg.store.admin_records import NewJob
 from daemon.pg.store.base import (
     NO_OCCURRENCE,
     ClaimIncomplete,
     ClaimPlan,
     DueJob,
-    NewJob,
     WriteBatch,
 )
-from daemon.pg.store.postgres import SELECT_DUE, PostgresStore, _due_job
+from daemon.pg.store.postgres import PostgresStore
+from daemon.pg.store.postgres.rows import due_job
+from daemon.pg.store.queries.claim import SELECT_DUE
 from tests.integration.jobrows import add, success
 
 GRACE_S = 60.0
@@ -85,7 +87,7 @@ async def due_jobs(sql: asyncpg.Connection) -> dict[str, DueJob]:
     """Every due row as the claim reads it (the store's own query and decoding)."""
     async with sql.transaction():
         rows = await sql.fetch(SELECT_DUE, 1000)
-    return {row["name"]: _due_job(row) for row in rows}
+    return {row["name"]: due_job(row) for row in rows}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])

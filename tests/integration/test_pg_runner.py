@@ -269,7 +269,7 @@ async def test_a_schema_older_than_the_code_is_unhealthy_until_migrated(
         "DELETE FROM runbroker_migrations WHERE version = "
         "(SELECT max(version) FROM runbroker_migrations) RETURNING *"
     )
-    monkeypatch.setattr("daemon.pg.runner.SCHEMA_RECHECK_S", 0.05)
+    monkeypatch.setattr("daemon.pg.loops.SCHEMA_RECHECK_S", 0.05)
     async with running(PostgresStore(db_dsn)) as h:
 
         async def says_older() -> bool:

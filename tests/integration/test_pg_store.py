@@ -18,7 +18,8 @@ from daemon.pg.store.base import (
     StoreSchemaMissing,
     WriteBatch,
 )
-from daemon.pg.store.postgres import SELECT_DUE, PostgresStore
+from daemon.pg.store.postgres import PostgresStore
+from daemon.pg.store.queries.claim import SELECT_DUE
 from tests.integration.jobrows import add, success
 
 

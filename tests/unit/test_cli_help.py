@@ -9,6 +9,7 @@ import pytest
 from daemon import exits
 from daemon.face import cli
 from daemon.face.parser import build_parser
+from daemon.pg.admin import args as jobs_args
 from daemon.pg.admin import commands as jobs_cli
 from daemon.schedules import parse_schedule
 from daemon.settings import KNOWN_VARS
@@ -71,7 +72,7 @@ def test_jobs_add_help_shows_the_schedules_and_valid_examples(
     ]
     assert len(examples) >= 5
     for words in examples:
-        args = jobs_cli._parser().parse_args(["add", *words])
-        spec = jobs_cli._schedule_spec(args)
+        args = jobs_args.jobs_parser().parse_args(["add", *words])
+        spec = jobs_args.schedule_spec(args)
         if spec != "at now":
             parse_schedule(spec, args.tz)  # raises for an example that would be refused

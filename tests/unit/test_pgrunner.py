@@ -16,7 +16,8 @@ from daemon.pg.store.base import (
     SchedulerFlags,
     StoreUnavailable,
 )
-from daemon.pg.store.memory import MemoryStore, MemRun
+from daemon.pg.store.memory import MemoryStore
+from daemon.pg.store.memory_rows import MemRun
 from tests.unit.pgfakes import fail, running
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from daemon.pg.plan import rfc3339_utc
-from daemon.pg.store.base import JobInfo, RunInfo
+from daemon.pg.store.admin_records import JobInfo, RunInfo
 from daemon.schedules import AtSchedule, parse_schedule
 
 

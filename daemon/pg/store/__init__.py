@@ -1,4 +1,5 @@
-"""Job store: the runner's port (``base``), PostgreSQL (``postgres``), a fake (``memory``)."""
+"""Job store: the runner's port (``base``), PostgreSQL (``postgres``, its SQL in ``queries``),
+a fake (``memory``); the records of the ``jobs`` commands are in ``admin_records``."""
 
 from daemon.pg.store.base import (
     Claimed,

@@ -2,8 +2,8 @@
 
 The port is narrow on purpose: claim due jobs, heartbeat leases, write run records, read the
 scheduler flags and dependency states, prune, listen. Administration (``jobs add`` and
-friends) lives on ``PostgresStore`` only. Times are aware UTC datetimes; "now" is always the
-database's clock, which ``claim`` hands to the planner.
+friends) lives on ``PostgresStore`` only, its records in ``admin_records``. Times are aware
+UTC datetimes; "now" is always the database's clock, which ``claim`` hands to the planner.
 """
 
 from __future__ import annotations
@@ -233,113 +233,3 @@ class JobStore(Protocol):
     async def listen(self, on_message: Callable[[str], None]) -> Subscription: ...
 
     async def close(self) -> None: ...
-
-
-TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-FALSE_WORDS = frozenset({"false", "0", "no", "off"})
-
-
-def flag_value(value: Any, default: bool) -> bool:
-    """A settings value as a bool: JSON true/false, or the words above; else the default."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if value is not None else ""
-    if text in TRUE_WORDS:
-        return True
-    if text in FALSE_WORDS:
-        return False
-    return default
-
-
-def interval_value(value: Any) -> float | None:
-    """``scheduler.interval_seconds`` as a positive float, or None when unset or invalid."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds > 0 and seconds == seconds and seconds != float("inf") else None
-
-
-# -- administration records (``runbroker jobs``); not part of the runner's port ----------------
-class JobError(Exception):
-    """A ``jobs`` command that cannot be carried out; ``str()`` is the user's message."""
-
-
-class JobNotFound(JobError):
-    pass
-
-
-class JobInvalid(JobError):
-    """The job as given cannot be added (a usage error: exit 2)."""
-
-
-class JobExists(JobError):
-    pass
-
-
-class JobBusy(JobError):
-    pass
-
-
-@dataclass(frozen=True)
-class NewJob:
-    name: str
-    task: str
-    schedule: str
-    tz: str
-    next_run_at: datetime | None
-    following_run_at: datetime | None = None  # the occurrence after next_run_at, if known
-    payload: Any = field(default_factory=dict)
-    enabled: bool = True
-    max_attempts: int | None = None
-    misfire: Misfire = "coalesce"
-    depends_on: tuple[Dependency, ...] = ()
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    id: int
-    name: str
-    task: str
-    payload: Any
-    schedule: str
-    tz: str
-    enabled: bool
-    next_run_at: datetime | None
-    scheduled_for: datetime | None
-    attempt: int
-    max_attempts: int | None
-    misfire: str
-    depends_on: tuple[Dependency, ...]
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    last_run_at: datetime | None
-    last_status: str | None
-    last_error: str | None
-
-    @property
-    def state(self) -> str:
-        if self.lease_owner is not None:
-            return "running"
-        if not self.enabled:
-            return "disabled"
-        if self.scheduled_for is not None:
-            return "retrying"
-        return "scheduled" if self.next_run_at is not None else "done"
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    id: int
-    job: str
-    scheduled_for: datetime
-    attempt: int
-    status: str
-    owner: str | None
-    claimed_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    error: str | None
-    output: Any

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from daemon.pg.store.base import (
     Claimed,
-    Dependency,
     DependencyState,
     DueJob,
     Outlook,
@@ -25,68 +24,7 @@ from daemon.pg.store.base import (
     WriteBatch,
     WriteOutcome,
 )
-
-
-@dataclass
-class MemJob:
-    id: int
-    name: str
-    task: str
-    schedule: str
-    next_run_at: datetime | None
-    tz: str = "UTC"
-    payload: Any = field(default_factory=dict)
-    enabled: bool = True
-    needs_schedule: bool = False
-    scheduled_for: datetime | None = None
-    attempt: int = 0
-    max_attempts: int | None = None
-    misfire: str = "coalesce"
-    depends_on: tuple[Dependency, ...] = ()
-    lease_owner: str | None = None
-    lease_expires_at: datetime | None = None
-    current_run_id: int | None = None
-    last_run_at: datetime | None = None
-    last_status: str | None = None
-    last_error: str | None = None
-
-    def due_at(self) -> datetime | None:
-        return self.lease_expires_at or self.next_run_at
-
-
-@dataclass
-class MemRun:
-    id: int
-    job_id: int
-    scheduled_for: datetime
-    attempt: int
-    owner: str
-    status: str = "queued"
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    output: Any = None
-    error: str | None = None
-
-
-class _MemSubscription:
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-        self._lost = asyncio.Event()
-
-    @property
-    def lost(self) -> bool:
-        return self._lost.is_set()
-
-    async def wait_lost(self) -> None:
-        await self._lost.wait()
-
-    async def ping(self) -> None:
-        if self._store.outage:
-            self._lost.set()
-            raise StoreUnavailable("outage")
-
-    async def close(self) -> None:
-        self._lost.set()
+from daemon.pg.store.memory_rows import MemJob, MemRun, MemSubscription
 
 
 class MemoryStore:
@@ -98,7 +36,7 @@ class MemoryStore:
         self.outage = False
         self.calls: list[str] = []
         self.claim_limits: list[int] = []
-        self._listeners: list[tuple[_MemSubscription, Callable[[str], None]]] = []
+        self._listeners: list[tuple[MemSubscription, Callable[[str], None]]] = []
         self._ids = 0
         self._changed = asyncio.Event()
 
@@ -125,7 +63,7 @@ class MemoryStore:
 
     def drop_listeners(self) -> None:
         for sub, _ in self._listeners:
-            sub._lost.set()
+            sub.drop()
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
         """Wait (on store calls, not a timer loop) until ``predicate()``; TimeoutError if not."""
@@ -297,9 +235,9 @@ class MemoryStore:
             del self.runs[run_id]
         return len(old)
 
-    async def listen(self, on_message: Callable[[str], None]) -> _MemSubscription:
+    async def listen(self, on_message: Callable[[str], None]) -> MemSubscription:
         self._enter("listen")
-        sub = _MemSubscription(self)
+        sub = MemSubscription(lambda: self.outage)
         self._listeners.append((sub, on_message))
         return sub
 

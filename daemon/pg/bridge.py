@@ -1,0 +1,62 @@
+"""Between the core's runs and the job store's records: what a claimed job asks the core to
+run, and what a run's result writes back (through the planner: a retry, or the next
+occurrence)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from daemon.core.runqueue import Run, RunRequest, RunResult
+from daemon.observe.logs import get_logger
+from daemon.pg.health import LOGGER_NAME
+from daemon.pg.plan import plan_finish, rfc3339_utc
+from daemon.pg.store.base import Claimed, Finish
+from daemon.settings import Settings
+
+log = get_logger(LOGGER_NAME)
+
+
+def run_request(claimed: Claimed) -> RunRequest:
+    """What the core is asked to run for a claimed job: the one place that builds it."""
+    return RunRequest(
+        task=claimed.job.task,
+        trigger="schedule",
+        payload=claimed.job.payload,
+        context={
+            "JOB": claimed.job.name,
+            "SCHEDULED_FOR": rfc3339_utc(claimed.scheduled_for),
+            "ATTEMPT": str(claimed.attempt),
+        },
+    )
+
+
+def utc_from_epoch(epoch_s: float | None) -> datetime | None:
+    return None if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC)
+
+
+def finish_record(
+    claimed: Claimed, run: Run | None, result: RunResult, settings: Settings, *, retryable: bool
+) -> Finish:
+    """The record of a held run's end (``run`` None: it never reached the queue). An output
+    that is not JSON is dropped with a warning: the run's result is still recorded."""
+    started_at = utc_from_epoch(run.started_at if run is not None else None)
+    output = result.output
+    if output is not None:
+        try:
+            json.dumps(output)
+        except (TypeError, ValueError):
+            log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
+            output = None
+    return plan_finish(
+        claimed,
+        ok=result.ok,
+        cancelled=result.cancelled,
+        error=result.reason,
+        output=output,
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+        default_max_attempts=settings.retry_attempts,
+        backoff_base_s=settings.retry_backoff_s,
+        retryable=retryable,
+    )

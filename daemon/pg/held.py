@@ -1,0 +1,225 @@
+"""The held-run lifecycle: from a claim to its record.
+
+A claimed run is *held* by this replica until its record is written: it may wait for its
+dependencies, is submitted to the run queue, and ends as a finish (its result and the job's
+next state: a retry with backoff, or the next occurrence) or a release (it never started: the
+job goes back as it was). Records go to the result writer; a held run whose lease another
+replica took is dropped from the queue if it had not started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+
+from daemon.core.runqueue import (
+    REASON_SHUTDOWN_CANCEL,
+    Rejected,
+    Run,
+    RunQueue,
+    RunResult,
+)
+from daemon.observe.logs import get_logger, log_enabled
+from daemon.pg.bridge import finish_record, run_request
+from daemon.pg.deps import DependencyWaiter
+from daemon.pg.health import LOGGER_NAME
+from daemon.pg.replica import Replica
+from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
+from daemon.pg.unusable import UnusableJobs
+from daemon.pg.waits import wait_event
+from daemon.pg.writer import ResultWriter
+
+REASON_LEASE_LOST = "cancelled: lease lost to another replica"
+
+log = get_logger(LOGGER_NAME)
+
+
+@dataclass(slots=True)
+class Held:
+    """A run this replica has claimed and not yet recorded."""
+
+    claimed: Claimed
+    run: Run | None = None
+    waiter: asyncio.Task[None] | None = None
+    lost: bool = False
+    settled: bool = False  # its finish or release is handed to the writer
+
+
+class HeldRuns:
+    """Every run this replica holds, by run id, and the writer of their records."""
+
+    def __init__(
+        self,
+        replica: Replica,
+        *,
+        queue: RunQueue,
+        known_tasks: Iterable[str],
+        deps: DependencyWaiter,
+        unusable: UnusableJobs,
+    ) -> None:
+        self.queue = queue
+        self.settings = replica.settings
+        self.known_tasks = frozenset(known_tasks)
+        self.deps = deps
+        self.unusable = unusable
+        # Bound once: a per-job log call then costs no logger set-up (configure logs first).
+        self.log = log.bind()
+        self.held: dict[int, Held] = {}  # by run id
+        self.writer = ResultWriter(replica.store, replica.owner, replica.health, self._written)
+        self.group: asyncio.TaskGroup | None = None  # the runner's, while it runs
+        self._settled = asyncio.Event()  # a record was written (the drain waits on it)
+        self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)
+        # the last first attempt's start (epoch seconds) and occurrence: schedule_lag_s
+        self._last_first_start: tuple[float, datetime] | None = None
+
+    @property
+    def schedule_lag_s(self) -> float:
+        """How late the last first attempt started (computed when asked, not per run)."""
+        if self._last_first_start is None:
+            return 0.0
+        started, scheduled_for = self._last_first_start
+        return max(0.0, started - scheduled_for.timestamp())
+
+    def check_log_levels(self) -> None:
+        """Once per claim: whether the per-run lines would be written at all."""
+        self._log_claims = log_enabled(logging.DEBUG)
+        self._log_finishes = log_enabled(logging.INFO)
+
+    def start(self, claimed: Claimed) -> None:
+        job = claimed.job
+        held = Held(claimed)
+        self.held[claimed.run_id] = held
+        if self._log_claims:
+            self.log.debug(
+                "job.claimed",
+                job=job.name,
+                job_run_id=claimed.run_id,
+                attempt=claimed.attempt,
+                scheduled_for=claimed.scheduled_for,
+            )
+        if job.unusable is not None:
+            self.unusable.found(job, job.unusable)
+            error = f"job row unusable: {job.unusable}"
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        elif job.task not in self.known_tasks:
+            defined = ", ".join(sorted(self.known_tasks)) or "none"
+            error = f"unknown task {job.task!r}: this container defines {defined}"
+            self.unusable.found(job, error)
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        elif job.depends_on and self.group is not None:
+            held.waiter = self.group.create_task(self._after_dependencies(held))
+        else:
+            self._submit(held)
+        if self.unusable.jobs and job.unusable is None and job.task in self.known_tasks:
+            self.unusable.fixed(job.id)  # it runs again
+
+    async def _after_dependencies(self, held: Held) -> None:
+        claimed = held.claimed
+        try:
+            error = await self.deps.wait(claimed.job.depends_on, claimed.scheduled_for)
+        except asyncio.CancelledError:
+            return  # released by the drain or the heartbeat
+        held.waiter = None
+        if held.lost:
+            self.release(held)
+        elif error is not None:
+            self.log.info("job.dependency_failed", job=claimed.job.name, error=error)
+            self._finish(held, RunResult(ok=False, reason=error), retryable=False)
+        else:
+            self._submit(held)
+
+    def _submit(self, held: Held) -> None:
+        request = run_request(held.claimed)
+        try:
+            held.run = self.queue.submit(request, watcher=partial(self._on_run, held))
+        except Rejected as exc:
+            self.log.info("job.released", job=held.claimed.job.name, reason=exc.reason)
+            self.release(held)
+
+    def _on_run(self, held: Held, run: Run, kind: str) -> None:
+        if kind == "started":
+            started = run.started_at if run.started_at is not None else time.time()
+            if held.claimed.attempt == 1:  # retries start late on purpose
+                self._last_first_start = (started, held.claimed.scheduled_for)
+            self.writer.start(held.claimed.run_id, started)
+        elif kind == "done" and run.result is not None:
+            result = run.result
+            if result.cancelled_by_request:
+                # `runbroker cancel`, queued or running: recorded, not retried; the job goes
+                # on to its next occurrence (a one-shot is finished)
+                self._finish(held, result, retryable=False)
+            elif result.cancelled and run.started_at is None:
+                self.release(held)  # shutdown or a lost lease: another claim runs it
+            else:
+                self._finish(held, result)
+
+    def _finish(self, held: Held, result: RunResult, *, retryable: bool = True) -> None:
+        claimed, run = held.claimed, held.run
+        finish = finish_record(claimed, run, result, self.settings, retryable=retryable)
+        if self._log_finishes:
+            # job_run_id: the job_runs row's id; run_id: the broker's run, as in run.* events
+            # (none when the run never reached the queue: an unusable row, a dependency failed)
+            broker_run = {} if run is None else {"run_id": run.id}
+            self.log.info(
+                "job.finished",
+                job=claimed.job.name,
+                job_run_id=claimed.run_id,
+                **broker_run,
+                status=finish.status,
+                attempt=claimed.attempt,
+                duration_ms=result.duration_ms,
+                retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
+            )
+        held.settled = True
+        self.writer.finish(finish)
+
+    def release(self, held: Held) -> None:
+        if not held.settled:
+            held.settled = True
+            self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
+
+    def _written(self, batch: WriteBatch, outcome: WriteOutcome) -> None:
+        held_runs, lost = self.held, outcome.lost_run_ids
+        for records in (batch.finishes, batch.releases):
+            for record in records:
+                held = held_runs.pop(record.run_id, None)
+                if lost and held is not None and record.run_id in lost:
+                    self.log.warning(
+                        "job.lease_lost", job=held.claimed.job.name, job_run_id=record.run_id
+                    )
+        self._settled.set()
+
+    def lease_lost(self, held: Held) -> None:
+        """The heartbeat found the lease another replica's: drop what has not started."""
+        held.lost = True
+        self.log.warning(
+            "job.lease_lost", job=held.claimed.job.name, job_run_id=held.claimed.run_id
+        )
+        if held.waiter is not None:
+            held.waiter.cancel()
+            self.held.pop(held.claimed.run_id, None)
+        elif held.run is not None and held.run.state == "queued":
+            self.queue.cancel_waiting(held.run.id, REASON_LEASE_LOST)
+
+    async def drain(self, closing: asyncio.Event) -> None:
+        """At stop: release what has not started, wait for what runs, flush the records."""
+        for held in list(self.held.values()):
+            if held.settled:
+                continue
+            if held.run is None:
+                if held.waiter is not None:
+                    held.waiter.cancel()
+                self.release(held)
+            elif held.run.state == "queued":
+                self.queue.cancel_waiting(held.run.id, REASON_SHUTDOWN_CANCEL)
+        deadline = time.monotonic() + self.settings.shutdown_timeout_s
+        while self.held and time.monotonic() < deadline:
+            self._settled.clear()
+            await wait_event(self._settled, min(0.5, deadline - time.monotonic()))
+        closing.set()
+        await self.writer.wait_idle(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,131 @@
+"""The runner's background loops: LISTEN (and the schema's version), lease heartbeat, pruning.
+
+Each runs until ``closing`` and never ends on its own for the database going away: it reports
+to ``DbHealth``, waits with backoff and tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from daemon.observe.logs import get_logger
+from daemon.pg.deps import DependencyWaiter
+from daemon.pg.health import LOGGER_NAME, Backoff
+from daemon.pg.held import HeldRuns
+from daemon.pg.replica import Replica
+from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable, Subscription
+from daemon.pg.waits import first_of, wait_event
+
+PING_S = 10.0  # the LISTEN connection (and the schema's version) is checked this often
+SCHEMA_RECHECK_S = 1.0  # ... and the schema this often while it does not fit
+PRUNE_EVERY_S = 3600.0
+
+log = get_logger(LOGGER_NAME)
+
+
+class BackgroundLoops:
+    def __init__(
+        self,
+        replica: Replica,
+        *,
+        runs: HeldRuns,
+        deps: DependencyWaiter,
+        wake: asyncio.Event,
+        closing: asyncio.Event,
+    ) -> None:
+        self.store, self.settings = replica.store, replica.settings
+        self.owner, self.health = replica.owner, replica.health
+        self.runs = runs
+        self.deps = deps
+        self.wake = wake
+        self.closing = closing
+        self.listening = False  # LISTEN is up: NOTIFY wakes the claimer
+
+    def _notified(self, payload: str) -> None:
+        self.wake.set()
+        if payload != "settings":
+            self.deps.changed()
+
+    async def listen_loop(self) -> None:
+        backoff = Backoff()
+        while not self.closing.is_set():
+            try:
+                subscription: Subscription = await self.store.listen(self._notified)
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("listen", exc)
+                await wait_event(self.closing, backoff.next_s())
+                continue
+            except Exception:  # never let the daemon die of the database
+                log.exception("pgrunner.error", where="listen")
+                await wait_event(self.closing, backoff.next_s())
+                continue
+            backoff.reset()
+            self.health.ok()
+            self.listening = True
+            self.runs.writer.nudge()
+            self._notified("listen")  # anything may have happened while we were not listening
+            try:
+                await self._check_schema()
+                while not subscription.lost and not self.closing.is_set():
+                    every_s = PING_S if self.health.schema_problem is None else SCHEMA_RECHECK_S
+                    lost, closing = subscription.wait_lost(), self.closing.wait()
+                    await first_of(lost, closing, timeout_s=every_s)
+                    if not subscription.lost and not self.closing.is_set():
+                        await subscription.ping()
+                        await self._check_schema()  # sees a `runbroker migrate` meanwhile
+                if subscription.lost:
+                    self.health.failed("listen", StoreUnavailable("LISTEN connection lost"))
+            except StoreUnavailable as exc:
+                self.health.failed("listen", exc)
+            except Exception:
+                log.exception("pgrunner.error", where="listen")
+            finally:
+                self.listening = False
+                await subscription.close()
+
+    async def _check_schema(self) -> None:
+        """Look at the schema's version; connection trouble is the LISTEN loop's to handle,
+        anything else is logged and leaves the last verdict (never a reconnect loop)."""
+        try:
+            problem = await self.store.schema_problem()
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("pgrunner.error", where="schema")
+            return
+        self.health.schema_checked(problem)
+
+    async def heartbeat_loop(self) -> None:
+        every_s = self.settings.lease_s / 3
+        while not await wait_event(self.closing, every_s if self.health.up else 1.0):
+            job_ids = {h.claimed.job.id for h in self.runs.held.values()}
+            if not job_ids:
+                continue
+            try:
+                kept = await self.store.heartbeat(
+                    self.owner, sorted(job_ids), self.settings.lease_s
+                )
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("heartbeat", exc)
+                continue
+            except Exception:
+                log.exception("pgrunner.error", where="heartbeat")
+                continue
+            self.health.ok()
+            for held in list(self.runs.held.values()):
+                if held.claimed.job.id not in kept and not held.lost:
+                    self.runs.lease_lost(held)
+
+    async def prune_loop(self) -> None:
+        every_s = min(PRUNE_EVERY_S, self.settings.run_retention_s / 4)
+        while not await wait_event(self.closing, every_s):
+            try:
+                pruned = await self.store.prune(self.settings.run_retention_s)
+            except (StoreUnavailable, StoreSchemaMissing) as exc:
+                self.health.failed("prune", exc)
+                continue
+            except Exception:
+                log.exception("pgrunner.error", where="prune")
+                continue
+            if pruned:
+                log.info("runs.pruned", runs=pruned)

@@ -1,0 +1,63 @@
+"""The statements of ``runbroker migrate`` and ``runbroker jobs``, and the channel they notify.
+
+The triggers of the migrations and FINISH notify the same channel by name (``'runbroker'``).
+"""
+
+CHANNEL = "runbroker"  # what LISTEN listens to and every NOTIFY is sent on
+
+# -- migrations -------------------------------------------------------------------------------
+LOCK_MIGRATIONS = "SELECT pg_advisory_lock(hashtext('runbroker.migrate'))"
+UNLOCK_MIGRATIONS = "SELECT pg_advisory_unlock(hashtext('runbroker.migrate'))"
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS runbroker_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+SCHEMA_VERSION = "SELECT max(version) FROM runbroker_migrations"
+APPLIED_MIGRATIONS = "SELECT version, name, checksum FROM runbroker_migrations ORDER BY version"
+RECORD_MIGRATION = "INSERT INTO runbroker_migrations (version, name, checksum) VALUES ($1, $2, $3)"
+
+# -- jobs commands ----------------------------------------------------------------------------
+DB_NOW = "SELECT now()"
+NOTIFY_RUN_NOW = "SELECT pg_notify($1, 'run-now')"  # $1: CHANNEL
+
+INSERT_JOB = """
+INSERT INTO scheduled_jobs (name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+                            max_attempts, misfire, depends_on, following_run_at)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10::jsonb, $11)
+RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error
+"""
+LOCK_JOB_NAMES = "SELECT name FROM scheduled_jobs WHERE name = ANY($1::text[]) FOR KEY SHARE"
+LIST_JOBS = """
+SELECT id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error FROM scheduled_jobs ORDER BY name
+"""
+DELETE_JOB = "DELETE FROM scheduled_jobs WHERE name = $1 RETURNING id"
+SET_ENABLED = """
+UPDATE scheduled_jobs SET enabled = $2, updated_at = now() WHERE name = $1
+RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error
+"""
+LOCK_JOB = "SELECT id, enabled, lease_owner FROM scheduled_jobs WHERE name = $1 FOR UPDATE"
+RUN_NOW = """
+UPDATE scheduled_jobs SET next_run_at = now(), updated_at = now() WHERE id = $1
+RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_at,
+    scheduled_for, attempt, max_attempts, misfire, depends_on, lease_owner, lease_expires_at,
+    last_run_at, last_status, last_error
+"""
+JOB_ID = "SELECT id FROM scheduled_jobs WHERE name = $1"
+HISTORY = """
+SELECT r.id, j.name AS job, r.scheduled_for, r.attempt, r.status, r.owner, r.claimed_at,
+       r.started_at, r.finished_at, r.error, r.output
+FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id
+WHERE $1::text IS NULL OR j.name = $1
+ORDER BY r.id DESC
+LIMIT $2
+"""

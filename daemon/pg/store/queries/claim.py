@@ -1,0 +1,158 @@
+"""The runner's claim: the statements that find due jobs and lease them, and the look ahead.
+
+The due condition and ORDER BY match scheduled_jobs_due_idx (partial on enabled, on
+next_run_at), so finding due rows is an index range scan whatever the table's size. An expired
+lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at, and
+the lease filter skips only the runs in flight now (migration 0003).
+
+``SELECT_DUE`` and ``CLAIM_PLAIN`` read the same due rows, each statement written out in full:
+the columns (times clamped to the years 1-9999 Python's datetime holds, so that a row written
+by hand with '-infinity', 'infinity' or a date BC cannot fail the claim of every row in its
+batch) and the filter (enabled, due, not leased, the scheduler neither paused nor disabled).
+``tests/unit/test_pg_queries.py`` keeps the two, and the flag words, in step.
+"""
+
+# The planner's path: lock the due rows, plan each in Python, then CLAIM, in one transaction.
+SELECT_DUE = """
+SELECT
+    id, name, task_type, payload::text AS payload, schedule, time_zone,
+    (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
+     * 1000000)::int8 AS next_run_us,
+    (extract(epoch FROM CASE WHEN scheduled_for IS NOT NULL THEN least(greatest(
+        scheduled_for, timestamptz '0001-01-01 00:00:00+00'), timestamptz '9999-12-31 00:00:00+00')
+     END) * 1000000)::int8 AS scheduled_for_us, attempt,
+    max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
+    needs_schedule, lease_owner, current_run_id,
+    (extract(epoch FROM now()) * 1000000)::int8 AS db_now_us
+FROM scheduled_jobs
+WHERE enabled AND next_run_at <= now()
+  AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+  AND NOT EXISTS (
+    SELECT 1 FROM runbroker_settings
+    WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
+       OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+ORDER BY next_run_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+"""
+
+# The plain case in one statement: a fresh occurrence (no retry, no expired lease, no schedule
+# to recompute) with none missed since (following_run_at, migration 0004, is after now) and,
+# for misfire = skip, not later than the grace ($4 s): a run for (next_run_at, attempt 1), the
+# job leased, nothing else changed. Every due row it locked comes back; those without a run_id
+# are left to the planner's path.
+# The source of this rule is ``plan_claim`` (daemon/pg/plan.py): this restates its plain case
+# in SQL, and tests/integration/test_pg_claim_plain.py keeps the two in step.
+CLAIM_PLAIN = """
+WITH due AS MATERIALIZED (
+    SELECT
+        id, name, task_type, payload::text AS payload, schedule, time_zone,
+        (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
+         * 1000000)::int8 AS next_run_us,
+        (extract(epoch FROM CASE WHEN scheduled_for IS NOT NULL THEN least(greatest(
+            scheduled_for, timestamptz '0001-01-01 00:00:00+00'),
+            timestamptz '9999-12-31 00:00:00+00')
+         END) * 1000000)::int8 AS scheduled_for_us, attempt,
+        max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
+        needs_schedule, lease_owner, current_run_id, next_run_at,
+        lease_owner IS NULL AND NOT needs_schedule AND scheduled_for IS NULL
+          AND following_run_at > now()
+          AND (misfire = 'coalesce' OR next_run_at >= now() - $4 * interval '1 second')
+          AS plain
+    FROM scheduled_jobs
+    WHERE enabled AND next_run_at <= now()
+      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+      AND NOT EXISTS (
+        SELECT 1 FROM runbroker_settings
+        WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
+           OR (key = 'scheduler.enabled'
+               AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+    ORDER BY next_run_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), runs AS (
+    INSERT INTO job_runs (id, job_id, scheduled_for, attempt, status, owner)
+    SELECT nextval('job_runs_id_seq'::regclass), id, next_run_at, 1, 'queued', $2
+    FROM due WHERE plain
+    RETURNING id, job_id
+), jobs AS (
+    UPDATE scheduled_jobs s SET
+        lease_owner = $2, lease_expires_at = now() + $3 * interval '1 second',
+        current_run_id = runs.id, scheduled_for = s.next_run_at, attempt = 1,
+        updated_at = now()
+    FROM runs
+    WHERE s.id = ANY(ARRAY(SELECT job_id FROM runs)) AND s.id = runs.job_id
+)
+SELECT due.*, runs.id AS run_id FROM due LEFT JOIN runs ON runs.job_id = due.id
+"""
+
+# A claim's plans are applied in the claim's transaction, in one statement: abandon the expired
+# runs, insert the new run rows (their ids drawn up front, so the jobs' update needs no join
+# with the inserted rows), then lease or reschedule the jobs. The plans come as one JSON
+# array of arrays (``plans_json`` in ``postgres/rows.py``, times in microseconds since the
+# epoch): asyncpg encodes a JSON text far more cheaply than ten typed arrays. The jobs are
+# fetched by primary key (``s.id = ANY(ARRAY(...))``), so the plan stays linear in the batch
+# (see FINISH in ``runs``).
+CLAIM = """
+WITH p AS MATERIALIZED (
+    SELECT (e->>0)::bigint AS job_id, (e->>1)::bool AS run,
+           timestamptz 'epoch' + (e->>2)::bigint * interval '1 microsecond' AS scheduled_for,
+           (e->>3)::int AS attempt,
+           timestamptz 'epoch' + (e->>4)::bigint * interval '1 microsecond' AS next_run_at,
+           (e->>5)::bool AS enabled, e->>6 AS last_status, e->>7 AS last_error,
+           (e->>8)::bigint AS abandon_run_id, e->>9 AS abandon_error,
+           CASE WHEN (e->>1)::bool THEN nextval('job_runs_id_seq'::regclass) END AS run_id
+    FROM jsonb_array_elements($1::text::jsonb) AS e
+), abandoned AS (
+    UPDATE job_runs r SET status = 'abandoned', finished_at = now(), error = p.abandon_error
+    FROM p
+    WHERE r.id = ANY(ARRAY(SELECT abandon_run_id FROM p WHERE abandon_error IS NOT NULL))
+      AND r.id = p.abandon_run_id AND p.abandon_error IS NOT NULL
+      AND r.status IN ('queued', 'running')
+), runs AS (
+    INSERT INTO job_runs (id, job_id, scheduled_for, attempt, status, owner)
+    SELECT p.run_id, p.job_id, p.scheduled_for, p.attempt, 'queued', $2 FROM p WHERE p.run
+    RETURNING id, job_id
+), jobs AS (
+    UPDATE scheduled_jobs s SET
+        lease_owner = CASE WHEN p.run THEN $2 END,
+        lease_expires_at = CASE WHEN p.run THEN now() + $3 * interval '1 second' END,
+        current_run_id = p.run_id,
+        scheduled_for = p.scheduled_for,
+        attempt = p.attempt,
+        next_run_at = CASE WHEN p.run THEN s.next_run_at ELSE p.next_run_at END,
+        following_run_at = CASE WHEN p.run THEN s.following_run_at END,
+        needs_schedule = p.run AND s.needs_schedule,
+        enabled = p.enabled,
+        last_status = coalesce(p.last_status, s.last_status),
+        last_error = CASE WHEN p.run THEN s.last_error ELSE p.last_error END,
+        updated_at = now()
+    FROM p
+    WHERE s.id = ANY(ARRAY(SELECT job_id FROM p)) AND s.id = p.job_id
+)
+SELECT job_id, id AS run_id FROM runs
+"""
+
+# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due: the
+# first unleased next_run_at (in scheduled_jobs_due_idx order, past the runs in flight) or the
+# earliest lease expiry. Leased rows have next_run_at <= now, so the second is a range scan of
+# what is due now. It is evaluated only while claiming (not paused, not disabled), and the claim
+# loop looks only after a claim that was not full: what is due now is then hardly more than the
+# runs in flight.
+OUTLOOK = """
+SELECT
+    (SELECT value FROM runbroker_settings WHERE key = 'scheduler.paused') AS paused,
+    (SELECT value FROM runbroker_settings WHERE key = 'scheduler.enabled') AS enabled,
+    (SELECT value FROM runbroker_settings WHERE key = 'scheduler.interval_seconds') AS interval_s,
+    CASE WHEN NOT EXISTS (
+        SELECT 1 FROM runbroker_settings
+        WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
+           OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+    THEN extract(epoch FROM least(
+        (SELECT next_run_at FROM scheduled_jobs
+         WHERE enabled AND next_run_at IS NOT NULL AND lease_owner IS NULL
+         ORDER BY next_run_at LIMIT 1),
+        (SELECT min(lease_expires_at) FROM scheduled_jobs
+         WHERE enabled AND next_run_at <= now() AND lease_owner IS NOT NULL)) - now())::float8
+    END AS due_in_s
+"""
