@@ -108,6 +108,7 @@ class Broker:
         await self.server.start()
         database = None
         if self.settings.database_dsn():
+            from daemon.pg.fence import graces_s
             from daemon.pg.runner import PgRunner  # only with a database
             from daemon.pg.store.postgres import PostgresStore
 
@@ -118,6 +119,8 @@ class Broker:
                 settings=self.settings,
                 known_tasks=self.tasks.names(),
                 dependency_wait_s=self.settings.dependency_wait_s,
+                cancel_running=self.executor.cancel_current,
+                fence_grace_s=max(graces_s(self.settings.grace_s, self.tasks.graces_s()).values()),
             )
         log.info(
             "broker.ready",

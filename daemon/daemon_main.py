@@ -44,6 +44,13 @@ def main(command: list[str], early_signals: list[int]) -> int:
     except TaskConfigError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if settings.database_dsn():
+        from daemon.pg.fence import fencing_problem, graces_s
+
+        problem = fencing_problem(settings.lease_s, graces_s(settings.grace_s, tasks.graces_s()))
+        if problem is not None:
+            print(f"runbroker: {problem}", file=sys.stderr)
+            return EXIT_CONFIG
     if not tasks.tasks:
         print(
             "runbroker: no tasks: give a command after '--', set RUNBROKER_COMMAND, "

@@ -104,6 +104,10 @@ class TaskRegistry:
     def get(self, name: str) -> Task | None:
         return self.tasks.get(name)
 
+    def graces_s(self) -> dict[str, float | None]:
+        """Each task's own grace (None: RUNBROKER_GRACE applies)."""
+        return {name: task.grace_s for name, task in self.tasks.items()}
+
     def refusal(self, request: RunRequest) -> str | None:
         task = self.tasks.get(request.task)
         if task is None:

@@ -150,6 +150,7 @@ class Claimer:
         abandoned: list[tuple[DueJob, ClaimPlan]] = []
         failure: BaseException | None = None
         self._reserved += room
+        sent_at = self.runs.fence.now()  # the leases granted last at least LEASE from here
         try:
             claimed = await self.store.claim(
                 self.owner,
@@ -177,7 +178,7 @@ class Claimer:
             )
         self.runs.check_log_levels()
         for item in claimed:
-            self.runs.start(item)
+            self.runs.start(item, sent_at)
         if failure is not None:
             raise failure
         if self._busy:

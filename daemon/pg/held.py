@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -27,6 +27,7 @@ from daemon.core.runqueue import (
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
+from daemon.pg.fence import REASON_FENCED, LeaseFence
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.replica import Replica
 from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
@@ -48,6 +49,7 @@ class Held:
     waiter: asyncio.Task[None] | None = None
     lost: bool = False
     settled: bool = False  # its finish or release is handed to the writer
+    fenced: bool = False  # told to stop: its lease could not be renewed in time
 
 
 class HeldRuns:
@@ -61,8 +63,13 @@ class HeldRuns:
         known_tasks: Iterable[str],
         deps: DependencyWaiter,
         unusable: UnusableJobs,
+        cancel_running: Callable[[str, str], str] | None = None,
+        fence_grace_s: float = 0.0,
     ) -> None:
         self.queue = queue
+        # Stops the running run of that id with that reason (the executor's cancel).
+        self.cancel_running = cancel_running
+        self.fence = LeaseFence(replica.settings.lease_s, fence_grace_s, self._fenced)
         self.settings = replica.settings
         self.known_tasks = frozenset(known_tasks)
         self.deps = deps
@@ -90,10 +97,12 @@ class HeldRuns:
         self._log_claims = log_enabled(logging.DEBUG)
         self._log_finishes = log_enabled(logging.INFO)
 
-    def start(self, claimed: Claimed) -> None:
+    def start(self, claimed: Claimed, sent_at: float) -> None:
+        """``claimed`` came from a claim statement sent at ``sent_at`` (``fence.now()``)."""
         job = claimed.job
         held = Held(claimed)
         self.held[claimed.run_id] = held
+        self.fence.renewed(claimed.run_id, held, sent_at)
         if self._log_claims:
             self.log.debug(
                 "job.claimed",
@@ -176,12 +185,46 @@ class HeldRuns:
                 retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
             )
         held.settled = True
+        self.fence.forget(claimed.run_id)
         self.writer.finish(finish)
 
     def release(self, held: Held) -> None:
         if not held.settled:
             held.settled = True
+            self.fence.forget(held.claimed.run_id)
             self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
+
+    def renewed(self, kept_job_ids: set[int], sent_at: float) -> None:
+        """A heartbeat sent at ``sent_at`` renewed the leases of ``kept_job_ids``."""
+        for run_id, held in self.held.items():
+            if not held.settled and not held.fenced and held.claimed.job.id in kept_job_ids:
+                self.fence.renewed(run_id, held, sent_at)
+
+    def _fenced(self, held: Held) -> None:
+        """The lease could not be renewed in time: stop the run before the lease ends."""
+        if held.settled or held.lost:
+            return
+        held.fenced = True
+        claimed, run = held.claimed, held.run
+        state = "waiting" if run is None else run.state
+        self.log.warning(
+            "job.fenced",
+            job=claimed.job.name,
+            job_run_id=claimed.run_id,
+            run_id=None if run is None else run.id,
+            state=state,
+            lease_s=self.settings.lease_s,
+            reason="no lease renewal reached the database in time; stopping the run before "
+            "its lease can expire and another replica take it",
+        )
+        if run is None:
+            if held.waiter is not None:
+                held.waiter.cancel()
+            self.release(held)
+        elif run.state == "queued":
+            self.queue.cancel_waiting(run.id, REASON_FENCED)
+        elif run.state == "running" and self.cancel_running is not None:
+            self.cancel_running(run.id, REASON_FENCED)
 
     def _written(self, batch: WriteBatch, outcome: WriteOutcome) -> None:
         held_runs, lost = self.held, outcome.lost_run_ids
@@ -197,6 +240,7 @@ class HeldRuns:
     def lease_lost(self, held: Held) -> None:
         """The heartbeat found the lease another replica's: drop what has not started."""
         held.lost = True
+        self.fence.forget(held.claimed.run_id)
         self.log.warning(
             "job.lease_lost", job=held.claimed.job.name, job_run_id=held.claimed.run_id
         )

@@ -10,6 +10,7 @@ import asyncio
 
 from daemon.observe.logs import get_logger
 from daemon.pg.deps import DependencyWaiter
+from daemon.pg.fence import renew_every_s
 from daemon.pg.health import LOGGER_NAME, Backoff
 from daemon.pg.held import HeldRuns
 from daemon.pg.replica import Replica
@@ -96,15 +97,23 @@ class BackgroundLoops:
         self.health.schema_checked(problem)
 
     async def heartbeat_loop(self) -> None:
-        every_s = self.settings.lease_s / 3
-        while not await wait_event(self.closing, every_s if self.health.up else 1.0):
+        """Renew every held lease each fifth of the lease, each try bounded by that time (a
+        partition hangs a query rather than failing it); a renewal moves each run's fence."""
+        every_s = renew_every_s(self.settings.lease_s)
+        while not await wait_event(self.closing, every_s if self.health.up else min(1.0, every_s)):
+            # settled runs too: a lease is held until the run's record is written
             job_ids = {h.claimed.job.id for h in self.runs.held.values()}
             if not job_ids:
                 continue
+            sent_at = self.runs.fence.now()
             try:
-                kept = await self.store.heartbeat(
-                    self.owner, sorted(job_ids), self.settings.lease_s
-                )
+                async with asyncio.timeout(every_s):
+                    kept = await self.store.heartbeat(
+                        self.owner, sorted(job_ids), self.settings.lease_s
+                    )
+            except TimeoutError:
+                self.health.failed("heartbeat", StoreUnavailable("lease renewal timed out"))
+                continue
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self.health.failed("heartbeat", exc)
                 continue
@@ -112,6 +121,7 @@ class BackgroundLoops:
                 log.exception("pgrunner.error", where="heartbeat")
                 continue
             self.health.ok()
+            self.runs.renewed(kept, sent_at)
             for held in list(self.runs.held.values()):
                 if held.claimed.job.id not in kept and not held.lost:
                     self.runs.lease_lost(held)

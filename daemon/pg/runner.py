@@ -18,7 +18,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from daemon.core.runqueue import RunQueue
 from daemon.observe.logs import get_logger
@@ -49,7 +49,12 @@ class PgRunner:
         known_tasks: Iterable[str],
         owner: str | None = None,
         dependency_wait_s: float = 60.0,
+        cancel_running: Callable[[str, str], str] | None = None,
+        fence_grace_s: float = 0.0,
     ) -> None:
+        """``cancel_running(run_id, reason)`` stops a running run (the executor's cancel): the
+        lease fence calls it for a run whose lease could not be renewed; ``fence_grace_s`` is
+        the longest grace such a run may take to stop (daemon/pg/fence.py)."""
         self.store = store
         self.known_tasks = frozenset(known_tasks)
         self.owner = owner or new_owner()
@@ -61,7 +66,13 @@ class PgRunner:
         deps = DependencyWaiter(store, self.health, dependency_wait_s)
         replica = Replica(store, settings, self.owner, self.health)
         self.runs = HeldRuns(
-            replica, queue=queue, known_tasks=self.known_tasks, deps=deps, unusable=self.unusable
+            replica,
+            queue=queue,
+            known_tasks=self.known_tasks,
+            deps=deps,
+            unusable=self.unusable,
+            cancel_running=cancel_running,
+            fence_grace_s=fence_grace_s,
         )
         self.claimer = Claimer(
             replica, queue=queue, runs=self.runs, unusable=self.unusable, wake=self._wake
@@ -89,6 +100,7 @@ class PgRunner:
                     task.cancel()
         finally:
             self._closing.set()
+            self.runs.fence.close()
             self.runs.group = None
             await self.store.close()
         log.info("pgrunner.stopped", owner=self.owner, unrecorded=len(self.runs.held))

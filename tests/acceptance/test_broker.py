@@ -214,6 +214,25 @@ def test_bad_setting_exits_2_naming_the_variable(start_daemon: StartDaemon, work
     assert not daemon.socket.exists()
 
 
+def test_a_grace_longer_than_half_the_lease_is_refused_with_a_database(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    # Lease fencing needs room to stop a run before its lease ends (daemon/pg/fence.py). The
+    # check runs before anything starts: the database is never reached.
+    env = {
+        "RUNBROKER_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "RUNBROKER_LEASE": "10s",
+        "RUNBROKER_GRACE": "6s",
+    }
+    daemon = start_daemon("true", env=env, wait_ready=False)
+    assert daemon.wait() == 2
+    err = daemon.stderr()
+    assert "RUNBROKER_GRACE" in err
+    assert "half of RUNBROKER_LEASE" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not daemon.socket.exists()
+
+
 def test_interval_ticks_without_piling_up(start_daemon: StartDaemon, workdir: Path) -> None:
     release = workdir / "go"
     daemon = start_daemon(

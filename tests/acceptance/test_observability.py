@@ -121,7 +121,8 @@ def test_health_follows_the_database_away_and_back(
     name = f"acc_{uuid.uuid4().hex[:12]}"  # not created yet: the database is "away"
     url = database_url(name)
     daemon = start_daemon(
-        tasks_toml=TASKS, env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "2s"}
+        tasks_toml=TASKS,
+        env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "3s", "RUNBROKER_GRACE": "1s"},
     )
     try:
         daemon.log.wait_for("db.disconnected")

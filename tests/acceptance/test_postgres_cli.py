@@ -55,7 +55,7 @@ def test_a_missing_database_is_an_outage_not_a_configuration_error() -> None:
     work = Workdir()
     try:
         url = database_url("rb_no_such_database")
-        env = {"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "1s"}
+        env = {"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "3s", "RUNBROKER_GRACE": "1s"}
         daemon = Daemon(work.path, ["true"], env=env)
         try:
             daemon.log.wait_for("db.disconnected")

@@ -46,7 +46,8 @@ def replicas(dsn: str) -> Iterator[Callable[..., Daemon]]:
 
     def start(**env: str) -> Daemon:
         work = Workdir()
-        settings = {"RUNBROKER_DATABASE_URL": dsn, "RUNBROKER_LEASE": "3s"}
+        # lease fencing: every grace at most half the lease
+        settings = {"RUNBROKER_DATABASE_URL": dsn, "RUNBROKER_LEASE": "3s", "RUNBROKER_GRACE": "1s"}
         settings.update(env)
         daemon = Daemon(work.path, env=settings, tasks_toml=TASKS)
         daemon.log.wait_for("pgrunner.started")
@@ -237,7 +238,8 @@ def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
     with fresh_database(migrated=False) as url:
         work = Workdir()
         daemon = Daemon(
-            work.path, env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "3s"},
+            work.path,
+            env={"RUNBROKER_DATABASE_URL": url, "RUNBROKER_LEASE": "3s", "RUNBROKER_GRACE": "1s"},
             tasks_toml=TASKS,
         )  # fmt: skip
         try:

@@ -1,0 +1,116 @@
+"""Lease fencing: a run whose lease this replica can no longer renew is stopped before the
+lease ends, so the replica that reclaims the occurrence never runs it at the same time.
+
+The timing rule. A lease the database grants ends ``LEASE`` after the statement that granted
+it ran, and that statement ran after this replica sent it: so the lease lasts at least until
+``sent + LEASE`` on this replica's monotonic clock, however long the answer took. Each held
+run's fence is set at ``sent + LEASE - lead``, where ``lead`` is the longest grace a run may
+take to stop (SIGTERM, the grace, SIGKILL) plus a safety margin; every renewal sent moves it
+on. A renewal is tried every ``LEASE / 5``, each attempt bounded by that time, so a hung
+connection (a partition: no answer, no error) costs one try, not the lease.
+
+The rule users must keep: every grace (``RUNBROKER_GRACE`` and each task's ``grace``) at most
+half the lease, and the lease at least 3 s. Then a healthy replica's fence is never reached
+(its renewals land every fifth of the lease, far before ``LEASE - lead``), and a cut-off
+replica's kill lands at least the safety margin before the lease can end. A Python handler
+is cancelled at the fence (it has no grace): one that ignores cancellation, or a job's
+process that left its process group, cannot be fenced; the log says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
+
+Held = TypeVar("Held")
+
+MIN_LEASE_S = 3.0
+SAFETY_MIN_S = 0.25
+RENEWALS_PER_LEASE = 5
+REASON_FENCED = "cancelled: lease could not be renewed; stopped before it could expire"
+
+
+def renew_every_s(lease_s: float) -> float:
+    return lease_s / RENEWALS_PER_LEASE
+
+
+def safety_s(lease_s: float) -> float:
+    """Room left between the kill and the lease's end: timers firing late, a loaded host."""
+    return max(SAFETY_MIN_S, lease_s / 20)
+
+
+def lead_s(lease_s: float, grace_s: float) -> float:
+    """How long before its lease ends a run is told to stop."""
+    return grace_s + safety_s(lease_s)
+
+
+def graces_s(default_grace_s: float, task_graces_s: Mapping[str, float | None]) -> dict[str, float]:
+    """Every grace a database run may take to stop, named by where it is set."""
+    found = {"RUNBROKER_GRACE": default_grace_s}
+    found.update({f"task {name}": g for name, g in task_graces_s.items() if g is not None})
+    return found
+
+
+def fencing_problem(lease_s: float, graces_s: Mapping[str, float]) -> str | None:
+    """Why these settings break the fencing rule (None: they keep it). ``graces_s`` names
+    each grace by where it is set (``RUNBROKER_GRACE``, ``task report``)."""
+    if lease_s < MIN_LEASE_S:
+        return f"RUNBROKER_LEASE must be at least {MIN_LEASE_S:g}s with a database (lease fencing)"
+    for where, grace_s in graces_s.items():
+        if grace_s > lease_s / 2:
+            return (
+                f"the grace of {where} ({grace_s:g}s) must be at most half of RUNBROKER_LEASE "
+                f"({lease_s:g}s): a run that cannot renew its lease is stopped, grace included, "
+                "before the lease ends"
+            )
+    return None
+
+
+class LeaseFence(Generic[Held]):
+    """One timer per held run, at the point where it must be told to stop; moved on by every
+    renewal sent, dropped when the run's record is handed on."""
+
+    def __init__(
+        self,
+        lease_s: float,
+        grace_s: float,
+        on_fence: Callable[[Held], None],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.lease_s = lease_s
+        self.lead_s = lead_s(lease_s, grace_s)
+        self.on_fence = on_fence
+        self._loop = loop
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # by job_runs id
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def now(self) -> float:
+        """The clock of ``renewed``'s ``sent_at``: the loop's monotonic time."""
+        return self._event_loop().time()
+
+    def renewed(self, run_id: int, held: Held, sent_at: float) -> None:
+        """The lease of ``held`` was granted or renewed by a statement sent at ``sent_at``."""
+        timer = self._timers.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
+        fence_at = sent_at + self.lease_s - self.lead_s
+        self._timers[run_id] = self._event_loop().call_at(fence_at, self._fire, run_id, held)
+
+    def forget(self, run_id: int) -> None:
+        timer = self._timers.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    def _fire(self, run_id: int, held: Held) -> None:
+        self._timers.pop(run_id, None)
+        self.on_fence(held)

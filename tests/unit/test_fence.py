@@ -1,0 +1,123 @@
+"""Lease fencing's rule and timers (daemon/pg/fence.py), on a recorded loop: no real time."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from daemon.pg.fence import (
+    MIN_LEASE_S,
+    LeaseFence,
+    fencing_problem,
+    graces_s,
+    lead_s,
+    renew_every_s,
+    safety_s,
+)
+
+
+@dataclass
+class _Timer:
+    when: float
+    callback: Any
+    args: tuple[Any, ...]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+@dataclass
+class _Loop:
+    """The two loop calls the fence makes, recorded."""
+
+    now: float = 100.0
+    timers: list[_Timer] = field(default_factory=list)
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> _Timer:
+        timer = _Timer(when, callback, args)
+        self.timers.append(timer)
+        return timer
+
+    def live(self) -> list[_Timer]:
+        return [t for t in self.timers if not t.cancelled]
+
+
+def _fence(lease_s: float = 60.0, grace_s: float = 5.0) -> tuple[LeaseFence[str], _Loop, list[str]]:
+    loop, fenced = _Loop(), list[str]()
+    fence: LeaseFence[str] = LeaseFence(
+        lease_s,
+        grace_s,
+        fenced.append,
+        loop=loop,  # type: ignore[arg-type]
+    )
+    return fence, loop, fenced
+
+
+def test_the_fence_is_set_a_grace_and_a_margin_before_the_lease_ends() -> None:
+    fence, loop, fenced = _fence(lease_s=60.0, grace_s=5.0)
+    fence.renewed(7, "run 7", sent_at=100.0)
+    (timer,) = loop.live()
+    assert timer.when == 100.0 + 60.0 - (5.0 + safety_s(60.0))
+    timer.callback(*timer.args)
+    assert fenced == ["run 7"]
+
+
+def test_a_renewal_moves_the_fence_and_forgetting_drops_it() -> None:
+    fence, loop, fenced = _fence()
+    fence.renewed(7, "run 7", sent_at=100.0)
+    fence.renewed(7, "run 7", sent_at=112.0)
+    (timer,) = loop.live()
+    assert timer.when == 112.0 + 60.0 - lead_s(60.0, 5.0)
+    fence.forget(7)
+    assert not loop.live()
+    fence.renewed(8, "run 8", sent_at=100.0)
+    fence.close()
+    assert not loop.live()
+    assert fenced == []
+
+
+def test_settings_that_break_the_rule_are_refused_naming_the_grace() -> None:
+    graces = graces_s(5.0, {"report": 40.0, "quick": None})
+    assert graces == {"RUNBROKER_GRACE": 5.0, "task report": 40.0}
+    problem = fencing_problem(60.0, graces)
+    assert problem is not None
+    assert "task report" in problem
+    assert "half of RUNBROKER_LEASE" in problem
+    assert fencing_problem(60.0, graces_s(5.0, {"report": 30.0})) is None
+    short = fencing_problem(2.0, graces_s(0.5, {}))
+    assert short is not None
+    assert "RUNBROKER_LEASE" in short
+
+
+@given(
+    lease_s=st.floats(min_value=MIN_LEASE_S, max_value=86_400.0),
+    grace_share=st.floats(min_value=0.0, max_value=0.5),
+)
+def test_a_replica_that_renews_on_time_never_reaches_its_fence(
+    lease_s: float, grace_share: float
+) -> None:
+    grace_s = lease_s * grace_share
+    assert fencing_problem(lease_s, graces_s(grace_s, {})) is None
+    # Renewals are sent every fifth of the lease after the previous one ends, and each may
+    # take up to that long: the fence, measured from the last sent, must lie beyond both.
+    assert 2 * renew_every_s(lease_s) <= lease_s - lead_s(lease_s, grace_s)
+    # A cut-off replica's kill (grace included) lands the safety margin before the lease ends.
+    kill_at = lease_s - lead_s(lease_s, grace_s) + grace_s
+    assert kill_at <= lease_s - safety_s(lease_s) + lease_s * 1e-12  # float rounding
+
+
+async def test_on_the_real_loop_the_fence_fires_once_at_its_time() -> None:
+    fired = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    fence: LeaseFence[str] = LeaseFence(3.0, 0.0, lambda _held: fired.set())
+    # sent long enough ago that the fence is already due: it fires on the next loop turn
+    fence.renewed(1, "run 1", sent_at=loop.time() - 3.0)
+    await asyncio.wait_for(fired.wait(), timeout=5)
