@@ -29,7 +29,7 @@ from daemon.core.runqueue import (
     RunResult,
 )
 from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
-from daemon.wire.protocol import encode_event
+from daemon.wire.codec import encode_event
 from tests.unit.conftest import JOB_ENV
 
 # Settings of the daemon that must never reach a job, next to what should.
