@@ -20,6 +20,7 @@ from daemon.core.runqueue import (
     Run,
     RunQueue,
     RunResult,
+    job_context,
     run_log_fields,
 )
 from daemon.core.tasks import Task, TaskRegistry, handler_context
@@ -55,15 +56,19 @@ def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
 
 
 def _with_run(shared: Mapping[str, str], run: Run) -> dict[str, str]:
+    """``shared`` (the container's environment, made once) with the run's own variables: the
+    run context wins over what the trigger set."""
+    request = run.request
     env = dict(shared)
-    env.update(run.request.env)
+    env.update(request.env)
     env["RUNBROKER_RUN_ID"] = run.id
-    env["RUNBROKER_TASK"] = run.request.task
-    env["RUNBROKER_TRIGGER"] = run.request.trigger
-    for key, value in run.request.context.items():
-        env[f"RUNBROKER_{key}"] = value
-    if run.request.payload is not None:
-        env["RUNBROKER_PAYLOAD"] = json.dumps(run.request.payload, separators=(",", ":"))
+    env["RUNBROKER_TASK"] = request.task
+    env["RUNBROKER_TRIGGER"] = request.trigger
+    if request.job is not None:  # a database job's run: RUNBROKER_JOB, _SCHEDULED_FOR, _ATTEMPT
+        for key, value in job_context(request).items():
+            env[f"RUNBROKER_{key}"] = value
+    if request.payload is not None:
+        env["RUNBROKER_PAYLOAD"] = json.dumps(request.payload, separators=(",", ":"))
     return env
 
 
@@ -246,8 +251,8 @@ class Executor:
             # A crashing handler fails its run, never the executor: not sys.exit(), not
             # KeyboardInterrupt, not GeneratorExit or a BaseException of its own.
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
-                timeout_s = task.timeout_s or 0.0
-                return RunResult(ok=False, reason=f"timed out after {_format_s(timeout_s)}")
+                reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
+                return RunResult(ok=False, reason=reason, timed_out=True)
             return self._crashed(run, exc)
 
     def _crashed(self, run: Run, exc: BaseException) -> RunResult:
@@ -269,7 +274,7 @@ class Executor:
                 request.args,
                 dict(request.env),
                 request.payload,
-                dict(request.context),
+                {} if request.job is None else job_context(request),
             )
             output = await task.handler(context)
             if output is not None and not isinstance(output, dict):

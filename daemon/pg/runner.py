@@ -36,7 +36,7 @@ from daemon.core.runqueue import (
 )
 from daemon.observe.logs import log_enabled
 from daemon.pg.deps import DependencyWaiter
-from daemon.pg.plan import plan_claim, plan_finish, rfc3339_utc
+from daemon.pg.plan import plan_claim, plan_finish
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -428,11 +428,9 @@ class PgRunner:
             task=claimed.job.task,
             trigger="schedule",
             payload=claimed.job.payload,
-            context={
-                "JOB": claimed.job.name,
-                "SCHEDULED_FOR": rfc3339_utc(claimed.scheduled_for),
-                "ATTEMPT": str(claimed.attempt),
-            },
+            job=claimed.job.name,
+            attempt=claimed.attempt,
+            scheduled_for=claimed.scheduled_for,
         )
         try:
             held.run = self.queue.submit(request, watcher=partial(self._on_run, held))
