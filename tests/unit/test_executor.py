@@ -13,12 +13,8 @@ from typing import Any
 
 import pytest
 
-from daemon.core.executor import (
-    CANCEL_ALREADY_REQUESTED,
-    CANCEL_REQUESTED,
-    Executor,
-    job_environment,
-)
+from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor
+from daemon.core.jobenv import job_environment
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
