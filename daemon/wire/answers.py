@@ -9,14 +9,11 @@ events; a client that stops reading for ``WRITE_TIMEOUT_S`` is cut off.
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from daemon.core.runqueue import Event, Run
 from daemon.wire.codec import encode_fields
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from daemon.wire.server import SocketServer
 
 BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
 WRITE_TIMEOUT_S = 60.0  # a client that reads nothing for this long is cut off
@@ -27,11 +24,20 @@ WRITE_TIMEOUT_S = 60.0  # a client that reads nothing for this long is cut off
 READING, DRAINING, STREAMING, CLOSED = range(4)
 
 
+class AnswerServer(Protocol):
+    """What a connection's answers need of the server (``SocketServer`` is one)."""
+
+    loop: asyncio.AbstractEventLoop
+    draining: bool  # the daemon is stopping: a connection ends once its client has closed
+
+    def flush_later(self, connection: AnswerStream) -> None: ...
+
+
 class AnswerStream(asyncio.Protocol):
     """The answer lines of one client's connection; ``Connection`` is one, and its
     ``__init__`` sets every attribute below (one constructor per connection, no chain)."""
 
-    server: SocketServer
+    server: AnswerServer
     transport: asyncio.Transport | None
     state: int
     pending: list[bytes]  # lines of this loop iteration, written together

@@ -10,11 +10,13 @@ that the client learns why. A submit request its task refuses is answered with t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from daemon.core.runqueue import Rejected, RunRequest
-from daemon.core.tasks import TaskRefused
+from daemon.core.runqueue import Rejected, RunQueue, RunRequest
+from daemon.core.tasks import TaskRefused, TaskRegistry
 from daemon.observe.logs import get_logger
-from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerStream
+from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
 from daemon.wire.protocol import (
@@ -29,17 +31,32 @@ from daemon.wire.protocol import (
     clip,
 )
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from daemon.wire.server import SocketServer
-
 log = get_logger("runbroker.server")
+
+ControlHandler = Callable[[ControlRequest], dict[str, Any]]
+
+
+class ConnectionServer(AnswerServer, Protocol):
+    """What a connection needs of the server (``SocketServer`` is one): where a request goes,
+    who may send one, and the bounds shared by every connection."""
+
+    queue: RunQueue
+    tasks: TaskRegistry
+    control: ControlHandler
+    allowed_uids: frozenset[int]
+    request_deadline_s: float
+    connections: set[Connection]
+    all_closed: asyncio.Event  # set when the last connection has gone
+    unfinished_bytes: int
+    unfinished_bytes_max: int
 
 
 class Connection(AnswerStream):
     """One client: its request, then the answer lines of its run or control request."""
 
-    def __init__(self, server: SocketServer) -> None:
+    server: ConnectionServer
+
+    def __init__(self, server: ConnectionServer) -> None:
         # Every attribute, AnswerStream's too (they are declared and explained there).
         self.server = server
         self.transport = None

@@ -14,22 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.wire.answers import CLOSED, AnswerStream
 from daemon.wire.binding import SocketInUse, bind_owner_only
-from daemon.wire.connection import Connection
-from daemon.wire.protocol import REQUEST_DEADLINE_S, ControlRequest
+from daemon.wire.connection import Connection, ControlHandler
+from daemon.wire.protocol import REQUEST_DEADLINE_S
 
 __all__ = ["UNFINISHED_BYTES_MAX", "ControlHandler", "SocketInUse", "SocketServer"]
 
 UNFINISHED_BYTES_MAX = 64 * 1024 * 1024  # all clients' requests still being received
-
-ControlHandler = Callable[[ControlRequest], dict[str, Any]]
 
 
 class SocketServer:
