@@ -38,7 +38,7 @@ def outcome_of(run: Run) -> str:
         return "succeeded"
     if result.cancelled:
         return "cancelled"
-    if result.reason.startswith("timed out"):
+    if result.timed_out:
         return "timed_out"
     return "failed"
 

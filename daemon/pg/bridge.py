@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from daemon.core.runqueue import Run, RunRequest, RunResult
 from daemon.observe.logs import get_logger
 from daemon.pg.health import LOGGER_NAME
-from daemon.pg.plan import plan_finish, rfc3339_utc
+from daemon.pg.plan import plan_finish
 from daemon.pg.store.base import Claimed, Finish
 from daemon.settings import Settings
 
@@ -23,11 +23,9 @@ def run_request(claimed: Claimed) -> RunRequest:
         task=claimed.job.task,
         trigger="schedule",
         payload=claimed.job.payload,
-        context={
-            "JOB": claimed.job.name,
-            "SCHEDULED_FOR": rfc3339_utc(claimed.scheduled_for),
-            "ATTEMPT": str(claimed.attempt),
-        },
+        job=claimed.job.name,
+        attempt=claimed.attempt,
+        scheduled_for=claimed.scheduled_for,
     )
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from daemon.core.rfc3339 import rfc3339_utc as rfc3339_utc  # the one text form of a time
 from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
 from daemon.schedules import parse_schedule
 
@@ -232,11 +233,3 @@ def plan_finish(
         attempt=attempt if retry else 0,
         following_run_at=after_following,
     )
-
-
-def rfc3339_utc(t: datetime) -> str:
-    """``2024-03-31T01:30:00Z``, with milliseconds only when there are some."""
-    if t.tzinfo is not UTC:
-        t = t.astimezone(UTC)
-    # in UTC the text always ends in "+00:00" (once per claimed run: cheaper than replace)
-    return t.isoformat(timespec="milliseconds" if t.microsecond else "seconds")[:-6] + "Z"

@@ -22,6 +22,11 @@ from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
 from daemon.wire.protocol import (
+    EVENT_DONE,
+    EVENT_OUTPUT,
+    EVENT_OVERDUE,
+    EVENT_QUEUED,
+    EVENT_STARTED,
     REASON_FORBIDDEN,
     TEMPFAIL_REASONS,
     ControlRequest,
@@ -143,16 +148,16 @@ def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
 
 def _print_human(event: dict[str, Any], err: TextIO, accepted: bool) -> None:
     kind = event.get("event")
-    if kind == "queued":
+    if kind == EVENT_QUEUED:
         print(
             f"runbroker: queued {event.get('id', '')} (position {event.get('position', '?')})",
             file=err,
         )
-    elif kind == "started":
+    elif kind == EVENT_STARTED:
         print(f"runbroker: started {event.get('id', '')}", file=err)
-    elif kind == "overdue":
+    elif kind == EVENT_OVERDUE:
         print(f"runbroker: overdue: {event.get('reason', '')}", file=err)
-    elif kind == "done":
+    elif kind == EVENT_DONE:
         if event.get("ok"):
             duration = event.get("duration_ms")
             suffix = f" in {duration} ms" if duration else ""
@@ -189,16 +194,16 @@ def trigger(
             run_id = str(event.get("id", run_id))
             if as_json:
                 print(json.dumps(event, ensure_ascii=False), file=out, flush=True)
-            elif kind == "output":
+            elif kind == EVENT_OUTPUT:
                 stream = err if event.get("stream") == "stderr" else out
                 print(event.get("line", ""), file=stream, flush=True)
             else:
                 _print_human(event, err, accepted)
-            if kind == "queued" and detach:
+            if kind == EVENT_QUEUED and detach:
                 if not as_json:
                     print(run_id, file=out)
                 return EXIT_OK
-            if kind == "done":
+            if kind == EVENT_DONE:
                 return _outcome(event, accepted)[0]
             accepted = True
     except TimeoutError:
@@ -221,7 +226,7 @@ def trigger(
 def _refused_by_peer_check(event: dict[str, Any]) -> bool:
     """A control request answered by the daemon's peer check instead of by its op."""
     return (
-        event.get("event") == "done"
+        event.get("event") == EVENT_DONE
         and not event.get("ok")
         and event.get("reason") == REASON_FORBIDDEN
     )

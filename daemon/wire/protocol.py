@@ -1,4 +1,4 @@
-"""The JSON-lines wire format, and nothing else knows it.
+"""The JSON-lines wire format: what a request and an answer may say.
 
 One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
 30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
@@ -6,14 +6,13 @@ One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB
 ``health``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
 
 At import this module loads only the standard library's ``json``: the thin client loads it on
-every cold ``docker exec``. The daemon's side (``decode_request``, ``encode_event`` and the event
-constructors) uses orjson, loaded on first use: it encodes an event line in about a tenth of the
-time ``json.dumps`` takes, and its decoder refuses what a request must not carry (lone
-surrogates, nesting deeper than 1,024).
+every cold ``docker exec``, and encodes its request and decodes the answers with it. The
+daemon's side of the format (``decode_request``, ``encode_fields``, ``encode_event``) is in
+``codec``, with orjson.
 
-The vocabulary of the answers lives here too: the event kinds, the reasons a client is told, the
-rule that an empty ``reason`` and a zero ``duration_ms`` are omitted, and the constructors the
-server, the queue and the executor use (``queued_event`` ... ``done_event``).
+The vocabulary of the answers lives here: the event kinds, the reasons a client is told, the
+rule that an empty ``reason`` and a zero ``duration_ms`` are omitted (``answer_body``), and the
+constructors the server, the queue and the executor use (``queued_event`` ... ``done_event``).
 """
 
 from __future__ import annotations
@@ -114,82 +113,6 @@ def clip(text: str, limit: int = ECHO_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def _string_list(value: Any, name: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ProtocolError(f"invalid request: {name} must be a list of strings")
-    if len(value) > MAX_ARGS:
-        raise ProtocolError(f"invalid request: at most {MAX_ARGS} {name}")
-    if any("\0" in item for item in value):
-        # execve would end the string at the NUL: "safe\0; rm -rf /" must not run as "safe".
-        raise ProtocolError(f"invalid request: {name} must not contain NUL characters")
-    return tuple(value)
-
-
-def _string_map(value: Any, name: str) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(isinstance(item, str) for item in value.values()):
-        raise ProtocolError(f"invalid request: {name} must be an object of strings")
-    if len(value) > MAX_ENV:
-        raise ProtocolError(f"invalid request: at most {MAX_ENV} {name} entries")
-    for key, item in value.items():
-        if not key or "=" in key or "\0" in key or len(key) > MAX_NAME_CHARS:
-            raise ProtocolError(f"invalid request: bad {name} name {clip(key)!r}")
-        if "\0" in item:
-            raise ProtocolError(f"invalid request: {name} values must not contain NUL characters")
-    return dict(value)
-
-
-def _name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ProtocolError(f"invalid request: {what} must be a non-empty string")
-    if len(value) > MAX_NAME_CHARS or "\0" in value:
-        raise ProtocolError(f"invalid request: bad {what} {clip(value)!r}")
-    return value
-
-
-_loads: Any = None
-
-
-def _load_json(line: bytes) -> Any:
-    global _loads
-    if _loads is None:
-        import orjson
-
-        _loads = orjson.loads
-    return _loads(line)
-
-
-def decode_request(line: bytes) -> Request:
-    """Parse one request line (without or with its newline); raise ``ProtocolError``."""
-    if len(line) > MAX_REQUEST_BYTES:
-        raise ProtocolError(REASON_TOO_LARGE)
-    try:
-        obj = _loads(line) if _loads is not None else _load_json(line)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ProtocolError(REASON_UNDECODABLE) from None
-    if not isinstance(obj, dict):
-        raise ProtocolError(REASON_UNDECODABLE)
-    op = obj.get("op")
-    if op is not None:
-        if op not in CONTROL_OPS:
-            raise ProtocolError(f"unknown op {clip(op)!r}" if isinstance(op, str) else "invalid op")
-        run_id = obj.get("id", "")
-        if not isinstance(run_id, str):
-            raise ProtocolError("invalid request: id must be a string")
-        if op == "cancel":
-            if not run_id:
-                raise ProtocolError("cancel needs an id")
-            _name(run_id, "id")
-        return ControlRequest(op=op, id=run_id)
-    task = _name(obj["task"], "task") if "task" in obj else "default"
-    args = obj.get("args")
-    env = obj.get("env")
-    return SubmitRequest(
-        task,
-        _string_list(args, "args") if args is not None else (),
-        _string_map(env, "env") if env is not None else None,
-    )
-
-
 def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
@@ -205,36 +128,6 @@ def encode_request(request: Request) -> bytes:
         if request.env:
             body["env"] = request.env
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"
-
-
-_dumps: Any = None
-
-
-def _dump_json(body: dict[str, Any]) -> bytes:
-    global _dumps
-    if _dumps is None:
-        import orjson
-
-        _dumps = orjson.dumps
-    try:
-        return _dumps(body)  # type: ignore[no-any-return]
-    except TypeError:
-        # What orjson refuses (a lone surrogate in a handler's message, an integer beyond 64
-        # bits, a key that is not a string): the standard library's ASCII escapes carry it.
-        return json.dumps(body, separators=(",", ":"), default=str).encode("ascii")
-
-
-def encode_event(event: str, ok: bool, **fields: Any) -> bytes:
-    """One answer line. Empty ``reason`` and zero ``duration_ms`` are omitted, as the Go
-    framing does."""
-    body: dict[str, Any] = {"event": event, "ok": ok}
-    for key, value in fields.items():
-        if key == "reason" and not value:
-            continue
-        if key == "duration_ms" and not value:
-            continue
-        body[key] = value
-    return _dump_json(body) + b"\n"
 
 
 # -- the events of a run, as the server sends them (a field dict each: ``ok`` among them) ----
@@ -269,7 +162,8 @@ def done_event(
     exit_code: int | None = None,
     output: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run's result: an empty ``reason`` and a zero ``duration_ms`` are left out."""
+    """A run's result: an empty ``reason`` and a zero ``duration_ms`` are left out (the field
+    rule of ``answer_body``, written out: this is built for every run a client watches)."""
     fields: dict[str, Any] = {"ok": ok, "id": run_id}
     if reason:
         fields["reason"] = reason
@@ -282,15 +176,20 @@ def done_event(
     return fields
 
 
-def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
-    """The wire line of a run event from its constructor's fields (``ok`` among them)."""
-    body = {"event": event, **fields}
-    if _dumps is not None:
-        try:
-            return _dumps(body) + b"\n"  # type: ignore[no-any-return]
-        except TypeError:
-            pass
-    return _dump_json(body) + b"\n"
+_LEFT_OUT_WHEN_EMPTY = ("reason", "duration_ms")
+
+
+def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every
+    answer, as the Go framing has it: an empty ``reason`` and a zero ``duration_ms`` are left
+    out. (``done_event`` applies the same rule as it builds a run's result: it runs for every
+    run a client watches, where a call to this would cost more than its two tests.)"""
+    body: dict[str, Any] = {"event": event, "ok": ok}
+    for key, value in fields.items():
+        if key in _LEFT_OUT_WHEN_EMPTY and not value:
+            continue
+        body[key] = value
+    return body
 
 
 # -- the answers of control requests (a field dict each, ``event`` among them) ---------------
@@ -320,11 +219,6 @@ def health_answer(problem: str | None, warnings: list[str] | None = None) -> dic
     if warnings:
         answer["warnings"] = warnings
     return answer
-
-
-def rejection(reason: str) -> bytes:
-    """The single ``done`` line of a request that was not accepted."""
-    return encode_event(EVENT_DONE, False, reason=reason)
 
 
 def decode_event(line: bytes) -> dict[str, Any] | None:

@@ -210,7 +210,7 @@ async def test_dependency_chain_with_both_policies(db_dsn: str, sql: asyncpg.Con
         "report": ("succeeded", None),
         "cleanup": ("succeeded", None),
     }
-    ran = [r.request.context["JOB"] for r in h.executor.started]
+    ran = [r.request.job for r in h.executor.started]
     assert ran == ["extract", "report", "cleanup"]
 
 

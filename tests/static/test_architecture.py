@@ -74,8 +74,8 @@ def _ids(modules: list[Module]) -> list[str]:
 def test_the_walk_sees_the_package() -> None:
     names = {module.name for module in MODULES}
     assert {"daemon.core.executor", "daemon.wire.protocol", "daemon.schedules"} <= names
-    executor = next(module for module in MODULES if module.name == "daemon.core.executor")
-    assert "daemon.wire.protocol" in executor.imports  # ``from daemon.wire import protocol``
+    attempt = next(module for module in MODULES if module.name == "daemon.core.attempt")
+    assert "daemon.wire.protocol" in attempt.imports  # ``from daemon.wire import protocol``
 
 
 @pytest.mark.parametrize("module", _of("daemon.core"), ids=_ids(_of("daemon.core")))

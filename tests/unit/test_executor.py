@@ -8,16 +8,13 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from daemon.core.executor import (
-    CANCEL_ALREADY_REQUESTED,
-    CANCEL_REQUESTED,
-    Executor,
-    job_environment,
-)
+from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor
+from daemon.core.jobenv import job_environment
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
@@ -29,7 +26,7 @@ from daemon.core.runqueue import (
     RunResult,
 )
 from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
-from daemon.wire.protocol import encode_event
+from daemon.wire.codec import encode_event
 from tests.unit.conftest import JOB_ENV
 
 # Settings of the daemon that must never reach a job, next to what should.
@@ -126,7 +123,7 @@ async def test_handler_output_dict_and_its_context() -> None:
             args=("-v",),
             env={"LEVEL": "2"},
             payload={"day": "mon"},
-            context={"JOB": "nightly"},
+            job="nightly",
         )
         run = queue.submit(request, recorder)
         result = await _result(run)
@@ -239,6 +236,7 @@ async def test_timeout_of_a_handler_and_of_a_command() -> None:
         slow = await _result(queue.submit(RunRequest(task="slow")))
     assert (stuck.ok, stuck.reason) == (False, "timed out after 0.1s")
     assert (slow.ok, slow.reason) == (False, "timed out after 0.2s")
+    assert (stuck.timed_out, slow.timed_out) == (True, True)  # the metrics' timed_out
     assert slow.duration_ms < 5000  # sleep took its SIGTERM; not the 30 s
 
 
@@ -252,6 +250,7 @@ async def test_a_handlers_own_timeout_error_is_not_the_tasks_timeout() -> None:
         bounded = await _result(queue.submit(RunRequest(task="bounded")))
     assert plain.reason == "TimeoutError: upstream did not answer"
     assert bounded.reason == "TimeoutError: upstream did not answer"
+    assert (plain.timed_out, bounded.timed_out) == (False, False)
 
 
 async def test_soft_timeout_emits_overdue_and_the_run_goes_on() -> None:
@@ -439,7 +438,9 @@ async def test_job_environment_has_the_run_context_and_no_daemon_secrets() -> No
             task="env",
             trigger="schedule",
             env={"GREETING": "hi"},
-            context={"JOB": "nightly", "ATTEMPT": "2", "SCHEDULED_FOR": "2026-01-01T00:00:00Z"},
+            job="nightly",
+            attempt=2,
+            scheduled_for=datetime(2026, 1, 1, tzinfo=UTC),
         )
         run = queue.submit(request, recorder)
         assert (await _result(run)).ok

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from daemon.core.runqueue import Run, RunResult
+from daemon.core.runqueue import Run, RunResult, job_context
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -41,9 +41,10 @@ async def test_due_job_runs_once_with_context_and_is_recorded() -> None:
     (started,) = h.executor.started
     assert started.request.trigger == "schedule"
     assert started.request.payload == {"k": [1, 2]}
-    assert started.request.context["JOB"] == "nightly"
-    assert started.request.context["ATTEMPT"] == "1"
-    assert started.request.context["SCHEDULED_FOR"].endswith("Z")
+    context = job_context(started.request)  # as the job sees it: RUNBROKER_JOB, ...
+    assert context["JOB"] == "nightly"
+    assert context["ATTEMPT"] == "1"
+    assert context["SCHEDULED_FOR"].endswith("Z")
 
 
 def succeeded(store: MemoryStore, name: str) -> bool:
@@ -133,7 +134,8 @@ async def test_shutdown_releases_claimed_runs_that_did_not_start() -> None:
     gate = asyncio.Event()
     async with running(store, gate=gate) as h:
         await store.wait_for(lambda: len(store.runs) == 3 and len(h.executor.started) == 1)
-        first = h.executor.started[0].request.context["JOB"]
+        first = h.executor.started[0].request.job
+        assert first is not None
         h.stopping.set()
         await store.wait_for(lambda: len(store.runs) == 1)  # released at once, job running
         gate.set()
@@ -260,7 +262,7 @@ async def test_dependency_policies_stop_and_skip() -> None:
     assert store.job("load").last_status == "failed"
     assert store.job("load").last_error == "dependency extract failed"
     assert store.job("report").last_status == "succeeded"
-    ran = [r.request.context["JOB"] for r in h.executor.started]
+    ran = [r.request.job for r in h.executor.started]
     assert "load" not in ran
     assert ran.index("extract") < ran.index("report")
 
@@ -275,7 +277,7 @@ async def test_dependency_waits_for_the_other_job_to_run_first() -> None:
     store.add("before", "default", "every 1h", t)
     async with running(store) as h:
         await store.wait_for(lambda: store.job("after").last_status == "succeeded")
-    ran = [r.request.context["JOB"] for r in h.executor.started]
+    ran = [r.request.job for r in h.executor.started]
     assert ran == ["before", "after"]
 
 

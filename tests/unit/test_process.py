@@ -14,16 +14,9 @@ import uvloop
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.process import (
-    LINE_LIMIT_BYTES,
-    UNCLAIMED_ZOMBIE_S,
-    ChildSupervisor,
-    CommandOutcome,
-    LineSplitter,
-    SpawnError,
-    describe_returncode,
-    zombie_children,
-)
+from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError, describe_returncode
+from daemon.core.process.lines import LINE_LIMIT_BYTES, LineSplitter
+from daemon.core.process.reaper import UNCLAIMED_ZOMBIE_S, zombie_children
 from tests.unit.conftest import JOB_ENV, wait_readable
 
 Lines = list[tuple[str, str]]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from daemon.wire.codec import decode_request, encode_event
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     REASON_TOO_LARGE,
@@ -16,8 +17,6 @@ from daemon.wire.protocol import (
     ProtocolError,
     SubmitRequest,
     decode_event,
-    decode_request,
-    encode_event,
     encode_request,
 )
 

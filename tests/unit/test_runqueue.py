@@ -249,12 +249,12 @@ async def test_a_watcher_that_raises_is_dropped_and_the_run_still_finishes() -> 
 
 
 async def test_a_run_nobody_listens_to_builds_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    import daemon.core.runqueue as runqueue
+    import daemon.core.runqueue.run as run_module  # where a run builds its events
 
     def no_event(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("an Event was built")
 
-    monkeypatch.setattr(runqueue, "Event", no_event)
+    monkeypatch.setattr(run_module, "Event", no_event)
     queue = RunQueue(capacity=1)
     run = queue.submit(_req(), watcher=lambda _run, _kind: None)
     run.mark_started()

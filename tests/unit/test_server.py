@@ -19,14 +19,12 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest
 from daemon.core.tasks import RunContext, Task, TaskRegistry
-from daemon.wire.protocol import MAX_REQUEST_BYTES, REASON_BUSY, ControlRequest, encode_fields
-from daemon.wire.server import (
-    BUFFERED_BYTES_MAX,
-    SocketInUse,
-    SocketServer,
-    _Connection,
-    bind_owner_only,
-)
+from daemon.wire.answers import BUFFERED_BYTES_MAX
+from daemon.wire.binding import SocketInUse, bind_owner_only
+from daemon.wire.codec import encode_fields
+from daemon.wire.connection import Connection
+from daemon.wire.protocol import MAX_REQUEST_BYTES, REASON_BUSY, ControlRequest
+from daemon.wire.server import SocketServer
 from tests.unit.conftest import JOB_ENV
 
 Answer = list[dict[str, Any]]
@@ -479,7 +477,7 @@ async def test_unfinished_requests_together_are_bounded(short_dir: Path) -> None
         finished,
     ):
         transports = [_FakeTransport() for _ in range(3)]
-        holders = [_Connection(server) for _ in transports]
+        holders = [Connection(server) for _ in transports]
         for connection, transport in zip(holders, transports, strict=True):
             connection.connection_made(transport)  # type: ignore[arg-type]
         holders[0].data_received(chunk)

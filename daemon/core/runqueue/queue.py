@@ -1,4 +1,4 @@
-"""Bounded FIFO run queue and the run lifecycle: every accepted run gets exactly one result.
+"""The bounded FIFO run queue: every accepted run gets exactly one result.
 
 Submitting never blocks: a closed queue rejects first (``scheduler is shutting down``), then a
 full one (``run queue is full``). Capacity counts waiting runs only; the running one is not
@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import logging
-import os
-import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+from daemon.core.runqueue.records import RunRequest, RunResult
+from daemon.core.runqueue.run import Listener, Run, Watcher, run_log_fields
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.wire import protocol
 
 _log = get_logger("runbroker.runqueue")
-
-Trigger = Literal["tick", "external", "schedule", "once"]
-RunState = Literal["queued", "running", "done"]
 
 # The reasons are wire vocabulary: protocol.py holds them; they are named here too because the
 # queue is where they arise.
@@ -37,183 +32,12 @@ REASON_USER_CANCEL = protocol.REASON_USER_CANCEL
 
 
 class Rejected(Exception):
-    """A submission the queue did not accept; ``reason`` is the wire reason."""
+    """A submission that was not accepted (by the queue; ``TaskRefused``: by its task);
+    ``reason`` is the wire reason."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-# The per-run records are slotted and treated as immutable by convention (none is hashed or
-# used as a key): a frozen dataclass sets each field through object.__setattr__, 1.5-2 us a
-# record, and a run makes two to four of them.
-@dataclass(slots=True)
-class RunRequest:
-    """What a submitter asks for. ``context`` becomes extra ``RUNBROKER_*`` variables."""
-
-    task: str = "default"
-    trigger: Trigger = "external"
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    payload: Any = None
-    context: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class RunResult:
-    ok: bool
-    reason: str = ""
-    exit_code: int | None = None
-    duration_ms: int = 0
-    output: dict[str, Any] | None = None
-    cancelled: bool = False
-
-    @property
-    def cancelled_by_request(self) -> bool:
-        """Cancelled by ``runbroker cancel`` (not by a shutdown or the runner itself): a
-        database job records such a run and does not retry it."""
-        return self.cancelled and self.reason == REASON_USER_CANCEL
-
-
-@dataclass(slots=True)
-class Event:
-    """One lifecycle event of a run, as the wire protocol sends it."""
-
-    kind: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
-
-
-Listener = Callable[["Run", Event], None]
-# The run's owner (the Postgres runner) hears "started" and "done" by kind alone: no Event and
-# no field dict is built for it, and none at all for a run that no listener watches.
-Watcher = Callable[["Run", str], None]
-
-
-def run_log_fields(run: Run) -> dict[str, str]:
-    """What every log line about a run carries: its id, task and trigger (and, for a
-    database job, the job and the attempt)."""
-    request = run.request
-    fields = {"run_id": run.id, "task": request.task, "trigger": request.trigger}
-    job = request.context.get("JOB")
-    if job:
-        fields["job"] = job
-        fields["attempt"] = request.context.get("ATTEMPT", "")
-    return fields
-
-
-_id_counter = itertools.count(1)
-_id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
-
-
-def new_run_id() -> str:
-    return f"r{_id_prefix}-{next(_id_counter)}"
-
-
-class Run:
-    """One accepted run. ``finish`` may be called any number of times; only the first counts."""
-
-    def __init__(
-        self, request: RunRequest, run_id: str | None = None, watcher: Watcher | None = None
-    ) -> None:
-        self.id = run_id or new_run_id()
-        self.request = request
-        self.state: RunState = "queued"
-        self.submitted_at = time.time()
-        self.started_monotonic: float | None = None
-        self.started_at: float | None = None
-        self.result: RunResult | None = None
-        self._done: asyncio.Event | None = None  # made by the first wait(): most runs have none
-        self._listeners: list[Listener] = []
-        self._watcher = watcher
-
-    def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-
-    @property
-    def listened(self) -> bool:
-        """Whether anyone hears this run's events (else the caller need not build them)."""
-        return bool(self._listeners)
-
-    def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
-        """Tell every listener the event ``kind`` with the fields of one of ``protocol``'s
-        event constructors; a listener that raises is dropped (and logged), never lets the
-        exception reach the run's owner (the executor must outlive any listener)."""
-        if not self._listeners:
-            return
-        event = Event(kind, fields)
-        for listener in list(self._listeners):
-            try:
-                listener(self, event)
-            except Exception as exc:
-                self._listeners.remove(listener)
-                _log.error(
-                    "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
-                )
-
-    def _tell_watcher(self, kind: str) -> None:
-        """The watcher hears "started" and "done"; like a listener, it is dropped if it raises."""
-        watcher = self._watcher
-        if watcher is None:
-            return
-        try:
-            watcher(self, kind)
-        except Exception as exc:
-            self._watcher = None
-            _log.error(
-                "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
-            )
-
-    def mark_started(self) -> None:
-        self.state = "running"
-        self.started_monotonic = time.monotonic()
-        self.started_at = time.time()
-        if self._watcher is not None:
-            self._tell_watcher("started")
-        if self._listeners:
-            self.emit_fields(
-                protocol.EVENT_STARTED, protocol.started_event(self.id, self.request.task)
-            )
-
-    def elapsed_s(self) -> float:
-        if self.started_monotonic is None:
-            return 0.0
-        return time.monotonic() - self.started_monotonic
-
-    def finish(self, result: RunResult) -> bool:
-        """Record the result and emit ``done``; returns False if the run already had one."""
-        if self.result is not None:
-            return False
-        self.result = result
-        self.state = "done"
-        if self._watcher is not None:
-            self._tell_watcher("done")
-            self._watcher = None
-        if self._listeners:
-            fields = protocol.done_event(
-                self.id,
-                result.ok,
-                result.reason,
-                result.duration_ms,
-                result.exit_code,
-                result.output,
-            )
-            self.emit_fields(protocol.EVENT_DONE, fields)
-            self._listeners.clear()
-        if self._done is not None:
-            self._done.set()
-        return True
-
-    async def wait(self) -> RunResult:
-        if self.result is None:
-            if self._done is None:
-                self._done = asyncio.Event()
-            await self._done.wait()
-        assert self.result is not None
-        return self.result
-
-    @property
-    def is_done(self) -> bool:
-        return self.result is not None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
-"""Task definitions: the ``default`` command, the TOML tasks file, and the payload policy.
+"""Loading the container's tasks: the ``default`` command and the TOML tasks file.
 
-A task is a command (argv) or a Python handler (``module:function``, an ``async def`` taking a
-``RunContext``). A request naming an unknown task, or carrying args or env variables its task
-does not allow, is refused with a clear reason before anything runs. The database never names a
-command: jobs name tasks, and only the container defines tasks.
+A ``[tasks.NAME]`` table becomes a ``Task`` (a command, or a handler imported from
+``module:function``), every mistake a ``TaskConfigError`` that names its place.
 """
 
 from __future__ import annotations
@@ -13,126 +11,20 @@ import inspect
 import re
 import shlex
 import tomllib
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from daemon.core.runqueue import RunRequest
-from daemon.schedules import Schedule, parse_schedule
+from daemon.core.tasks.registry import Handler, Task, TaskRegistry
+from daemon.schedules import parse_schedule
 from daemon.schedules.interval import parse_duration
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-MAX_ARGS = 256
-LISTED_TASKS = 30  # an unknown task's refusal names at most this many of the defined ones
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What a Python handler receives: the run's identity and its inputs."""
-
-    run_id: str
-    task: str
-    trigger: str
-    args: tuple[str, ...]
-    env: Mapping[str, str]
-    payload: Any
-    context: Mapping[str, str]
-
-
-def handler_context(
-    run_id: str,
-    task: str,
-    trigger: str,
-    args: tuple[str, ...],
-    env: Mapping[str, str],
-    payload: Any,
-    context: Mapping[str, str],
-) -> RunContext:
-    """``RunContext(...)`` for the executor's per-run path: the same frozen object, filled in
-    without the frozen dataclass's object.__setattr__ per field (1.8 -> 0.7 us a run)."""
-    ctx: RunContext = object.__new__(RunContext)
-    fields = ctx.__dict__
-    fields["run_id"] = run_id
-    fields["task"] = task
-    fields["trigger"] = trigger
-    fields["args"] = args
-    fields["env"] = env
-    fields["payload"] = payload
-    fields["context"] = context
-    return ctx
-
-
-Handler = Callable[[RunContext], Awaitable[dict[str, Any] | None]]
 
 
 class TaskConfigError(ValueError):
     """The tasks file or the default command is wrong; the message names the place."""
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    command: tuple[str, ...] = ()
-    handler: Handler | None = None
-    handler_ref: str = ""
-    allow_args: bool = False
-    allow_env: frozenset[str] = frozenset()
-    timeout_s: float | None = None
-    soft_timeout_s: float | None = None
-    grace_s: float | None = None
-    interval_s: float | None = None
-    schedule: Schedule | None = None
-
-    def refusal(self, request: RunRequest) -> str | None:
-        """Why this task refuses ``request``, or None when it may run."""
-        if request.args and not self.allow_args:
-            return f"task {self.name!r} does not accept args"
-        if len(request.args) > MAX_ARGS:
-            return f"too many args (at most {MAX_ARGS})"
-        for name in request.env:
-            if name not in self.allow_env:
-                return f"task {self.name!r} does not allow env {name!r}"
-        return None
-
-
-@dataclass
-class TaskRegistry:
-    tasks: dict[str, Task] = field(default_factory=dict)
-
-    def get(self, name: str) -> Task | None:
-        return self.tasks.get(name)
-
-    def graces_s(self) -> dict[str, float | None]:
-        """Each task's own grace (None: RUNBROKER_GRACE applies)."""
-        return {name: task.grace_s for name, task in self.tasks.items()}
-
-    def refusal(self, request: RunRequest) -> str | None:
-        task = self.tasks.get(request.task)
-        if task is None:
-            return f"unknown task {_shown(request.task)}: this container defines {self.listing()}"
-        return task.refusal(request)
-
-    def listing(self) -> str:
-        """The task names for people, sorted, at most ``LISTED_TASKS`` of them."""
-        names = sorted(self.tasks)
-        if not names:
-            return "no tasks"
-        shown = ", ".join(names[:LISTED_TASKS])
-        more = len(names) - LISTED_TASKS
-        return f"{shown} and {more} more" if more > 0 else shown
-
-    def names(self) -> frozenset[str]:
-        return frozenset(self.tasks)
-
-
-def _shown(name: str) -> str:
-    """A requested task name as a refusal repeats it: no task name is longer than 128
-    characters, so a longer one is cut there (a 16 MiB name is not echoed back whole)."""
-    if len(name) <= 128:
-        return repr(name)
-    return f"{name[:128]!r}... ({len(name)} characters)"
 
 
 def _duration_field(where: str, key: str, value: Any) -> float:

@@ -1,0 +1,155 @@
+"""One attempt of a run: under its task's deadline, a Python handler awaited or a command run
+to its end, and the result it comes to.
+
+Every attempt comes to one result: success, failure (exit status or handler exception),
+timeout, or cancellation. A handler's crash never takes the executor down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Mapping
+
+from daemon.core.jobenv import shared_environment, with_run
+from daemon.core.process import ChildSupervisor, SpawnError
+from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
+from daemon.core.tasks import Task, handler_context
+from daemon.observe.logs import get_logger, log_enabled
+from daemon.wire import protocol
+
+log = get_logger("runbroker.executor")
+
+
+def _format_s(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+class AttemptRunner:
+    """How the executor carries out an attempt (``Executor`` is one: it adds the queue and
+    the cancelling). ``_cancel_reason`` and ``grace_cap_s`` are the executor's to set: why
+    the running attempt is being cancelled, and how much grace a shutdown leaves it."""
+
+    def __init__(
+        self,
+        children: ChildSupervisor,
+        *,
+        default_grace_s: float,
+        base_env: Mapping[str, str] | None,
+        log_output: bool,
+    ) -> None:
+        self.children = children
+        self.default_grace_s = default_grace_s
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self._shared_env = shared_environment(self.base_env)
+        self.log_output = log_output
+        # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
+        self._verbose = log_enabled(logging.INFO)
+        self._cancel_reason = ""
+        self.grace_cap_s: float | None = None
+
+    def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
+        if task.soft_timeout_s is None:
+            return None
+        soft_s = task.soft_timeout_s
+
+        def overdue() -> None:
+            if not run.is_done:
+                reason = f"running longer than {_format_s(soft_s)}"
+                run.emit_fields(protocol.EVENT_OVERDUE, protocol.overdue_event(run.id, reason))
+                log.warning("run.overdue", **run_log_fields(run), soft_timeout_s=soft_s)
+
+        return asyncio.get_running_loop().call_later(soft_s, overdue)
+
+    async def _attempt(self, run: Run, task: Task) -> RunResult:
+        deadline: asyncio.Timeout | None = None
+        try:
+            if task.timeout_s is None:
+                return await self._invoke(run, task)
+            async with asyncio.timeout(task.timeout_s) as deadline:
+                return await self._invoke(run, task)
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if self._cancel_reason or (current is not None and current.cancelling()):
+                reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
+                return RunResult(ok=False, reason=reason, cancelled=True)
+            # Nobody cancelled this run: the handler raised CancelledError itself.
+            return self._crashed(run, exc)
+        except BaseException as exc:
+            # A crashing handler fails its run, never the executor: not sys.exit(), not
+            # KeyboardInterrupt, not GeneratorExit or a BaseException of its own.
+            if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
+                return RunResult(ok=False, reason=reason, timed_out=True)
+            return self._crashed(run, exc)
+
+    def _crashed(self, run: Run, exc: BaseException) -> RunResult:
+        log.warning(
+            "run.crashed",
+            **run_log_fields(run),
+            error_type=type(exc).__name__,
+            exc_info=exc,
+        )
+        return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
+
+    async def _invoke(self, run: Run, task: Task) -> RunResult:
+        if task.handler is not None:
+            request = run.request
+            context = handler_context(
+                run.id,
+                task.name,
+                request.trigger,
+                request.args,
+                dict(request.env),
+                request.payload,
+                {} if request.job is None else job_context(request),
+            )
+            output = await task.handler(context)
+            if output is not None and not isinstance(output, dict):
+                return RunResult(ok=False, reason="handler returned a non-dict value")
+            if output is not None and not _json_safe(output):
+                return RunResult(ok=False, reason="handler returned output that is not JSON")
+            return RunResult(ok=True, output=output)
+        task_grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
+
+        def grace_s() -> float:
+            cap_s = self.grace_cap_s
+            return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
+
+        log_output = self.log_output and self._verbose
+
+        def sink(stream: str, line: str) -> None:
+            if run.listened:
+                run.emit_fields(protocol.EVENT_OUTPUT, protocol.output_event(run.id, stream, line))
+            if log_output:
+                log.info(
+                    "run.output", run_id=run.id, task=run.request.task, stream=stream, line=line
+                )
+
+        try:
+            outcome = await self.children.run_command(
+                (*task.command, *run.request.args),
+                with_run(self._shared_env, run),
+                sink,
+                grace_s=grace_s,
+            )
+        except SpawnError as exc:
+            return RunResult(ok=False, reason=str(exc))
+        if outcome.exit_code == 0:
+            return RunResult(ok=True, exit_code=0)
+        if outcome.signal_name:
+            reason = f"killed by {outcome.signal_name}"
+        else:
+            reason = f"exit status {outcome.exit_code}"
+        return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
+
+
+def _json_safe(output: dict[str, object]) -> bool:
+    """Whether the output can travel on the wire and into ``job_runs.output`` (jsonb)."""
+    try:
+        json.dumps(output, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True

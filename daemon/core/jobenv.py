@@ -1,0 +1,46 @@
+"""The environment a command task runs with: the container's, minus runbroker's own settings,
+plus the run's context and the env the trigger was allowed to set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from daemon.core.runqueue import Run, job_context
+
+# Settings of the daemon itself are not the job's business (the database URL is a secret).
+_PRIVATE_ENV = ("RUNBROKER_",)
+# ...except where a job that runs `runbroker trigger` or `once` itself must find the daemon.
+_SHARED_ENV = frozenset({"RUNBROKER_SOCKET", "RUNBROKER_LOCK_DIR"})
+
+
+def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The container's environment minus runbroker's own settings."""
+    return {
+        key: value
+        for key, value in base.items()
+        if key in _SHARED_ENV or not key.startswith(_PRIVATE_ENV)
+    }
+
+
+def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:
+    """The environment a command task runs with: the container's, minus runbroker's own
+    settings, plus the run context and the env the trigger was allowed to set."""
+    return with_run(shared_environment(base), run)
+
+
+def with_run(shared: Mapping[str, str], run: Run) -> dict[str, str]:
+    """``shared`` (the container's environment, made once) with the run's own variables: the
+    run context wins over what the trigger set."""
+    request = run.request
+    env = dict(shared)
+    env.update(request.env)
+    env["RUNBROKER_RUN_ID"] = run.id
+    env["RUNBROKER_TASK"] = request.task
+    env["RUNBROKER_TRIGGER"] = request.trigger
+    if request.job is not None:  # a database job's run: RUNBROKER_JOB, _SCHEDULED_FOR, _ATTEMPT
+        for key, value in job_context(request).items():
+            env[f"RUNBROKER_{key}"] = value
+    if request.payload is not None:
+        env["RUNBROKER_PAYLOAD"] = json.dumps(request.payload, separators=(",", ":"))
+    return env

@@ -1,0 +1,133 @@
+"""A started child as the event loop sees it: its exit through a pidfd, its output through the
+pipes' own descriptors, one epoll instance for all of them: no transports, no SIGCHLD."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import select
+from collections.abc import Callable
+
+from daemon.core.process.lines import LineSplitter
+
+DRAIN_AFTER_EXIT_S = 1.0
+READ_CHUNK_BYTES = 64 * 1024
+
+
+class Poller:
+    """One epoll instance for every child's pidfd and pipes, which the event loop watches as a
+    single descriptor. The loop's own readers cost libuv about seven epoll_ctl calls a
+    descriptor (a probe, the add, the removes), 21 for a command's three; here a descriptor
+    costs one ``register``, and closing it is its removal."""
+
+    def __init__(self) -> None:
+        self._epoll: select.epoll | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._callbacks: dict[int, Callable[[], None]] = {}
+
+    def watch(self, fd: int, callback: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._epoll is None:
+            self._start(loop)
+        assert self._epoll is not None
+        self._callbacks[fd] = callback
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def forget_closed(self, fd: int) -> None:
+        """``fd`` is being closed: its registration goes with it."""
+        self._callbacks.pop(fd, None)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._epoll is not None:  # a new loop (tests): the old one's epoll is dropped
+            self._epoll.close()
+        self._epoll = select.epoll()  # close-on-exec
+        self._loop = loop
+        self._callbacks.clear()
+        loop.add_reader(self._epoll.fileno(), self._ready)
+
+    def _ready(self) -> None:
+        assert self._epoll is not None
+        callbacks = self._callbacks
+        for fd, _events in self._epoll.poll(0):
+            callback = callbacks.get(fd)
+            if callback is not None:
+                callback()
+
+
+class Child:
+    """One started command: its pidfd, its two pipes, and futures for its exit and EOFs."""
+
+    def __init__(self, pid: int, pipes: dict[int, LineSplitter], poller: Poller) -> None:
+        self.pid = pid
+        self.loop = asyncio.get_running_loop()
+        self.exited: asyncio.Future[None] = self.loop.create_future()
+        self.drained: asyncio.Future[None] = self.loop.create_future()
+        self.pipes = pipes
+        self.poller = poller
+        self.has_exited = False
+        self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
+        poller.watch(self.pidfd, self._on_exit)
+        for fd in pipes:
+            os.set_blocking(fd, False)
+            poller.watch(fd, functools.partial(self._on_output, fd))
+
+    def _on_exit(self) -> None:
+        self._close_pidfd()  # waitpid by pid now: it cannot be reused before it is collected
+        self.has_exited = True
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def exit_future(self) -> asyncio.Future[None]:
+        """The exit, as a future no cancelled wait has cancelled (a cancel of the task that
+        awaited ``exited`` cancels that future with it)."""
+        if self.exited.cancelled():
+            self.exited = self.loop.create_future()
+            if self.has_exited:
+                self.exited.set_result(None)
+        return self.exited
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd >= 0:
+            self.poller.forget_closed(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+    def _on_output(self, fd: int) -> None:
+        try:
+            data = os.read(fd, READ_CHUNK_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.pipes[fd].feed(data)
+            return
+        self._close_pipe(fd)
+
+    def _close_pipe(self, fd: int) -> None:
+        splitter = self.pipes.pop(fd)
+        self.poller.forget_closed(fd)
+        os.close(fd)
+        splitter.close()
+        if not self.pipes and not self.drained.done():
+            self.drained.set_result(None)
+
+    async def last_words(self) -> None:
+        """What the pipes still hold once the leader is gone, as far as it comes within
+        ``DRAIN_AFTER_EXIT_S`` (a process left holding them must not keep the run open)."""
+        if not self.drained.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.drained), DRAIN_AFTER_EXIT_S)
+
+    def collect(self) -> int:
+        """The exit status of the (exited) child, reaped now: a returncode as subprocess's."""
+        _pid, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    def close(self) -> None:
+        """Stop watching: what the pipes still hold is not read."""
+        self._close_pidfd()
+        for fd in list(self.pipes):
+            self._close_pipe(fd)

@@ -1,0 +1,137 @@
+"""The child supervisor: runs a command to its end (own session and process group; SIGTERM,
+grace, SIGKILL when it is cancelled) and knows every child it started, by pid, so that the
+reaper leaves them alone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from daemon.core.process.child import Child, Poller
+from daemon.core.process.lines import LineSplitter, OutputSink
+from daemon.core.process.reaper import OrphanReaper
+from daemon.core.process.spawn import Spawner
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    exit_code: int
+    """The process's status, with death by signal N reported the shell's way, as 128 + N."""
+    signal_name: str | None = None
+
+
+def describe_returncode(returncode: int) -> CommandOutcome:
+    if returncode >= 0:
+        return CommandOutcome(returncode)
+    signum = -returncode
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return CommandOutcome(128 + signum, name)
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Signal a whole process group; False when it no longer exists."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+class ChildSupervisor:
+    """Spawns commands, tracks their pids, and reaps orphans that are not ours to wait for."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._spawn = Spawner().spawn
+        self._poller = Poller()
+        self._owned: set[int] = set()
+        self._reaper = OrphanReaper(self._owned, clock)
+
+    async def run_command(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        sink: OutputSink,
+        *,
+        grace_s: Callable[[], float],
+    ) -> CommandOutcome:
+        """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
+        cannot start.
+
+        Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
+        ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
+        re-raised once the group is gone.
+        """
+        pid, out_read, err_read = self._spawn(argv, env)
+        self._owned.add(pid)
+        child: Child | None = None
+        collected = False
+        try:
+            splitters = {
+                out_read: LineSplitter("stdout", sink),
+                err_read: LineSplitter("stderr", sink),
+            }
+            child = Child(pid, splitters, self._poller)
+            try:
+                await child.exited
+            except asyncio.CancelledError:
+                # Terminating is not itself cancellable: a second cancel (another `cancel`, or
+                # SIGTERM during a timeout's grace) must not skip the SIGKILL and forget the
+                # group while the job still runs.
+                terminating = asyncio.ensure_future(self._terminate(child, grace_s()))
+                while not terminating.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.shield(terminating)
+                raise
+            # The leader is gone: what it left in its group does not outlive the run.
+            _signal_group(pid, signal.SIGTERM)
+            returncode = child.collect()
+            collected = True
+            await child.last_words()
+            return describe_returncode(returncode)
+        finally:
+            if child is None:  # the pidfd or the readers could not be had
+                os.close(out_read)
+                os.close(err_read)
+                _signal_group(pid, signal.SIGKILL)
+            else:
+                child.close()
+            if not collected:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)  # noqa: ASYNC222 - it has exited, or was just SIGKILLed
+            self._owned.discard(pid)
+
+    async def _terminate(self, child: Child, grace_s: float) -> None:
+        pgid = child.pid
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(child.exit_future()), grace_s)
+        except TimeoutError:
+            _signal_group(pgid, signal.SIGKILL)
+            await asyncio.shield(child.exit_future())
+        _signal_group(pgid, signal.SIGKILL)
+        await child.last_words()
+
+    def kill_all(self) -> None:
+        """SIGKILL every process group we started (the forced-exit path)."""
+        for pgid in list(self._owned):
+            _signal_group(pgid, signal.SIGKILL)
+
+    # -- the reaper ---------------------------------------------------------------------------
+    def reap_orphans(self) -> list[int]:
+        """Wait for zombie children that are not ours; returns the pids reaped."""
+        return self._reaper.reap()
+
+    async def reap_forever(self, period_s: float = 1.0) -> None:
+        while True:
+            self.reap_orphans()
+            await asyncio.sleep(period_s)

@@ -1,0 +1,46 @@
+"""The run queue and the run lifecycle: every accepted run gets exactly one result.
+
+``queue`` holds the bounded FIFO (``RunQueue``) and its reasons, ``run`` the accepted run and
+its events, ``records`` what a run is asked to do and what it came to. Submitters, the executor
+and the observers import these names from here.
+"""
+
+from daemon.core.runqueue.queue import (
+    REASON_CLOSED,
+    REASON_FULL,
+    REASON_SHUTDOWN_CANCEL,
+    REASON_USER_CANCEL,
+    QueueStats,
+    Rejected,
+    RunQueue,
+)
+from daemon.core.runqueue.records import (
+    Event,
+    RunRequest,
+    RunResult,
+    RunState,
+    Trigger,
+    job_context,
+)
+from daemon.core.runqueue.run import Listener, Run, Watcher, new_run_id, run_log_fields
+
+__all__ = [
+    "REASON_CLOSED",
+    "REASON_FULL",
+    "REASON_SHUTDOWN_CANCEL",
+    "REASON_USER_CANCEL",
+    "Event",
+    "Listener",
+    "QueueStats",
+    "Rejected",
+    "Run",
+    "RunQueue",
+    "RunRequest",
+    "RunResult",
+    "RunState",
+    "Trigger",
+    "Watcher",
+    "job_context",
+    "new_run_id",
+    "run_log_fields",
+]

@@ -1,0 +1,77 @@
+"""The records of a run: what a submitter asks for, what the run came to, what listeners hear.
+
+The per-run records are slotted and treated as immutable by convention (none is hashed or
+used as a key): a frozen dataclass sets each field through object.__setattr__, 1.5-2 us a
+record, and a run makes two to four of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from daemon.core.rfc3339 import rfc3339_utc
+from daemon.wire.protocol import REASON_USER_CANCEL
+
+Trigger = Literal["tick", "external", "schedule", "once"]
+RunState = Literal["queued", "running", "done"]
+
+
+@dataclass(slots=True)
+class RunRequest:
+    """What a submitter asks for.
+
+    A database job's run also says which job it is: ``job`` (its name), ``attempt`` (1 for the
+    first) and ``scheduled_for`` (the occurrence, aware); the Postgres runner sets them, they
+    are None for every other run. The job sees them as ``RUNBROKER_JOB``, ``RUNBROKER_ATTEMPT``
+    and ``RUNBROKER_SCHEDULED_FOR`` (``job_context``)."""
+
+    task: str = "default"
+    trigger: Trigger = "external"
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    payload: Any = None
+    job: str | None = None
+    attempt: int | None = None
+    scheduled_for: datetime | None = None
+
+
+def job_context(request: RunRequest) -> dict[str, str]:
+    """A job run's fields as the job sees them, as text (a handler's ``RunContext.context``;
+    ``RUNBROKER_`` before each name, a command's environment): those that are set."""
+    context: dict[str, str] = {}
+    if request.job is not None:
+        context["JOB"] = request.job
+    if request.scheduled_for is not None:
+        context["SCHEDULED_FOR"] = rfc3339_utc(request.scheduled_for)
+    if request.attempt is not None:
+        context["ATTEMPT"] = str(request.attempt)
+    return context
+
+
+@dataclass(slots=True)
+class RunResult:
+    ok: bool
+    reason: str = ""
+    exit_code: int | None = None
+    duration_ms: int = 0
+    output: dict[str, Any] | None = None
+    cancelled: bool = False
+    timed_out: bool = False
+    """The task's own ``timeout`` ended the run (set by the executor, read by the metrics)."""
+
+    @property
+    def cancelled_by_request(self) -> bool:
+        """Cancelled by ``runbroker cancel`` (not by a shutdown or the runner itself): a
+        database job records such a run and does not retry it."""
+        return self.cancelled and self.reason == REASON_USER_CANCEL
+
+
+@dataclass(slots=True)
+class Event:
+    """One lifecycle event of a run, as the wire protocol sends it."""
+
+    kind: str
+    fields: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,154 @@
+"""One accepted run and its lifecycle: queued, running, done, with exactly one result.
+
+``finish`` may be called any number of times; only the first counts. Listeners (a socket
+client's connection) hear every event of the run; the watcher (the run's owner, the Postgres
+runner) hears only "started" and "done". Both are plain callables invoked synchronously and
+must not block; one that raises is dropped, never lets the exception reach the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from daemon.core.runqueue.records import Event, RunRequest, RunResult, RunState
+from daemon.observe.logs import get_logger
+from daemon.wire import protocol
+
+_log = get_logger("runbroker.runqueue")
+
+Listener = Callable[["Run", Event], None]
+# The run's owner (the Postgres runner) hears "started" and "done" by kind alone: no Event and
+# no field dict is built for it, and none at all for a run that no listener watches.
+Watcher = Callable[["Run", str], None]
+
+
+def run_log_fields(run: Run) -> dict[str, str]:
+    """What every log line about a run carries: its id, task and trigger (and, for a
+    database job, the job and the attempt)."""
+    request = run.request
+    fields = {"run_id": run.id, "task": request.task, "trigger": request.trigger}
+    job = request.job
+    if job:
+        fields["job"] = job
+        fields["attempt"] = "" if request.attempt is None else str(request.attempt)
+    return fields
+
+
+_id_counter = itertools.count(1)
+_id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
+
+
+def new_run_id() -> str:
+    return f"r{_id_prefix}-{next(_id_counter)}"
+
+
+class Run:
+    """One accepted run. ``finish`` may be called any number of times; only the first counts."""
+
+    def __init__(
+        self, request: RunRequest, run_id: str | None = None, watcher: Watcher | None = None
+    ) -> None:
+        self.id = run_id or new_run_id()
+        self.request = request
+        self.state: RunState = "queued"
+        self.submitted_at = time.time()
+        self.started_monotonic: float | None = None
+        self.started_at: float | None = None
+        self.result: RunResult | None = None
+        self._done: asyncio.Event | None = None  # made by the first wait(): most runs have none
+        self._listeners: list[Listener] = []
+        self._watcher = watcher
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def listened(self) -> bool:
+        """Whether anyone hears this run's events (else the caller need not build them)."""
+        return bool(self._listeners)
+
+    def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """Tell every listener the event ``kind`` with the fields of one of ``protocol``'s
+        event constructors; a listener that raises is dropped (and logged), never lets the
+        exception reach the run's owner (the executor must outlive any listener)."""
+        if not self._listeners:
+            return
+        event = Event(kind, fields)
+        for listener in list(self._listeners):
+            try:
+                listener(self, event)
+            except Exception as exc:
+                self._listeners.remove(listener)
+                _log.error(
+                    "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
+                )
+
+    def _tell_watcher(self, kind: str) -> None:
+        """The watcher hears "started" and "done"; like a listener, it is dropped if it raises."""
+        watcher = self._watcher
+        if watcher is None:
+            return
+        try:
+            watcher(self, kind)
+        except Exception as exc:
+            self._watcher = None
+            _log.error(
+                "run.listener_failed", run_id=self.id, event_kind=kind, error=type(exc).__name__
+            )
+
+    def mark_started(self) -> None:
+        self.state = "running"
+        self.started_monotonic = time.monotonic()
+        self.started_at = time.time()
+        if self._watcher is not None:
+            self._tell_watcher("started")
+        if self._listeners:
+            self.emit_fields(
+                protocol.EVENT_STARTED, protocol.started_event(self.id, self.request.task)
+            )
+
+    def elapsed_s(self) -> float:
+        if self.started_monotonic is None:
+            return 0.0
+        return time.monotonic() - self.started_monotonic
+
+    def finish(self, result: RunResult) -> bool:
+        """Record the result and emit ``done``; returns False if the run already had one."""
+        if self.result is not None:
+            return False
+        self.result = result
+        self.state = "done"
+        if self._watcher is not None:
+            self._tell_watcher("done")
+            self._watcher = None
+        if self._listeners:
+            fields = protocol.done_event(
+                self.id,
+                result.ok,
+                result.reason,
+                result.duration_ms,
+                result.exit_code,
+                result.output,
+            )
+            self.emit_fields(protocol.EVENT_DONE, fields)
+            self._listeners.clear()
+        if self._done is not None:
+            self._done.set()
+        return True
+
+    async def wait(self) -> RunResult:
+        if self.result is None:
+            if self._done is None:
+                self._done = asyncio.Event()
+            await self._done.wait()
+        assert self.result is not None
+        return self.result
+
+    @property
+    def is_done(self) -> bool:
+        return self.result is not None

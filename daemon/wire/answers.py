@@ -1,0 +1,134 @@
+"""How a connection's answer lines reach its client: the writing half of the connection.
+
+The run's events are written to the transport as they come, the lines of one loop iteration in
+one write (``SocketServer.flush_later``). Output waiting for a slow reader is bounded at
+``BUFFERED_BYTES_MAX``, beyond which output lines are dropped and counted, never the lifecycle
+events; a client that stops reading for ``WRITE_TIMEOUT_S`` is cut off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from daemon.core.runqueue import Event, Run
+from daemon.wire.codec import encode_fields
+from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
+
+BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
+WRITE_TIMEOUT_S = 60.0  # a client that reads nothing for this long is cut off
+
+# READING: gathering the request. DRAINING: answered (refused) before the request was all
+# read: what the client still sends is read and dropped until its end, so that a client still
+# writing learns why it was refused instead of meeting a broken pipe. STREAMING: answering.
+READING, DRAINING, STREAMING, CLOSED = range(4)
+
+
+class AnswerServer(Protocol):
+    """What a connection's answers need of the server (``SocketServer`` is one)."""
+
+    loop: asyncio.AbstractEventLoop
+    draining: bool  # the daemon is stopping: a connection ends once its client has closed
+
+    def flush_later(self, connection: AnswerStream) -> None: ...
+
+
+class AnswerStream(asyncio.Protocol):
+    """The answer lines of one client's connection; ``Connection`` is one, and its
+    ``__init__`` sets every attribute below (one constructor per connection, no chain)."""
+
+    server: AnswerServer
+    transport: asyncio.Transport | None
+    state: int
+    pending: list[bytes]  # lines of this loop iteration, written together
+    pending_bytes: int
+    flush_scheduled: bool
+    finished: bool  # the last line is queued: close once it is written
+    dropped_lines: int
+    deadline: asyncio.TimerHandle | None  # the request's
+    stalled: asyncio.TimerHandle | None  # the client stopped reading
+    closing: bool
+
+    def pause_writing(self) -> None:
+        # The client stopped reading: cut it off unless it resumes in time.
+        if self.stalled is None:
+            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+
+    def resume_writing(self) -> None:
+        if self.stalled is not None and not self.closing:
+            self.stalled.cancel()
+            self.stalled = None
+
+    # -- the answer -------------------------------------------------------------------------
+    def on_event(self, run: Run, event: Event) -> None:
+        """The run's listener: its events as wire lines, output bounded, lifecycle never."""
+        if self.state != STREAMING:
+            return
+        kind = event.kind
+        fields = event.fields
+        if kind == EVENT_OUTPUT:
+            assert self.transport is not None
+            backlog = self.transport.get_write_buffer_size() + self.pending_bytes
+            if backlog >= BUFFERED_BYTES_MAX:
+                self.dropped_lines += 1
+                return
+        elif kind == EVENT_DONE:
+            if self.dropped_lines:
+                fields = {**fields, "dropped_lines": self.dropped_lines}
+            self._send(encode_fields(kind, fields))
+            self._finish()
+            return
+        self._send(encode_fields(kind, fields))
+
+    def _send(self, line: bytes) -> None:
+        self.pending.append(line)
+        self.pending_bytes += len(line)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.server.flush_later(self)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        if self.state == CLOSED or self.transport is None:
+            return
+        pending = self.pending
+        if pending:
+            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            pending.clear()
+            self.pending_bytes = 0
+        if self.finished and not self.closing:
+            self._close_after_write()
+
+    def _finish(self) -> None:
+        """The last line is queued: close once it is written."""
+        self.finished = True
+        if self.deadline is not None:
+            self._stop_deadline()
+        if not self.flush_scheduled:
+            self._flush()
+
+    def _close_after_write(self) -> None:
+        transport = self.transport
+        assert transport is not None
+        self.closing = True
+        if self.server.draining and transport.can_write_eof():
+            # The daemon is about to exit, and with PID 1 every process of the container goes:
+            # a client must have read its last line before that, so the connection ends when
+            # the client closes it (the shutdown waits for that, within its budget).
+            transport.write_eof()
+            if self.stalled is None:
+                self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+            return
+        transport.close()  # what is still buffered is written first
+        if transport.get_write_buffer_size() and self.stalled is None:
+            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+
+    def _abort(self) -> None:
+        self.stalled = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _stop_deadline(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None

@@ -1,0 +1,203 @@
+"""One client's connection: its request gathered, checked and answered.
+
+The request is gathered in ``data_received`` under one deadline timer; a peer of another uid
+and an oversized request are answered while the rest of their request is read and dropped, so
+that the client learns why. A submit request its task refuses is answered with the refusal
+(``TaskRegistry.admit`` decides) and never queued; an accepted run's events are the answer
+(``AnswerStream``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from daemon.core.runqueue import Rejected, RunQueue, RunRequest
+from daemon.core.tasks import TaskRefused, TaskRegistry
+from daemon.observe.logs import get_logger
+from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
+from daemon.wire.binding import peer_uid
+from daemon.wire.codec import decode_request, encode_event, rejection
+from daemon.wire.protocol import (
+    MAX_REQUEST_BYTES,
+    REASON_BUSY,
+    REASON_FORBIDDEN,
+    REASON_TOO_LARGE,
+    REASON_TOO_SLOW,
+    ControlRequest,
+    ProtocolError,
+    SubmitRequest,
+    clip,
+)
+
+log = get_logger("runbroker.server")
+
+ControlHandler = Callable[[ControlRequest], dict[str, Any]]
+
+
+class ConnectionServer(AnswerServer, Protocol):
+    """What a connection needs of the server (``SocketServer`` is one): where a request goes,
+    who may send one, and the bounds shared by every connection."""
+
+    queue: RunQueue
+    tasks: TaskRegistry
+    control: ControlHandler
+    allowed_uids: frozenset[int]
+    request_deadline_s: float
+    connections: set[Connection]
+    all_closed: asyncio.Event  # set when the last connection has gone
+    unfinished_bytes: int
+    unfinished_bytes_max: int
+
+
+class Connection(AnswerStream):
+    """One client: its request, then the answer lines of its run or control request."""
+
+    server: ConnectionServer
+
+    def __init__(self, server: ConnectionServer) -> None:
+        # Every attribute, AnswerStream's too (they are declared and explained there).
+        self.server = server
+        self.transport = None
+        self.state = READING
+        self.buffer = bytearray()  # the request, while it is gathered
+        self.pending = []
+        self.pending_bytes = 0
+        self.flush_scheduled = False
+        self.finished = False
+        self.dropped_lines = 0
+        self.deadline = None
+        self.stalled = None
+        self.closing = False
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        server = self.server
+        server.connections.add(self)
+        self.deadline = server.loop.call_later(server.request_deadline_s, self._deadline)
+        sock = transport.get_extra_info("socket")
+        uid = peer_uid(sock) if sock is not None else -1
+        if uid not in server.allowed_uids:
+            log.warning("socket.refused", peer_uid=uid)
+            self._refuse(REASON_FORBIDDEN)  # what it sends is never decoded
+
+    def data_received(self, data: bytes) -> None:
+        state = self.state
+        if state == READING:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._gather(data)
+                return
+            line = data[: newline + 1]
+            if self.buffer:
+                self._gather(line)
+                if self.state == DRAINING:
+                    self._finish()  # refused, and the request ends here
+                    return
+                line = bytes(self.buffer)
+                self._forget_buffer()
+            self._request(line)
+        elif state == DRAINING and b"\n" in data:
+            self._finish()
+        # Anything a client sends after its request is ignored.
+
+    def eof_received(self) -> bool:
+        if self.state == READING:
+            line = bytes(self.buffer)  # the client half-closed after its JSON, no newline
+            self._forget_buffer()
+            self._request(line)
+        elif self.state == DRAINING:
+            self._finish()
+        elif self.closing:
+            return False  # the client read its last line and closed: done
+        return True  # keep our half open to answer
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # A client that goes away does not cancel its run; it just stops listening.
+        self.state = CLOSED
+        if self.buffer:
+            self._forget_buffer()
+        self.pending.clear()
+        if self.deadline is not None:
+            self._stop_deadline()
+        if self.stalled is not None:
+            self.stalled.cancel()
+        self.server.connections.discard(self)
+        if not self.server.connections:
+            self.server.all_closed.set()
+
+    # -- the request ------------------------------------------------------------------------
+    def _gather(self, data: bytes) -> None:
+        size = len(self.buffer) + len(data)
+        if size > MAX_REQUEST_BYTES + 1:
+            self._forget_buffer()
+            self._refuse(REASON_TOO_LARGE, "socket.bad_request")
+            return
+        server = self.server
+        if server.unfinished_bytes + len(data) > server.unfinished_bytes_max:
+            self._forget_buffer()
+            self._refuse(REASON_BUSY, "socket.bad_request")
+            return
+        server.unfinished_bytes += len(data)
+        self.buffer += data
+
+    def _forget_buffer(self) -> None:
+        if self.buffer:
+            self.server.unfinished_bytes -= len(self.buffer)
+            self.buffer = bytearray()
+
+    def _deadline(self) -> None:
+        self.deadline = None
+        if self.state == READING:
+            self._forget_buffer()
+            self._refuse(REASON_TOO_SLOW, "socket.bad_request", complete=True)
+        elif self.state == DRAINING:
+            self._finish()
+
+    def _request(self, line: bytes) -> None:
+        if self.deadline is not None:
+            self._stop_deadline()
+        server = self.server
+        try:
+            request = decode_request(line)
+        except ProtocolError as exc:
+            self._refuse(exc.reason, "socket.bad_request", complete=True)
+            return
+        if isinstance(request, ControlRequest):
+            self.state = STREAMING
+            self._send(encode_event(**server.control(request)))
+            self._finish()
+            return
+        self._submit(request)
+
+    def _refuse(self, reason: str, event: str = "", *, complete: bool = False) -> None:
+        """Answer with a single ``done`` line; ``complete``: the request was all read."""
+        if event:
+            log.info(event, reason=clip(reason))
+        self._send(rejection(reason))
+        if complete:
+            self.state = STREAMING
+            self._finish()
+        else:
+            self.state = DRAINING  # closed once the client's request has ended
+
+    def _submit(self, request: SubmitRequest) -> None:
+        server = self.server
+        run_request = RunRequest(
+            task=request.task, trigger="external", args=request.args, env=request.env
+        )
+        try:
+            server.tasks.admit(run_request)
+        except TaskRefused as refused:
+            log.info("run.rejected", task=clip(request.task), reason=clip(refused.reason, 200))
+            self._refuse(refused.reason, complete=True)
+            return
+        self.state = STREAMING
+        try:
+            server.queue.submit(run_request, self.on_event)
+        except Rejected as exc:
+            log.info("run.rejected", task=request.task, reason=exc.reason)
+            self._refuse(exc.reason, complete=True)
+            return
