@@ -29,6 +29,10 @@ MIN_LEASE_S = 3.0
 SAFETY_MIN_S = 0.25
 RENEWALS_PER_LEASE = 5
 REASON_FENCED = "cancelled: lease could not be renewed; stopped before it could expire"
+FENCE_WHY = (
+    "no lease renewal reached the database in time: the run is stopped before its lease can "
+    "expire and another replica take it"
+)
 
 
 def renew_every_s(lease_s: float) -> float:

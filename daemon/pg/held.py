@@ -3,9 +3,9 @@
 A claimed run is *held* by this replica until its record is written: it may wait for its
 dependencies, is submitted to the run queue, and ends as a finish (its result and the job's
 next state: a retry with backoff, or the next occurrence) or a release (it never started: the
-job goes back as it was). Records go to the result writer; a held run whose lease another
-replica took is dropped from the queue if it had not started.
-"""
+job goes back as it was). Records go to the result writer. A held run whose lease another
+replica took, or whose lease could not be renewed in time (daemon/pg/fence.py), is stopped at
+whatever stage it is in."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from datetime import datetime
 from functools import partial
 
 from daemon.core.runqueue import (
-    REASON_SHUTDOWN_CANCEL,
     Rejected,
     Run,
     RunQueue,
@@ -27,12 +26,11 @@ from daemon.core.runqueue import (
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
-from daemon.pg.fence import REASON_FENCED, LeaseFence
+from daemon.pg.fence import FENCE_WHY, REASON_FENCED, LeaseFence
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.replica import Replica
 from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
-from daemon.pg.waits import wait_event
 from daemon.pg.writer import ResultWriter
 
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
@@ -67,8 +65,7 @@ class HeldRuns:
         fence_grace_s: float = 0.0,
     ) -> None:
         self.queue = queue
-        # Stops the running run of that id with that reason (the executor's cancel).
-        self.cancel_running = cancel_running
+        self.cancel_running = cancel_running  # (run id, reason): the executor's cancel
         self.fence = LeaseFence(replica.settings.lease_s, fence_grace_s, self._fenced)
         self.settings = replica.settings
         self.known_tasks = frozenset(known_tasks)
@@ -79,7 +76,7 @@ class HeldRuns:
         self.held: dict[int, Held] = {}  # by run id
         self.writer = ResultWriter(replica.store, replica.owner, replica.health, self._written)
         self.group: asyncio.TaskGroup | None = None  # the runner's, while it runs
-        self._settled = asyncio.Event()  # a record was written (the drain waits on it)
+        self.settled = asyncio.Event()  # a record was written (the drain waits on it)
         self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)
         # the last first attempt's start (epoch seconds) and occurrence: schedule_lag_s
         self._last_first_start: tuple[float, datetime] | None = None
@@ -206,25 +203,16 @@ class HeldRuns:
             return
         held.fenced = True
         claimed, run = held.claimed, held.run
-        state = "waiting" if run is None else run.state
         self.log.warning(
             "job.fenced",
             job=claimed.job.name,
             job_run_id=claimed.run_id,
             run_id=None if run is None else run.id,
-            state=state,
+            state="waiting" if run is None else run.state,
             lease_s=self.settings.lease_s,
-            reason="no lease renewal reached the database in time; stopping the run before "
-            "its lease can expire and another replica take it",
+            reason=FENCE_WHY,
         )
-        if run is None:
-            if held.waiter is not None:
-                held.waiter.cancel()
-            self.release(held)
-        elif run.state == "queued":
-            self.queue.cancel_waiting(run.id, REASON_FENCED)
-        elif run.state == "running" and self.cancel_running is not None:
-            self.cancel_running(run.id, REASON_FENCED)
+        self._stop(held, REASON_FENCED, release=True)
 
     def _written(self, batch: WriteBatch, outcome: WriteOutcome) -> None:
         held_runs, lost = self.held, outcome.lost_run_ids
@@ -235,35 +223,28 @@ class HeldRuns:
                     self.log.warning(
                         "job.lease_lost", job=held.claimed.job.name, job_run_id=record.run_id
                     )
-        self._settled.set()
+        self.settled.set()
 
     def lease_lost(self, held: Held) -> None:
-        """The heartbeat found the lease another replica's: drop what has not started."""
+        """The heartbeat found the lease another replica's: stop the run wherever it is."""
         held.lost = True
-        self.fence.forget(held.claimed.run_id)
         self.log.warning(
             "job.lease_lost", job=held.claimed.job.name, job_run_id=held.claimed.run_id
         )
-        if held.waiter is not None:
-            held.waiter.cancel()
-            self.held.pop(held.claimed.run_id, None)
-        elif held.run is not None and held.run.state == "queued":
-            self.queue.cancel_waiting(held.run.id, REASON_LEASE_LOST)
+        self._stop(held, REASON_LEASE_LOST, release=False)
 
-    async def drain(self, closing: asyncio.Event) -> None:
-        """At stop: release what has not started, wait for what runs, flush the records."""
-        for held in list(self.held.values()):
-            if held.settled:
-                continue
-            if held.run is None:
-                if held.waiter is not None:
-                    held.waiter.cancel()
+    def _stop(self, held: Held, reason: str, *, release: bool) -> None:
+        """Stop ``held``'s dependency wait (``release`` it, or drop it), queued run or process."""
+        self.fence.forget(held.claimed.run_id)
+        run = held.run
+        if run is None:
+            if held.waiter is not None:
+                held.waiter.cancel()
+            if release:
                 self.release(held)
-            elif held.run.state == "queued":
-                self.queue.cancel_waiting(held.run.id, REASON_SHUTDOWN_CANCEL)
-        deadline = time.monotonic() + self.settings.shutdown_timeout_s
-        while self.held and time.monotonic() < deadline:
-            self._settled.clear()
-            await wait_event(self._settled, min(0.5, deadline - time.monotonic()))
-        closing.set()
-        await self.writer.wait_idle(max(0.0, deadline - time.monotonic()))
+            else:
+                self.held.pop(held.claimed.run_id, None)
+        elif run.state == "queued":
+            self.queue.cancel_waiting(run.id, reason)
+        elif run.state == "running" and self.cancel_running is not None:
+            self.cancel_running(run.id, reason)

@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 
-from daemon.core.runqueue import RunQueue
+from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
 from daemon.observe.logs import get_logger
 from daemon.pg.claimer import Claimer
 from daemon.pg.deps import DependencyWaiter
@@ -30,6 +30,7 @@ from daemon.pg.loops import BackgroundLoops
 from daemon.pg.replica import Replica
 from daemon.pg.store.base import JobStore
 from daemon.pg.unusable import UnusableJobs
+from daemon.pg.waits import wait_event
 from daemon.settings import Settings
 
 log = get_logger(LOGGER_NAME)
@@ -95,7 +96,7 @@ class PgRunner:
                 helper = group.create_task(self.claimer.help_loop(stopping))
                 await self.claimer.claim_loop(stopping)
                 await helper
-                await self.runs.drain(self._closing)
+                await self._drain()
                 for task in loops:  # whatever is still trying past the deadline is cut off
                     task.cancel()
         finally:
@@ -104,6 +105,25 @@ class PgRunner:
             self.runs.group = None
             await self.store.close()
         log.info("pgrunner.stopped", owner=self.owner, unrecorded=len(self.runs.held))
+
+    async def _drain(self) -> None:
+        """At stop: release what has not started, wait for what runs, flush the records."""
+        runs = self.runs
+        for held in list(runs.held.values()):
+            if held.settled:
+                continue
+            if held.run is None:
+                if held.waiter is not None:
+                    held.waiter.cancel()
+                runs.release(held)
+            elif held.run.state == "queued":
+                runs.queue.cancel_waiting(held.run.id, REASON_SHUTDOWN_CANCEL)
+        deadline = time.monotonic() + self.runs.settings.shutdown_timeout_s
+        while runs.held and time.monotonic() < deadline:
+            runs.settled.clear()
+            await wait_event(runs.settled, min(0.5, deadline - time.monotonic()))
+        self._closing.set()
+        await runs.writer.wait_idle(max(0.0, deadline - time.monotonic()))
 
     # -- observability ----------------------------------------------------------------------
     @property

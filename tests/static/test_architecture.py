@@ -130,6 +130,15 @@ def test_only_the_store_speaks_to_postgres() -> None:
     assert all(_in(name, "daemon.pg.store") for name in users), users
 
 
+MODULE_LINES_MAX = 250
+
+
+def test_every_module_holds_one_concern_in_at_most_250_lines() -> None:
+    lines = {m.name: len(m.path.read_text().splitlines()) for m in MODULES}
+    long = {name: count for name, count in lines.items() if count > MODULE_LINES_MAX}
+    assert not long, f"split these by concern: {long}"
+
+
 def test_no_circle_between_modules() -> None:
     graph = {
         m.name: {n for n in m.imports if _is_daemon_module(n) and n != m.name} for m in MODULES

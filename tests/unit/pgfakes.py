@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from daemon.core.runqueue import Run, RunQueue, RunResult
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import JobStore
+from daemon.pg.waits import first_of
 from daemon.settings import Settings
 
 S = TypeVar("S", bound=JobStore)
@@ -34,15 +35,31 @@ class FakeExecutor:
     handlers: dict[str, Handler] = field(default_factory=dict)
     started: list[Run] = field(default_factory=list)
     release_gate: asyncio.Event | None = None  # when set: each run waits for it
+    cancels: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason) asked
+    _cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def cancel_current(self, run_id: str | None = None, reason: str = "") -> str:
+        """As the executor's: the running run (waiting at the gate) ends cancelled."""
+        current = self.queue.current
+        if current is None or (run_id is not None and current.id != run_id):
+            return ""
+        self.cancels.append((current.id, reason))
+        self._cancelled.set()
+        return "cancel requested"
 
     async def run_forever(self) -> None:
         while (run := await self.queue.take()) is not None:
             run.mark_started()
             self.started.append(run)
+            self._cancelled.clear()
             if self.release_gate is not None:
-                await self.release_gate.wait()
-            handler = self.handlers.get(run.request.task, succeed)
-            run.finish(await handler(run))
+                await first_of(self.release_gate.wait(), self._cancelled.wait())
+            if self._cancelled.is_set():
+                reason = self.cancels[-1][1]
+                run.finish(RunResult(ok=False, reason=reason, cancelled=True))
+            else:
+                handler = self.handlers.get(run.request.task, succeed)
+                run.finish(await handler(run))
             self.queue.release(run)
 
 
@@ -78,6 +95,7 @@ async def running(
     gate: asyncio.Event | None = None,
     dependency_wait_s: float = 5.0,
     owner: str = "me",
+    fence_grace_s: float = 0.0,
     **settings: Any,
 ) -> AsyncIterator[Harness[S]]:
     """Runs a PgRunner and a fake executor; on exit stops the runner, then the executor."""
@@ -91,6 +109,8 @@ async def running(
         known_tasks=frozenset(tasks),
         owner=owner,
         dependency_wait_s=dependency_wait_s,
+        cancel_running=executor.cancel_current,
+        fence_grace_s=fence_grace_s,
     )
     stopping = asyncio.Event()
     async with asyncio.TaskGroup() as group:

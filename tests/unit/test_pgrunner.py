@@ -9,6 +9,8 @@ from functools import partial
 from typing import Any
 
 from daemon.core.runqueue import Run, RunResult, job_context
+from daemon.pg.fence import REASON_FENCED
+from daemon.pg.held import REASON_LEASE_LOST
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -318,3 +320,39 @@ async def test_runs_claimed_before_a_claim_failed_still_run_and_the_failure_is_s
     assert [run.status for run in store.runs_of("a")] == ["succeeded"]
     (down,) = [e for e in logs if e["event"] == "db.disconnected"]
     assert (down["where"], down["error"]) == ("claim", "the planner's step failed")
+
+
+async def test_a_run_whose_lease_cannot_be_renewed_is_stopped_before_the_lease_ends() -> None:
+    store = MemoryStore()
+    store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
+    gate = asyncio.Event()  # the run holds until cancelled
+    lease_s = 1.0  # fence at 1.0 - (0.2 grace + 0.25 margin) = 0.55 s after the last renewal
+    async with running(store, gate=gate, lease_s=lease_s, fence_grace_s=0.2) as h:
+        await store.wait_for(lambda: bool(h.executor.started))
+        store.outage = True  # no renewal reaches the database from now on
+        cut_at = asyncio.get_running_loop().time()
+        # the predicate is looked at on every store call: the renewals, every 0.2 s
+        await store.wait_for(lambda: bool(h.executor.cancels), timeout_s=5.0)
+        stopped_after_s = asyncio.get_running_loop().time() - cut_at
+        ((run_id, reason),) = h.executor.cancels
+        assert run_id == h.executor.started[0].id
+        assert reason == REASON_FENCED
+        # told to stop with its grace and the margin still left in the lease
+        assert stopped_after_s <= lease_s - 0.2 - 0.25 + 0.1
+        store.outage = False
+        await store.wait_for(lambda: bool(store.runs_of("nightly")[0].finished_at))
+    (record,) = store.runs_of("nightly")
+    assert record.status == "cancelled"
+    assert record.error == REASON_FENCED
+
+
+async def test_a_running_run_whose_lease_another_replica_holds_is_stopped() -> None:
+    store = MemoryStore()
+    store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
+    gate = asyncio.Event()
+    async with running(store, gate=gate, lease_s=1.0) as h:
+        await store.wait_for(lambda: bool(h.executor.started))
+        store.job("nightly").lease_owner = "another replica"  # it took the lease
+        await store.wait_for(lambda: bool(h.executor.cancels))
+    ((_, reason),) = h.executor.cancels
+    assert reason == REASON_LEASE_LOST
