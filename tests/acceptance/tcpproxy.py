@@ -21,7 +21,13 @@ CHUNK_BYTES = 65536
 
 class PartitionableProxy:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream = (upstream_host, upstream_port)
+        # Resolved once, here: a name lookup per connection would put the resolver (slow at
+        # times on a container network) into every connection the replica makes.
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            upstream_host, upstream_port, type=socket.SOCK_STREAM
+        )[0]
+        self.upstream = address
+        self._upstream_kind = (family, kind, proto)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self._open = threading.Event()  # set: traffic flows; clear: partitioned
@@ -79,9 +85,13 @@ class PartitionableProxy:
         while not self._open.wait(PUMP_TICK_S):
             if self._stopped.is_set():
                 return
+        server = socket.socket(*self._upstream_kind)
         try:
-            server = socket.create_connection(self.upstream, timeout=5)
+            server.settimeout(5)
+            server.connect(self.upstream)
+            server.settimeout(None)
         except OSError:
+            server.close()
             client.close()
             return
         self._track(server)

@@ -39,9 +39,10 @@ grace = "1s"
 
 
 def _through(dsn: str, proxy: PartitionableProxy) -> str:
+    """``dsn`` with its host and port replaced by the proxy's (user and password kept)."""
     parts = urlsplit(dsn)
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{proxy.address()}"))
+    userinfo, at, _host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{proxy.address()}"))
 
 
 def _ledger(path: Path) -> dict[str, list[float]]:

@@ -186,7 +186,10 @@ def main() -> None:
     elif args[0] == "logs":
         _follow(box)
     elif args[0] == "kill":
-        os.kill(_init_pid(box), signal.Signals[args[2]])
+        init = _init_pid(box)
+        if init <= 0:  # gone: kill(-1) would signal every process of the machine
+            _fail(f"container {args[-1]} is not running")
+        os.kill(init, signal.Signals[args[2]])
     elif args[0] == "wait":
         eventually(
             lambda: _exited(box), "the container to exit", timeout_s=LIFETIME_S, every_s=0.01
