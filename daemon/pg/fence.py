@@ -6,8 +6,9 @@ it ran, and that statement ran after this replica sent it: so the lease lasts at
 ``sent + LEASE`` on this replica's monotonic clock, however long the answer took. Each held
 run's fence is set at ``sent + LEASE - lead``, where ``lead`` is the longest grace a run may
 take to stop (SIGTERM, the grace, SIGKILL) plus a safety margin; every renewal sent moves it
-on. A renewal is tried every ``LEASE / 5``, each attempt bounded by that time, so a hung
-connection (a partition: no answer, no error) costs one try, not the lease.
+on. A renewal is sent every ``LEASE / 5`` (counted from the last one sent), and a try with
+no answer within ``LEASE / 2`` is given up: a hung connection (a partition: no answer, no
+error) never holds the loop past the point where the fence has taken over.
 
 The rule users must keep: every grace (``RUNBROKER_GRACE`` and each task's ``grace``) at most
 half the lease, and the lease at least 3 s. Then a healthy replica's fence is never reached

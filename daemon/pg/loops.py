@@ -97,20 +97,23 @@ class BackgroundLoops:
         self.health.schema_checked(problem)
 
     async def heartbeat_loop(self) -> None:
-        """Renew every held lease each fifth of the lease, each try bounded by that time (a
-        partition hangs a query rather than failing it); a renewal moves each run's fence."""
-        every_s = renew_every_s(self.settings.lease_s)
-        while not await wait_event(self.closing, every_s if self.health.up else min(1.0, every_s)):
+        """Renew every held lease: a renewal is sent each fifth of the lease (counted from the
+        last one sent, so a slow answer does not stretch the cadence), and a try that has no
+        answer within half the lease is given up (a partition hangs a query rather than
+        failing it). Each renewal answered moves its runs' fences (daemon/pg/fence.py)."""
+        lease_s = self.settings.lease_s
+        every_s = renew_every_s(lease_s)
+        wait_s = every_s
+        while not await wait_event(self.closing, wait_s if self.health.up else min(1.0, wait_s)):
             # settled runs too: a lease is held until the run's record is written
             job_ids = {h.claimed.job.id for h in self.runs.held.values()}
+            sent_at = self.runs.fence.now()
+            wait_s = every_s
             if not job_ids:
                 continue
-            sent_at = self.runs.fence.now()
             try:
-                async with asyncio.timeout(every_s):
-                    kept = await self.store.heartbeat(
-                        self.owner, sorted(job_ids), self.settings.lease_s
-                    )
+                async with asyncio.timeout(lease_s / 2):
+                    kept = await self.store.heartbeat(self.owner, sorted(job_ids), lease_s)
             except TimeoutError:
                 self.health.failed("heartbeat", StoreUnavailable("lease renewal timed out"))
                 continue
@@ -120,6 +123,8 @@ class BackgroundLoops:
             except Exception:
                 log.exception("pgrunner.error", where="heartbeat")
                 continue
+            finally:
+                wait_s = max(0.0, sent_at + every_s - self.runs.fence.now())
             self.health.ok()
             self.runs.renewed(kept, sent_at)
             for held in list(self.runs.held.values()):

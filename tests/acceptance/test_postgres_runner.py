@@ -46,8 +46,13 @@ def replicas(dsn: str) -> Iterator[Callable[..., Daemon]]:
 
     def start(**env: str) -> Daemon:
         work = Workdir()
-        # lease fencing: every grace at most half the lease
-        settings = {"RUNBROKER_DATABASE_URL": dsn, "RUNBROKER_LEASE": "3s", "RUNBROKER_GRACE": "1s"}
+        # lease fencing: every grace at most half the lease (a short one leaves room for
+        # renewals slowed by a loaded machine)
+        settings = {
+            "RUNBROKER_DATABASE_URL": dsn,
+            "RUNBROKER_LEASE": "3s",
+            "RUNBROKER_GRACE": "500ms",
+        }
         settings.update(env)
         daemon = Daemon(work.path, env=settings, tasks_toml=TASKS)
         daemon.log.wait_for("pgrunner.started")
