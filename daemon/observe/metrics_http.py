@@ -1,6 +1,9 @@
 """The ``/metrics`` endpoint: a minimal HTTP/1.0 server on ``RUNBROKER_METRICS_ADDR``, a small
 asyncio server owned by the broker (no thread), answering ``GET /metrics`` (Prometheus'
 exposition of ``daemon.observe.metrics``) and ``GET /healthz`` (the health answer in a line).
+
+A request's head is read within ``deadline_s`` and is at most ``MAX_HTTP_REQUEST_BYTES``
+(answered 431 past it); ``HEAD`` gets the headers ``GET`` would, without the body.
 """
 
 from __future__ import annotations
@@ -23,16 +26,26 @@ HTTP_DEADLINE_S = 10.0
 class MetricsServer:
     """A minimal HTTP/1.0 endpoint for Prometheus scrapes."""
 
-    def __init__(self, metrics: Metrics, addr: str, healthy: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        addr: str,
+        healthy: Callable[[], str | None],
+        *,
+        deadline_s: float = HTTP_DEADLINE_S,
+    ) -> None:
         host, _, port = addr.rpartition(":")
         self.host = host.strip("[]") or "0.0.0.0"
         self.port = int(port)
         self.metrics = metrics
         self.healthy = healthy
+        self.deadline_s = deadline_s
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, limit=MAX_HTTP_REQUEST_BYTES
+        )
         sockets = self._server.sockets
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
@@ -46,13 +59,13 @@ class MetricsServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            async with asyncio.timeout(HTTP_DEADLINE_S):
+            async with asyncio.timeout(self.deadline_s):
                 head = await reader.readuntil(b"\r\n\r\n")
             status, content_type, body = self._answer(head)
             writer.write(
                 f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body
+                + (b"" if head.startswith(b"HEAD ") else body)
             )
             await writer.drain()
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
