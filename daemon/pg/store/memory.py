@@ -100,7 +100,7 @@ class MemoryStore:
         if not self.flags.claiming or limit <= 0:
             return []
         due = [j for j in self.jobs.values() if j.enabled and (d := j.due_at()) and d <= now]
-        due.sort(key=lambda j: (j.due_at(), j.id))
+        due.sort(key=lambda j: (j.next_run_at, j.id))  # the SQL's ORDER BY next_run_at
         claimed = []
         for job in due[:limit]:
             plan = planner(self._due_job(job), now)

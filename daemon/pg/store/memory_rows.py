@@ -35,7 +35,11 @@ class MemJob:
     last_error: str | None = None
 
     def due_at(self) -> datetime | None:
-        return self.lease_expires_at or self.next_run_at
+        """When the claim's filter first takes the row: at its occurrence, and not while a
+        lease on it lasts (``SELECT_DUE``'s condition)."""
+        if self.next_run_at is None or self.lease_expires_at is None:
+            return self.next_run_at
+        return max(self.next_run_at, self.lease_expires_at)
 
 
 @dataclass
