@@ -165,10 +165,11 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
     return tasks
 
 
-def build_registry(
+def read_tasks(
     default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
-) -> TaskRegistry:
-    """The container's tasks: the tasks file (if present) plus ``default`` from the command."""
+) -> dict[str, Task]:
+    """The container's tasks: the tasks file (if present) plus ``default`` from the command;
+    ``TaskConfigError`` naming the place (file, and line for TOML syntax) of the first mistake."""
     tasks: dict[str, Task] = {}
     if tasks_file is not None:
         try:
@@ -188,4 +189,11 @@ def build_registry(
                 "task 'default' is defined both by the command line and by the tasks file"
             )
         tasks["default"] = Task(name="default", command=default_command)
-    return TaskRegistry(tasks)
+    return tasks
+
+
+def build_registry(
+    default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
+) -> TaskRegistry:
+    """``read_tasks`` as the registry every part of the daemon shares."""
+    return TaskRegistry(read_tasks(default_command, tasks_file, file_required=file_required))
