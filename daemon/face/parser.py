@@ -90,6 +90,15 @@ def build_parser(
     cancel.add_argument("id")
     cancel.add_argument("--socket")
 
+    reload = sub.add_parser(
+        "reload",
+        help="re-read the tasks file now (as SIGHUP does)",
+        description="Ask the daemon to re-read RUNBROKER_TASKS_FILE now, all or nothing.",
+        epilog=RELOAD_HELP,
+        formatter_class=raw,
+    )
+    reload.add_argument("--socket")
+
     once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
     once.add_argument("task", nargs="?", default="default")
     once.add_argument("--skip", action="store_true", help="skip instead of queueing a rerun")
@@ -125,6 +134,19 @@ examples:
   runbroker trigger                      run `default`
   runbroker trigger report --arg 2026-01 --env REPORT_DAY=mon
   runbroker trigger backup --detach      print the run id once it is queued
+"""
+
+RELOAD_HELP = """\
+The daemon re-reads its tasks file (SIGHUP and a change of the file on disk do the same). The
+new file is taken whole or not at all: one that does not parse or validate is refused, the
+tasks stay as they were, and `status` and `health` say the last reload failed. Runs already
+queued or running go on; a queued run of a task the file removed ends with a failed result
+saying so. RUNBROKER_* settings are not reloaded (restart the daemon to change them).
+
+exit codes:
+  0    reloaded (the tasks added, removed, changed and unchanged are printed)
+  1    refused: the file is wrong (the old tasks stay), or there is no tasks file
+  69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
 """
 
 RUN_HELP = """\

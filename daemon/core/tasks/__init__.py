@@ -2,14 +2,15 @@
 payload policy), ``loading`` reads them from the ``default`` command and the TOML tasks file,
 ``changes`` says what a reload changed. The rest of the daemon imports these names from here."""
 
+from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.core.tasks.loading import (
     TaskConfigError,
     build_registry,
     load_handler,
     parse_tasks_toml,
     read_tasks,
+    with_default,
 )
-from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.core.tasks.registry import (
     MAX_ARGS,
     Handler,
@@ -25,9 +26,9 @@ __all__ = [
     "Handler",
     "RunContext",
     "Task",
+    "TaskChanges",
     "TaskConfigError",
     "TaskRefused",
-    "TaskChanges",
     "TaskRegistry",
     "build_registry",
     "compare_tasks",
@@ -35,4 +36,5 @@ __all__ = [
     "load_handler",
     "parse_tasks_toml",
     "read_tasks",
+    "with_default",
 ]

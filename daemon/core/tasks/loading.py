@@ -183,6 +183,11 @@ def read_tasks(
             raise TaskConfigError(f"tasks file {tasks_file}: not valid UTF-8") from None
         else:
             tasks = parse_tasks_toml(text, str(tasks_file))
+    return with_default(tasks, default_command)
+
+
+def with_default(tasks: dict[str, Task], default_command: tuple[str, ...]) -> dict[str, Task]:
+    """``tasks`` and the task ``default`` of the command line (when there is one)."""
     if default_command:
         if "default" in tasks:
             raise TaskConfigError(
