@@ -120,6 +120,7 @@ class TaskReloader:
         self.ticker.replace_plans(plans)
         if self.fence_widen is not None:
             self.fence_widen(max(self._graces_s(tasks).values()))
+        outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
             listener(changes)
         log.info(
@@ -131,7 +132,7 @@ class TaskReloader:
             removed_tasks=list(changes.removed),
             changed_tasks=list(changes.changed),
         )
-        return self._record(source, ReloadOutcome(True, changes=changes))
+        return outcome
 
     def _graces_s(self, tasks: dict[str, Any]) -> dict[str, float]:
         from daemon.pg.fence import graces_s
@@ -150,6 +151,8 @@ class TaskReloader:
         return None
 
     def _refused(self, source: str, reason: str) -> ReloadOutcome:
+        if str(self.path) not in reason:
+            reason = f"tasks file {self.path}: {reason}"
         log.error("tasks.reload_refused", file=str(self.path), source=source, error=reason)
         self.last_failed_at, self.last_error = time.time(), reason
         return self._record(source, ReloadOutcome(False, reason))
