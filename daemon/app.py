@@ -25,7 +25,7 @@ from daemon.gctune import tune_gc
 from daemon.observe import status
 from daemon.observe.logs import get_logger
 from daemon.reload.reloader import TaskReloader
-from daemon.reload.waking import reload_forever
+from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, SettingsError
 from daemon.signals import Signals
 from daemon.ticking import tick_plans
@@ -132,6 +132,7 @@ class Broker:
                 fence_grace_s=max(graces_s(self.settings.grace_s, self.tasks.graces_s()).values()),
             )
             self.reloader.fence_widen = self.pgrunner.widen_fence
+        watcher = start_watching(self.reloader)
         log.info(
             "broker.ready",
             socket=str(self.settings.socket),
@@ -145,7 +146,9 @@ class Broker:
             force_task = group.create_task(self._force_exit_watch())
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
-            reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
+            reload_task = group.create_task(
+                reload_forever(self.reloader, self.signals.reload, watcher)
+            )
             reaper_task = group.create_task(self.children.reap_forever())
             pg_task = None
             if self.pgrunner is not None:

@@ -18,20 +18,30 @@ DEBOUNCE_S = 0.2  # a burst of file events closer than this is one reload
 DEBOUNCE_MAX_S = 2.0  # ... but a directory that never goes quiet is reloaded after this
 
 
+def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
+    """The file watch, started now (before the daemon says it is ready, so that no change
+    after that is missed); None without a tasks file or without inotify (logged once)."""
+    if reloader.path is None:
+        return None
+    watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set)
+    try:
+        watcher.start(asyncio.get_running_loop())
+    except OSError as exc:  # inotify.InotifyUnavailable among them
+        log.warning("reload.no_file_watch", reason=str(exc), reload_with="SIGHUP")
+        return None
+    reloader.watch = WATCH_INOTIFY
+    return watcher
+
+
 async def reload_forever(
-    reloader: TaskReloader, sighup: asyncio.Event, *, debounce_s: float = DEBOUNCE_S
+    reloader: TaskReloader,
+    sighup: asyncio.Event,
+    watcher: TasksFileWatcher | None,
+    *,
+    debounce_s: float = DEBOUNCE_S,
 ) -> None:
-    """Reload on SIGHUP and on changes of the file, until cancelled (the watch closed then)."""
+    """Reload on SIGHUP and on changes of the file, until cancelled; closes ``watcher``."""
     changed = reloader.file_changed
-    watcher = None
-    if reloader.path is not None:
-        watcher = TasksFileWatcher(reloader.path, changed.set)
-        try:
-            watcher.start(asyncio.get_running_loop())
-            reloader.watch = WATCH_INOTIFY
-        except OSError as exc:  # inotify.InotifyUnavailable among them
-            watcher = None
-            log.warning("reload.no_file_watch", reason=str(exc), reload_with="SIGHUP")
     try:
         while True:
             await _either(sighup, changed)

@@ -19,7 +19,7 @@ from daemon.core.runqueue import RunQueue, RunRequest
 from daemon.core.tasks import RunContext, Task, TaskRegistry, build_registry, compare_tasks
 from daemon.face.status_text import reload_summary, render_status
 from daemon.observe.status import health_answer, status_answer
-from daemon.reload.waking import reload_forever
+from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, load_settings
 from daemon.signals import Signals
 from daemon.wire.codec import decode_request
@@ -290,11 +290,11 @@ async def test_sighup_and_a_file_change_wake_a_reload(
 ) -> None:
     broker = make_broker()
     reloaded: asyncio.Queue[str] = asyncio.Queue()
-    broker.reloader.listeners.append(
-        lambda changes: reloaded.put_nowait(broker.reloader.last_source)
-    )
+    reloader = broker.reloader
+    reloader.listeners.append(lambda _changes: reloaded.put_nowait(reloader.last_source))
     sighup = asyncio.Event()
-    looping = asyncio.create_task(reload_forever(broker.reloader, sighup, debounce_s=0.01))
+    watcher = start_watching(reloader)
+    looping = asyncio.create_task(reload_forever(reloader, sighup, watcher, debounce_s=0.01))
     try:
         async with asyncio.timeout(10):
             sighup.set()
