@@ -19,6 +19,7 @@ from daemon.core.runqueue import RunQueue, RunRequest
 from daemon.core.tasks import RunContext, Task, TaskRegistry, build_registry, compare_tasks
 from daemon.face.status_text import reload_summary, render_status
 from daemon.observe.status import health_answer, status_answer
+from daemon.pg.fence import LeaseFence, lead_s
 from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, load_settings
 from daemon.signals import Signals
@@ -307,3 +308,30 @@ async def test_sighup_and_a_file_change_wake_a_reload(
         with pytest.raises(asyncio.CancelledError):
             await looping
     assert broker.reloader.watch == "inotify"
+
+
+def test_with_a_database_a_grace_that_breaks_fencing_is_refused(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker(DATABASE_URL="postgresql://app@127.0.0.1:5432/app", LEASE="20s")
+    widened: list[float] = []
+    broker.reloader.fence_widen = widened.append
+    _replace(tasks_file, TASKS + '[tasks.slow]\ncommand = ["true"]\ngrace = "11s"\n')
+    refused = broker.control(ControlRequest("reload"))
+    assert refused["ok"] is False
+    assert (
+        "the grace of task slow (11s) must be at most half of RUNBROKER_LEASE" in refused["reason"]
+    )
+    assert "slow" not in broker.tasks
+    _replace(tasks_file, TASKS + '[tasks.slow]\ncommand = ["true"]\ngrace = "8s"\n')
+    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert widened == [8.0]  # the runner's fence leaves room for the longest grace
+
+
+def test_a_fence_widens_but_never_narrows() -> None:
+    fence: LeaseFence[object] = LeaseFence(20.0, 2.0, lambda _held: None)
+    before = fence.lead_s
+    fence.widen(8.0)
+    assert fence.lead_s == lead_s(20.0, 8.0) > before
+    fence.widen(1.0)
+    assert fence.lead_s == lead_s(20.0, 8.0)
