@@ -183,6 +183,9 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_METRICS_ADDR      host:port for Prometheus metrics (unset: off)
 Durations are Go-style: 90s, 1h30m, 250ms.
 
+SIGHUP, a change of the tasks file on disk and `runbroker reload` reload the tasks file, all
+or nothing; the settings above are read once, at start.
+
 exit codes: 0 after a clean drain on SIGTERM/SIGINT, 2 a configuration error, 1 a fatal error
 or a forced exit (a second signal).
 
