@@ -70,18 +70,20 @@ class TaskReloader:
         self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
         self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
         self.file_changed = asyncio.Event()
-        self._digest = self._read_digest()
+        self._digest = registry.source_digest  # of the bytes the tasks came from
         self.last_at: float | None = None
         self.last: ReloadOutcome | None = None
         self.last_source = ""
         self.last_failed_at: float | None = None  # the last refused reload, and why
         self.last_error: str | None = None
 
-    def _read_digest(self) -> str | None:
+    def changed_since_read(self) -> bool:
+        """The file's bytes differ from those last read (a change before the watch began)."""
         try:
-            return None if self.path is None else hashlib.sha256(self.path.read_bytes()).hexdigest()
+            data = None if self.path is None else self.path.read_bytes()
         except OSError:
-            return None
+            return True  # gone or unreadable: a reload says so
+        return data is not None and hashlib.sha256(data).hexdigest() != self._digest
 
     # -- one reload ---------------------------------------------------------------------------
     def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:

@@ -30,6 +30,8 @@ def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
         log.warning("reload.no_file_watch", reason=str(exc), reload_with="SIGHUP")
         return None
     reloader.watch = WATCH_INOTIFY
+    if reloader.changed_since_read():  # between reading the tasks at start and now
+        reloader.file_changed.set()
     return watcher
 
 

@@ -16,7 +16,14 @@ from daemon.app import Broker
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue, RunRequest
-from daemon.core.tasks import RunContext, Task, TaskRegistry, build_registry, compare_tasks
+from daemon.core.tasks import (
+    RunContext,
+    Task,
+    TaskRegistry,
+    build_registry,
+    compare_tasks,
+    parse_tasks_toml,
+)
 from daemon.face.status_text import reload_summary, render_status
 from daemon.observe.status import health_answer, status_answer
 from daemon.pg.fence import LeaseFence, lead_s
@@ -335,3 +342,34 @@ def test_a_fence_widens_but_never_narrows() -> None:
     assert fence.lead_s == lead_s(20.0, 8.0) > before
     fence.widen(1.0)
     assert fence.lead_s == lead_s(20.0, 8.0)
+
+
+def test_the_same_file_read_twice_is_unchanged_for_every_schedule_form() -> None:
+    text = "".join(
+        f'[tasks.t{i}]\ncommand = ["true"]\nschedule = "{spec}"\ntz = "Europe/Berlin"\n'
+        for i, spec in enumerate(
+            [
+                "every 5m",
+                "daily 02:30",
+                "weekly mon 02:30",
+                "cron 30 2 * * *",
+                "at 2030-01-01T00:00:00Z",
+            ]
+        )
+    )
+    changes = compare_tasks(parse_tasks_toml(text), parse_tasks_toml(text))
+    assert changes.unchanged == ("t0", "t1", "t2", "t3", "t4")
+
+
+async def test_a_change_before_the_watch_began_is_not_missed(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()  # the tasks were read here
+    _replace(tasks_file, NEW_TASKS)  # ... and the file changed before the watch was set up
+    watcher = start_watching(broker.reloader)
+    assert watcher is not None
+    watcher.close()
+    assert broker.reloader.file_changed.is_set()
+    outcome = broker.reloader.reload("file", only_if_changed=True)
+    assert outcome is not None
+    assert outcome.ok

@@ -100,6 +100,7 @@ class Task:
 class TaskRegistry:
     tasks: dict[str, Task] = field(default_factory=dict)
     removed: dict[str, str] = field(default_factory=dict)  # name -> why, since the last reload
+    source_digest: str | None = None  # sha256 of the tasks file's bytes read at start-up
 
     def get(self, name: str) -> Task | None:
         return self.tasks.get(name)
