@@ -24,6 +24,8 @@ from daemon.exits import EXIT_FATAL, EXIT_OK
 from daemon.gctune import tune_gc
 from daemon.observe import status
 from daemon.observe.logs import get_logger
+from daemon.reload.reloader import TaskReloader
+from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, SettingsError
 from daemon.signals import Signals
 from daemon.ticking import tick_plans
@@ -46,7 +48,10 @@ class Broker:
         tasks: TaskRegistry,
         signals: Signals,
         reaper_mode: str = subreaper.MODE_NONE,
+        default_command: tuple[str, ...] = (),
     ) -> None:
+        """``tasks`` is the one registry every part shares (a reload swaps its contents);
+        ``default_command`` the command line's task ``default``, kept across reloads."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
@@ -63,6 +68,7 @@ class Broker:
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
+        self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.started_at = time.time()
         self.pgrunner: PgRunner | None = None  # with a database, from serve() on
@@ -79,6 +85,7 @@ class Broker:
                 plans=lambda: self.ticker.plans,
             )
             self.queue.on_finish(metrics.run_finished)
+            self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
             )
@@ -91,6 +98,8 @@ class Broker:
             return status.status_answer(self)
         if request.op == "health":
             return status.health_answer(self)
+        if request.op == "reload":
+            return self.reloader.answer()
         return cancel_run(self.queue, self.executor, request.id)
 
     async def serve(self) -> int:
@@ -117,11 +126,13 @@ class Broker:
                 store=database,
                 queue=self.queue,
                 settings=self.settings,
-                known_tasks=self.tasks.names(),
+                known_tasks=self.tasks,  # the shared registry: a reload is seen at once
                 dependency_wait_s=self.settings.dependency_wait_s,
                 cancel_running=self.executor.cancel_current,
                 fence_grace_s=max(graces_s(self.settings.grace_s, self.tasks.graces_s()).values()),
             )
+            self.reloader.fence_widen = self.pgrunner.widen_fence
+        watcher = start_watching(self.reloader)
         log.info(
             "broker.ready",
             socket=str(self.settings.socket),
@@ -135,11 +146,15 @@ class Broker:
             force_task = group.create_task(self._force_exit_watch())
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
+            reload_task = group.create_task(
+                reload_forever(self.reloader, self.signals.reload, watcher)
+            )
             reaper_task = group.create_task(self.children.reap_forever())
             pg_task = None
             if self.pgrunner is not None:
                 pg_task = group.create_task(self.pgrunner.run(pg_stopping))
             await self.signals.stop.wait()
+            reload_task.cancel()  # first: no reload replaces the plans of a stopping ticker
             code = await self._shutdown(executor_task, ticker_task, pg_task, pg_stopping)
             reaper_task.cancel()
             force_task.cancel()
@@ -202,6 +217,7 @@ async def run_broker(
     tasks: TaskRegistry,
     early_signals: list[int],
     reaper_mode: str = subreaper.MODE_NONE,
+    default_command: tuple[str, ...] = (),
 ) -> int:
     """Serve until SIGTERM/SIGINT. ``early_signals`` counts those that came during start-up;
     ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
@@ -209,4 +225,4 @@ async def run_broker(
     signals.install(asyncio.get_running_loop())
     for _ in range(early_signals[0]):
         signals.received()
-    return await Broker(settings, tasks, signals, reaper_mode).serve()
+    return await Broker(settings, tasks, signals, reaper_mode, default_command).serve()

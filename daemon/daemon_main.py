@@ -70,7 +70,7 @@ def main(command: list[str], early_signals: list[int]) -> int:
     if reaper == MODE_NONE:
         log.warning("broker.not_reaping", reason="not PID 1 and PR_SET_CHILD_SUBREAPER refused")
     try:
-        return int(uvloop.run(run_broker(settings, tasks, early_signals, reaper)))
+        return int(uvloop.run(run_broker(settings, tasks, early_signals, reaper, default_command)))
     except SettingsError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -9,7 +9,7 @@ started). The two names of 1 and of 2 say which meaning a caller returns.
 """
 
 EXIT_OK = 0  # the run succeeded; ``run``: a clean drain; ``health``: healthy
-EXIT_FAILED = 1  # the run failed or was cancelled; ``health``: unhealthy
+EXIT_FAILED = 1  # the run failed or was cancelled; ``health``: unhealthy; ``reload``: refused
 EXIT_FATAL = EXIT_FAILED  # ``run``: a fatal error, or a forced exit (a second signal)
 EXIT_USAGE = 2  # a usage error, or a request the daemon refuses
 EXIT_CONFIG = EXIT_USAGE  # ``run`` and ``once``: a bad setting or tasks file, nothing started

@@ -1,5 +1,6 @@
-"""SIGTERM and SIGINT in the running daemon. As PID 1 a signal without a handler is dropped, so
-both are handled, by counting: the first asks for the drain, a second forces the exit.
+"""SIGTERM, SIGINT and SIGHUP in the running daemon. As PID 1 a signal without a handler is
+dropped, so all three are handled: SIGTERM and SIGINT by counting (the first asks for the
+drain, a second forces the exit), SIGHUP by asking for a reload of the tasks file.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ class Signals:
     def __init__(self) -> None:
         self.stop = asyncio.Event()
         self.force = asyncio.Event()
+        self.reload = asyncio.Event()  # SIGHUP: the reloader clears it when it reloads
         self.count = 0
 
     def received(self) -> None:
@@ -25,3 +27,4 @@ class Signals:
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.received)
+        loop.add_signal_handler(signal.SIGHUP, self.reload.set)

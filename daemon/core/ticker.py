@@ -9,6 +9,10 @@ says). A tick that fires late past later slots (a blocked loop, a suspended host
 the next tick is the first slot still ahead, never a burst to catch up. Schedules fire at their
 exact times. A tick whose previous run of the same task is still queued or running is skipped and
 logged, never piled up. At shutdown the ticker is the first part stopped (its task is cancelled).
+
+A reload hands the ticker new plans (``replace_plans``): a plan whose task, interval or schedule
+text and zone are unchanged keeps its running loop, so its next fire time (no double fire, no
+skip); a plan that is gone stops; a new or changed one starts as it would at start-up.
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ class TickPlan:
     once: bool = False
     last_fired_at: float | None = None
     next_fire_at: float | None = None
+    planned_at: float | None = None  # when its loop started (Unix time): health's reference
+
+    def key(self) -> tuple[object, ...]:
+        """What makes two plans the same plan across a reload."""
+        schedule = self.schedule
+        timing = None if schedule is None else (schedule.text, schedule.tz)
+        return (self.task, self.interval_s, timing, self.once, self.fire_on_start)
 
 
 class Ticker:
@@ -73,6 +84,8 @@ class Ticker:
         self._rng = rng or random.Random()
         self.fired = 0
         self.skipped = 0
+        self._group: asyncio.TaskGroup | None = None  # run()'s, while it runs
+        self._loops: dict[int, asyncio.Task[None]] = {}  # by id() of their plan
 
     def offset(self, interval_s: float) -> float:
         """How far a tick moves from its planned time: ``interval * uniform(-jitter, jitter)``."""
@@ -98,15 +111,56 @@ class Ticker:
         return True
 
     async def run(self) -> None:
-        """Tick every plan until cancelled."""
+        """Tick every plan until cancelled (also when no plan is left: a reload may add one)."""
         async with asyncio.TaskGroup() as group:
-            for plan in self.plans:
-                if plan.schedule is not None:
-                    group.create_task(self._schedule_loop(plan, plan.schedule))
-                elif plan.once:
-                    self.fire(plan)
-                elif plan.interval_s is not None:
-                    group.create_task(self._interval_loop(plan, plan.interval_s))
+            self._group = group
+            try:
+                for plan in self.plans:
+                    self._start(plan)
+                await asyncio.Event().wait()
+            finally:
+                self._group = None
+
+    def _start(self, plan: TickPlan) -> None:
+        plan.planned_at = time.time()
+        if plan.once:
+            self.fire(plan)
+            return
+        loop = None
+        if plan.schedule is not None:
+            loop = self._schedule_loop(plan, plan.schedule)
+        elif plan.interval_s is not None:
+            loop = self._interval_loop(plan, plan.interval_s)
+        if loop is not None and self._group is not None:
+            task = self._group.create_task(loop)
+            self._loops[id(plan)] = task
+            task.add_done_callback(lambda _task: self._loops.pop(id(plan), None))
+
+    @property
+    def loops_running(self) -> int:
+        return len(self._loops)
+
+    def replace_plans(self, plans: list[TickPlan]) -> None:
+        """Tick ``plans`` from now on: unchanged plans (``TickPlan.key``) go on as they were,
+        the others stop or start. Before ``run`` it only replaces the plans."""
+        if self._group is None:
+            self.plans = list(plans)
+            return
+        old = {plan.key(): plan for plan in self.plans}
+        kept: list[TickPlan] = []
+        started: list[TickPlan] = []
+        for plan in plans:
+            same = old.pop(plan.key(), None)
+            if same is None:
+                started.append(plan)
+            kept.append(plan if same is None else same)
+        for gone in old.values():
+            task = self._loops.pop(id(gone), None)
+            if task is not None:
+                task.cancel()
+        self.plans = kept
+        for plan in started:
+            self._start(plan)
 
     async def _interval_loop(self, plan: TickPlan, interval_s: float) -> None:
         start = self._monotonic()

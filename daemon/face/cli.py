@@ -1,10 +1,11 @@
 """The ``runbroker`` command: argument parsing and exit codes only.
 
-The client commands (``trigger``, ``status``, ``health``, ``cancel``) import nothing heavier
-than ``_socket`` and ``json``: each ``docker exec`` starts a cold interpreter. A plain
-``trigger`` does not even load argparse or typing (see ``fastargs``); the parser (``parser``)
-and the control commands (``control``) are loaded by the commands that need them. The daemon's
-modules are imported only on the ``run`` path, after the signal handlers are in place.
+The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``) import
+nothing heavier than ``_socket`` and ``json``: each ``docker exec`` starts a cold interpreter.
+A plain ``trigger`` does not even load argparse or typing (see ``fastargs``); the parser
+(``parser``) and the control commands (``control``) are loaded by the commands that need them.
+The daemon's modules are imported only on the ``run`` path, after the signal handlers are in
+place.
 """
 
 from __future__ import annotations
@@ -112,10 +113,15 @@ def _dispatch(words: list[str]) -> int:
             as_json=args.json,
             timeout_s=args.timeout,
         )
-    if args.command in ("status", "health", "cancel"):
+    if args.command in ("status", "health", "cancel", "reload"):
         from daemon.face import control
 
-        command = {"status": control.status, "health": control.health, "cancel": control.cancel}
+        command = {
+            "status": control.status,
+            "health": control.health,
+            "cancel": control.cancel,
+            "reload": control.reload,
+        }
         return command[args.command](args)
     if args.command == "once":
         from daemon.face.once import main as once_main
@@ -176,9 +182,12 @@ def _run(args: argparse.Namespace) -> int:
     def remember(_signum: int, _frame: FrameType | None) -> None:
         early_signals[0] += 1
 
-    # Before any slow import: as PID 1 a signal without a handler is simply dropped.
+    # Before any slow import: as PID 1 a signal without a handler is simply dropped. A SIGHUP
+    # (reload) during start-up is let go, the tasks are being read anyway; without a handler
+    # it would end a daemon that is not PID 1.
     signal.signal(signal.SIGTERM, remember)
     signal.signal(signal.SIGINT, remember)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     from daemon.daemon_main import main as daemon_main
 
     argv = list(args.argv)

@@ -1,5 +1,6 @@
-"""``runbroker status``, ``health`` and ``cancel``: a control op asked of the daemon, its answer
-shown to a person (or, for ``status --json``, as it came) and turned into the exit code."""
+"""``runbroker status``, ``health``, ``cancel`` and ``reload``: a control op asked of the
+daemon, its answer shown to a person (or, for ``status --json``, as it came) and turned into
+the exit code."""
 
 from __future__ import annotations
 
@@ -66,4 +67,18 @@ def cancel(args: argparse.Namespace) -> int:
             print(f"cancelled {args.id} ({answer.get('state', '')})")
         return EXIT_OK
     print(f"runbroker: {answer.get('reason', 'cancel failed')}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def reload(args: argparse.Namespace) -> int:
+    """Exit 0 when the tasks file was reloaded, 1 when it was refused (the reason on stderr)."""
+    from daemon.face.status_text import reload_summary
+
+    answer = _control(args, "reload")
+    if isinstance(answer, int):
+        return answer
+    if answer.get("ok"):
+        print(f"reloaded: {reload_summary(answer)}")
+        return EXIT_OK
+    print(f"runbroker: reload refused: {answer.get('reason', 'unknown')}", file=sys.stderr)
     return EXIT_FAILED

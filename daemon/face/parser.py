@@ -90,6 +90,15 @@ def build_parser(
     cancel.add_argument("id")
     cancel.add_argument("--socket")
 
+    reload = sub.add_parser(
+        "reload",
+        help="re-read the tasks file now (as SIGHUP does)",
+        description="Ask the daemon to re-read RUNBROKER_TASKS_FILE now, all or nothing.",
+        epilog=RELOAD_HELP,
+        formatter_class=raw,
+    )
+    reload.add_argument("--socket")
+
     once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
     once.add_argument("task", nargs="?", default="default")
     once.add_argument("--skip", action="store_true", help="skip instead of queueing a rerun")
@@ -127,6 +136,19 @@ examples:
   runbroker trigger backup --detach      print the run id once it is queued
 """
 
+RELOAD_HELP = """\
+The daemon re-reads its tasks file (SIGHUP and a change of the file on disk do the same). The
+new file is taken whole or not at all: one that does not parse or validate is refused, the
+tasks stay as they were, and `status` and `health` say the last reload failed. Runs already
+queued or running go on; a queued run of a task the file removed ends with a failed result
+saying so. RUNBROKER_* settings are not reloaded (restart the daemon to change them).
+
+exit codes:
+  0    reloaded (the tasks added, removed, changed and unchanged are printed)
+  1    refused: the file is wrong (the old tasks stay), or there is no tasks file
+  69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
+"""
+
 RUN_HELP = """\
 COMMAND ARGS after `--` (or RUNBROKER_COMMAND) is the task `default`; more tasks come from
 the tasks file. The daemon ticks `default` at RUNBROKER_INTERVAL, serves `runbroker trigger`
@@ -160,6 +182,9 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_LOG_LEVEL         debug, info, warning or error (info)
   RUNBROKER_METRICS_ADDR      host:port for Prometheus metrics (unset: off)
 Durations are Go-style: 90s, 1h30m, 250ms.
+
+SIGHUP, a change of the tasks file on disk and `runbroker reload` reload the tasks file, all
+or nothing; the settings above are read once, at start.
 
 exit codes: 0 after a clean drain on SIGTERM/SIGINT, 2 a configuration error, 1 a fatal error
 or a forced exit (a second signal).

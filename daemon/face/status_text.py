@@ -123,6 +123,37 @@ def _database_lines(database: dict[str, Any]) -> list[str]:
     return lines
 
 
+def reload_summary(changes: dict[str, Any]) -> str:
+    """``1 added (report), 0 removed, 1 changed (nightly), 3 unchanged``: the fields are lists of
+    names (a reload's answer) or counts (``status``'s last reload)."""
+    parts = []
+    for key in ("added", "removed", "changed", "unchanged"):
+        value = changes.get(key) or 0
+        if isinstance(value, list):
+            names = f" ({', '.join(value)})" if value and key != "unchanged" else ""
+            parts.append(f"{len(value)} {key}{names}")
+        else:
+            parts.append(f"{value} {key}")
+    return ", ".join(parts)
+
+
+def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
+    if not reload.get("tasks_file"):
+        return ["tasks file: none (nothing to reload)"]
+    watch = {"inotify": "watched", "signal": "not watched: SIGHUP or `runbroker reload`"}
+    head = f"tasks file: {reload['tasks_file']} ({watch.get(str(reload.get('watch')), '?')})"
+    if reload.get("last_ok") is None:
+        return [head, "  not reloaded since start"]
+    last = f"  last reload {human_time(reload.get('last_at'), now)} ({reload.get('last_source')})"
+    if not reload.get("last_ok"):
+        return [head, f"{last}: FAILED, the old tasks still run: {reload.get('last_error')}"]
+    lines = [head, f"{last}: ok, {reload_summary(reload.get('last_changes') or {})}"]
+    if reload.get("last_failed_at"):
+        failed_at = human_time(reload.get("last_failed_at"), now)
+        lines.append(f"  last failed reload {failed_at}: {reload.get('last_error')}")
+    return lines
+
+
 def render_status(answer: dict[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     uptime_s = float(answer.get("uptime_s") or 0)
@@ -182,6 +213,9 @@ def render_status(answer: dict[str, Any], now: float | None = None) -> str:
             )
         headers = ["FINISHED", "RESULT", "ID", "TASK", "TRIGGER", "DURATION", "REASON"]
         lines.extend(_table(headers, rows))
+    reload = answer.get("reload")
+    if reload is not None:
+        lines.extend(_reload_lines(reload, now))
     database = answer.get("database")
     if database is not None:
         lines.extend(_database_lines(database))

@@ -172,7 +172,12 @@ class Metrics:
         self.registry.register(_LiveCollector(queue, database, plans))
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
-        for task in tasks:  # at zero from the start (0 = never, for the timestamps)
+        self.add_tasks(tasks)
+
+    def add_tasks(self, tasks: Iterable[str]) -> None:
+        """Each task's run series at zero (0 = never, for the timestamps): from start-up, and
+        for the tasks a reload adds. A task a reload removes keeps the series it had."""
+        for task in tasks:
             for trigger in TRIGGERS:
                 for outcome in OUTCOMES:
                     self.runs.labels(task, trigger, outcome)

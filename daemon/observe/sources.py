@@ -33,6 +33,14 @@ class RunnerStatus(Protocol):
     def health_warnings(self) -> list[str]: ...
 
 
+class ReloadRecord(Protocol):
+    """What ``status`` and ``health`` read of the tasks file's reloads."""
+
+    def status(self) -> dict[str, object]: ...
+
+    def health_warning(self) -> str | None: ...
+
+
 class GraceSetting(Protocol):
     """The one setting health reads: the grace of a task that sets none of its own."""
 
@@ -66,6 +74,9 @@ class BrokerState(Protocol):
     @property
     def started_at(self) -> float:
         """Unix time the broker started."""
+
+    @property
+    def reloader(self) -> ReloadRecord: ...
 
     @property
     def pgrunner(self) -> RunnerStatus | None:

@@ -11,6 +11,10 @@
      "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
                  "finished_at"}],
      "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
+     "reload": {"tasks_file": null | str, "watch": "inotify"|"signal"|"none",
+                "last_at", "last_source": "signal"|"file"|"request", "last_ok": null | bool,
+                "last_changes": null | {"added", "removed", "changed", "unchanged"} (counts),
+                "last_error": null | str, "last_failed_at"},
      "database": null | {...}}
 
 ``health``: ``{"event": "health", "ok": bool, "reason": str, "warnings": [str]}`` (``reason``
@@ -21,7 +25,9 @@ the database has been unreachable longer than the runner's threshold, or every c
 that long; the database schema is missing or older than this runbroker. ``warnings`` name
 database job rows the runner could not use (a payload it cannot read, a schedule it cannot
 compute, a task this container does not define): each fails or is disabled on its own, every
-other job goes on, and a restart would not fix the row, so they do not make it unhealthy.
+other job goes on, and a restart would not fix the row, so they do not make it unhealthy. A
+last reload of the tasks file that was refused is a warning too, not a problem: the daemon still
+runs the tasks it had, and a restart would read the same bad file and not start at all.
 """
 
 from __future__ import annotations
@@ -121,6 +127,7 @@ def status_answer(broker: BrokerState) -> dict[str, Any]:
         ],
         "recent": [_result_summary(run) for run in broker.recent],
         "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
+        "reload": broker.reloader.status(),
         "database": database,
     }
 
@@ -157,7 +164,7 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
             continue
         if plan.interval_s is not None:
             limit_s = 2 * plan.interval_s * (1 + broker.ticker.jitter) + STALL_SLACK_S
-            reference = plan.last_fired_at or broker.started_at
+            reference = plan.last_fired_at or plan.planned_at or broker.started_at
             if now - reference > limit_s:
                 return (
                     f"ticker stalled: task {plan.task!r} has not fired for "
@@ -169,8 +176,11 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
 
 
 def health_warnings(broker: BrokerState) -> list[str]:
-    """What is wrong without making the daemon unhealthy: database job rows it cannot use."""
-    return broker.pgrunner.health_warnings() if broker.pgrunner is not None else []
+    """What is wrong without making the daemon unhealthy: a refused reload of the tasks file,
+    database job rows it cannot use."""
+    reload_warning = broker.reloader.health_warning()
+    warnings = [reload_warning] if reload_warning is not None else []
+    return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
 
 
 def health_answer(broker: BrokerState) -> dict[str, Any]:

@@ -94,6 +94,11 @@ class LeaseFence(Generic[Held]):
             self._loop = asyncio.get_running_loop()
         return self._loop
 
+    def widen(self, grace_s: float) -> None:
+        """Leave room for ``grace_s`` from the next renewal on (a reload's longer grace); the
+        lead never shrinks, a run may still have the grace it started with."""
+        self.lead_s = max(self.lead_s, lead_s(self.lease_s, grace_s))
+
     def now(self) -> float:
         """The clock of ``renewed``'s ``sent_at``: the loop's monotonic time."""
         return self._event_loop().time()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -58,7 +58,7 @@ class HeldRuns:
         replica: Replica,
         *,
         queue: RunQueue,
-        known_tasks: Iterable[str],
+        known_tasks: Collection[str],
         deps: DependencyWaiter,
         unusable: UnusableJobs,
         cancel_running: Callable[[str, str], str] | None = None,
@@ -68,7 +68,7 @@ class HeldRuns:
         self.cancel_running = cancel_running  # (run id, reason): the executor's cancel
         self.fence = LeaseFence(replica.settings.lease_s, fence_grace_s, self._fenced)
         self.settings = replica.settings
-        self.known_tasks = frozenset(known_tasks)
+        self.known_tasks = known_tasks  # live: the shared registry
         self.deps = deps
         self.unusable = unusable
         # Bound once: a per-job log call then costs no logger set-up (configure logs first).

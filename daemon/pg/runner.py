@@ -18,7 +18,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
 from daemon.observe.logs import get_logger
@@ -47,7 +47,7 @@ class PgRunner:
         store: JobStore,
         queue: RunQueue,
         settings: Settings,
-        known_tasks: Iterable[str],
+        known_tasks: Collection[str],
         owner: str | None = None,
         dependency_wait_s: float = 60.0,
         cancel_running: Callable[[str, str], str] | None = None,
@@ -55,9 +55,10 @@ class PgRunner:
     ) -> None:
         """``cancel_running(run_id, reason)`` stops a running run (the executor's cancel): the
         lease fence calls it for a run whose lease could not be renewed; ``fence_grace_s`` is
-        the longest grace such a run may take to stop (daemon/pg/fence.py)."""
+        the longest grace such a run may take to stop (daemon/pg/fence.py). ``known_tasks`` is
+        read at each claim, not copied: a reload of the tasks is seen at once."""
         self.store = store
-        self.known_tasks = frozenset(known_tasks)
+        self.known_tasks = known_tasks
         self.owner = owner or new_owner()
         self.health = DbHealth()
         self.unusable = UnusableJobs()
@@ -124,6 +125,10 @@ class PgRunner:
             await wait_event(runs.settled, min(0.5, deadline - time.monotonic()))
         self._closing.set()
         await runs.writer.wait_idle(max(0.0, deadline - time.monotonic()))
+
+    def widen_fence(self, grace_s: float) -> None:
+        """A reload defined a longer grace: stop fenced runs early enough for it too."""
+        self.runs.fence.widen(grace_s)
 
     # -- observability ----------------------------------------------------------------------
     @property

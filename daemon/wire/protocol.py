@@ -3,7 +3,7 @@
 One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
 30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
+``health``, ``reload``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
 
 At import this module loads only the standard library's ``json``: the thin client loads it on
 every cold ``docker exec``, and encodes its request and decodes the answers with it. The
@@ -42,7 +42,7 @@ REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
 REASON_USER_CANCEL = "cancelled by request"
 # A client may try again later (exit 75): the daemon is busy, full or stopping.
 TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY})
-CONTROL_OPS = ("status", "cancel", "health")
+CONTROL_OPS = ("status", "cancel", "health", "reload")
 
 
 class ProtocolError(ValueError):
@@ -87,7 +87,7 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health`` or ``cancel`` (which names a run ``id``)."""
+    """``op`` is ``status``, ``health``, ``reload`` or ``cancel`` (which names a run ``id``)."""
 
     __slots__ = ("id", "op")
 
@@ -196,6 +196,7 @@ def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, An
 EVENT_CANCEL = "cancel"
 EVENT_HEALTH = "health"
 EVENT_STATUS = "status"
+EVENT_RELOAD = "reload"
 CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
 CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
 
@@ -218,6 +219,16 @@ def health_answer(problem: str | None, warnings: list[str] | None = None) -> dic
     answer: dict[str, Any] = {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
     if warnings:
         answer["warnings"] = warnings
+    return answer
+
+
+def reload_answer(
+    ok: bool, reason: str = "", changes: Mapping[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """A reload's outcome: ``changes`` maps added, removed, changed, unchanged to task names;
+    ``reason`` says why it was refused (the old tasks stay)."""
+    answer: dict[str, Any] = {"event": EVENT_RELOAD, "ok": ok, "reason": reason}
+    answer.update(changes or {})
     return answer
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -90,7 +90,7 @@ class Harness(Generic[S]):
 async def running(
     store: S,
     *,
-    tasks: tuple[str, ...] = ("default", "bad", "slow"),
+    tasks: Collection[str] = ("default", "bad", "slow"),
     handlers: dict[str, Handler] | None = None,
     gate: asyncio.Event | None = None,
     dependency_wait_s: float = 5.0,
@@ -106,7 +106,7 @@ async def running(
         store=store,
         queue=queue,
         settings=config,
-        known_tasks=frozenset(tasks),
+        known_tasks=tasks,  # as the daemon passes its registry: read at each claim
         owner=owner,
         dependency_wait_s=dependency_wait_s,
         cancel_running=executor.cancel_current,

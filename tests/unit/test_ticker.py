@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.ticker import MAX_SLEEP_S, Ticker, TickPlan
 from daemon.schedules import parse_schedule
+from tests.support.eventually import eventually_async
 
 START = datetime(2026, 3, 2, 8, 55, tzinfo=UTC)
 Logs = list[MutableMapping[str, Any]]
@@ -169,13 +170,25 @@ async def test_the_loop_goes_on_after_a_rejection() -> None:
     assert [task for _at, task in fake.fired] == ["someone-else", "default"]
 
 
+async def _run_until(ticker: Ticker, done: Callable[[], bool]) -> None:
+    """Run ``ticker`` until ``done()`` holds (it never returns by itself: a reload may add
+    plans), then cancel it."""
+    runner = asyncio.create_task(ticker.run())
+    try:
+        await eventually_async(done, "the ticker to get there", timeout_s=10, every_s=0.001)
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
 async def test_a_once_plan_fires_once() -> None:
     queue = RunQueue(4)
     ticker = Ticker(queue, [TickPlan("default", once=True)])
-    async with asyncio.timeout(10):
-        await ticker.run()
+    await _run_until(ticker, lambda: ticker.fired > 0)
     assert [run.request.task for run in queue.waiting()] == ["default"]
     assert ticker.fired == 1
+    assert ticker.loops_running == 0
 
 
 @settings(max_examples=300, deadline=None)
@@ -324,8 +337,7 @@ async def test_a_one_shot_schedule_that_has_passed_stops_its_loop() -> None:
     fake = FakeTime(queue, limit=5)
     plan = TickPlan("once", schedule=parse_schedule("at 2026-03-02T08:56:00Z"))
     ticker = _ticker(queue, fake, plan)
-    async with asyncio.timeout(10):
-        await ticker.run()  # returns by itself once the one-shot has fired
+    await _run_until(ticker, lambda: ticker.fired > 0 and ticker.loops_running == 0)
     assert fake.sleeps == [60.0]
     assert [run.request.task for run in queue.waiting()] == ["once"]
     assert plan.next_fire_at is None

@@ -1,12 +1,15 @@
 """The container's tasks: ``registry`` says what a task is and which requests it runs (the
-payload policy), ``loading`` reads them from the ``default`` command and the TOML tasks file.
-The rest of the daemon imports these names from here."""
+payload policy), ``loading`` reads them from the ``default`` command and the TOML tasks file,
+``changes`` says what a reload changed. The rest of the daemon imports these names from here."""
 
+from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.core.tasks.loading import (
     TaskConfigError,
     build_registry,
     load_handler,
     parse_tasks_toml,
+    read_tasks,
+    with_default,
 )
 from daemon.core.tasks.registry import (
     MAX_ARGS,
@@ -23,11 +26,15 @@ __all__ = [
     "Handler",
     "RunContext",
     "Task",
+    "TaskChanges",
     "TaskConfigError",
     "TaskRefused",
     "TaskRegistry",
     "build_registry",
+    "compare_tasks",
     "handler_context",
     "load_handler",
     "parse_tasks_toml",
+    "read_tasks",
+    "with_default",
 ]

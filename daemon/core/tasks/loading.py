@@ -6,6 +6,7 @@ A ``[tasks.NAME]`` table becomes a ``Task`` (a command, or a handler imported fr
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import re
@@ -165,27 +166,57 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
     return tasks
 
 
-def build_registry(
-    default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
-) -> TaskRegistry:
-    """The container's tasks: the tasks file (if present) plus ``default`` from the command."""
+def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
+    """The tasks file's bytes, or None when there is none (and none is required)."""
+    if tasks_file is None:
+        return None
+    try:
+        return tasks_file.read_bytes()
+    except FileNotFoundError:
+        if file_required:
+            raise TaskConfigError(f"tasks file {tasks_file} does not exist") from None
+        return None
+    except OSError as exc:
+        raise TaskConfigError(f"tasks file {tasks_file}: {exc.strerror}") from None
+
+
+def _tasks_of(data: bytes | None, source: str, default_command: tuple[str, ...]) -> dict[str, Task]:
     tasks: dict[str, Task] = {}
-    if tasks_file is not None:
+    if data is not None:
         try:
-            text = tasks_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            if file_required:
-                raise TaskConfigError(f"tasks file {tasks_file} does not exist") from None
-        except OSError as exc:
-            raise TaskConfigError(f"tasks file {tasks_file}: {exc.strerror}") from None
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise TaskConfigError(f"tasks file {tasks_file}: not valid UTF-8") from None
-        else:
-            tasks = parse_tasks_toml(text, str(tasks_file))
+            raise TaskConfigError(f"tasks file {source}: not valid UTF-8") from None
+        tasks = parse_tasks_toml(text, source)
+    return with_default(tasks, default_command)
+
+
+def read_tasks(
+    default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
+) -> dict[str, Task]:
+    """The container's tasks: the tasks file (if present) plus ``default`` from the command;
+    ``TaskConfigError`` naming the place (file, and line for TOML syntax) of the first mistake."""
+    data = _file_bytes(tasks_file, file_required)
+    return _tasks_of(data, str(tasks_file), default_command)
+
+
+def with_default(tasks: dict[str, Task], default_command: tuple[str, ...]) -> dict[str, Task]:
+    """``tasks`` and the task ``default`` of the command line (when there is one)."""
     if default_command:
         if "default" in tasks:
             raise TaskConfigError(
                 "task 'default' is defined both by the command line and by the tasks file"
             )
         tasks["default"] = Task(name="default", command=default_command)
-    return TaskRegistry(tasks)
+    return tasks
+
+
+def build_registry(
+    default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
+) -> TaskRegistry:
+    """``read_tasks`` as the registry every part of the daemon shares, with the digest of the
+    file's bytes the tasks came from (a reload compares it)."""
+    data = _file_bytes(tasks_file, file_required)
+    registry = TaskRegistry(_tasks_of(data, str(tasks_file), default_command))
+    registry.source_digest = None if data is None else hashlib.sha256(data).hexdigest()
+    return registry

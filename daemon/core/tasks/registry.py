@@ -5,15 +5,22 @@ A request naming an unknown task, or carrying args or env variables its task doe
 refused with a clear reason before anything runs: ``TaskRegistry.admit`` decides, for the socket
 server (before a run is queued) and for the executor (again, before it runs). The database never
 names a command: jobs name tasks, and only the container defines tasks.
+
+One registry is shared by every holder (the executor, the socket server, the Postgres runner,
+health); a reload swaps its contents at once (``replace``) and remembers the names it removed,
+so a run of such a task that is still queued ends with ``task 'X' was removed by a reload``
+when the executor reaches it. A queued run of a task the reload changed runs with the new
+definition, checked again against its policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.core.runqueue import Rejected, RunRequest
+from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.schedules import Schedule
 
 MAX_ARGS = 256
@@ -92,9 +99,31 @@ class Task:
 @dataclass
 class TaskRegistry:
     tasks: dict[str, Task] = field(default_factory=dict)
+    removed: dict[str, str] = field(default_factory=dict)  # name -> why, since the last reload
+    source_digest: str | None = None  # sha256 of the tasks file's bytes read at start-up
 
     def get(self, name: str) -> Task | None:
         return self.tasks.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tasks
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def replace(self, tasks: Mapping[str, Task]) -> TaskChanges:
+        """Swap in ``tasks`` whole (a reload) and say what changed. A removed name is
+        remembered (a queued run of it is refused with that reason) until a reload adds it."""
+        changes = compare_tasks(self.tasks, tasks)
+        for name in changes.removed:
+            self.removed[name] = f"task {name!r} was removed by a reload"
+        self.tasks = dict(tasks)
+        for name in self.tasks:
+            self.removed.pop(name, None)
+        return changes
 
     def graces_s(self) -> dict[str, float | None]:
         """Each task's own grace (None: RUNBROKER_GRACE applies)."""
@@ -104,6 +133,9 @@ class TaskRegistry:
         """The task that runs ``request``; ``TaskRefused`` when there is none or it refuses."""
         task = self.tasks.get(request.task)
         if task is None:
+            removed = self.removed.get(request.task)
+            if removed is not None:
+                raise TaskRefused(f"{removed} (this container defines {self.listing()})")
             reason = f"unknown task {_shown(request.task)}: this container defines {self.listing()}"
             raise TaskRefused(reason)
         refusal = task.refusal(request)

@@ -1,0 +1,195 @@
+"""One reload of the tasks file, all or nothing, and its record for ``status`` and ``health``.
+
+A reload reads the whole file and checks it as start-up does (TOML, every task, the fencing
+rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
+the ticker given the new plans. A file that fails is refused with one log line naming the
+problem (the file, and the line for a TOML error), the old tasks stay, and ``status`` and
+``health`` say the last reload failed until one succeeds. ``RUNBROKER_*`` settings are read
+once at start-up and never reloaded. A file the watch reports but whose bytes did not change
+is not reloaded; SIGHUP and ``runbroker reload`` always reload (``daemon.reload.waking`` is the
+loop that SIGHUP and the file watch wake).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from daemon.core.runqueue import REASON_CLOSED, RunQueue
+from daemon.core.tasks import (
+    TaskChanges,
+    TaskConfigError,
+    TaskRegistry,
+    parse_tasks_toml,
+    with_default,
+)
+from daemon.core.ticker import Ticker
+from daemon.observe.logs import get_logger
+from daemon.settings import Settings
+from daemon.ticking import tick_plans
+from daemon.wire.protocol import reload_answer
+
+log = get_logger("runbroker.reload")
+
+WATCH_INOTIFY = "inotify"  # status: the file is watched
+WATCH_SIGNAL = "signal"  # inotify unavailable: SIGHUP and `runbroker reload` only
+WATCH_NONE = "none"  # no tasks file: nothing to reload
+
+
+@dataclass(frozen=True)
+class ReloadOutcome:
+    ok: bool
+    reason: str = ""  # why it was refused
+    changes: TaskChanges | None = None
+
+
+class TaskReloader:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: TaskRegistry,
+        ticker: Ticker,
+        queue: RunQueue,
+        default_command: tuple[str, ...],
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.ticker = ticker
+        self.queue = queue
+        self.default_command = default_command
+        self.path: Path | None = settings.tasks_file
+        if not settings.tasks_file_required and not settings.tasks_file.exists():
+            self.path = None  # the default path, absent at start: no tasks file
+        self.watch = WATCH_NONE if self.path is None else WATCH_SIGNAL
+        self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
+        self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
+        self.file_changed = asyncio.Event()
+        self._digest = registry.source_digest  # of the bytes the tasks came from
+        self.last_at: float | None = None
+        self.last: ReloadOutcome | None = None
+        self.last_source = ""
+        self.last_failed_at: float | None = None  # the last refused reload, and why
+        self.last_error: str | None = None
+
+    def changed_since_read(self) -> bool:
+        """The file's bytes differ from those last read (a change before the watch began)."""
+        try:
+            data = None if self.path is None else self.path.read_bytes()
+        except OSError:
+            return True  # gone or unreadable: a reload says so
+        return data is not None and hashlib.sha256(data).hexdigest() != self._digest
+
+    # -- one reload ---------------------------------------------------------------------------
+    def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
+        """Reload now (``source``: signal, file, request); None when ``only_if_changed`` and
+        the file's bytes are those last seen."""
+        if self.path is None:
+            why = "RUNBROKER_TASKS_FILE is not set and the default tasks file did not exist"
+            return ReloadOutcome(False, f"no tasks file to reload ({why} at start)")
+        if self.queue.closed:
+            return ReloadOutcome(False, REASON_CLOSED)
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return self._refused(source, f"tasks file {self.path} does not exist")
+        except OSError as exc:
+            return self._refused(source, f"tasks file {self.path}: {exc.strerror}")
+        digest = hashlib.sha256(data).hexdigest()
+        if only_if_changed and digest == self._digest:
+            return None
+        self._digest = digest
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._refused(source, f"tasks file {self.path}: not valid UTF-8")
+        try:
+            tasks = with_default(parse_tasks_toml(text, str(self.path)), self.default_command)
+        except TaskConfigError as exc:
+            return self._refused(source, str(exc))
+        problem = self._problem(tasks)
+        if problem is not None:
+            return self._refused(source, problem)
+        changes = self.registry.replace(tasks)
+        plans, warnings = tick_plans(self.settings, self.registry)
+        for warning in warnings:
+            log.warning("settings.interval", warning=warning)
+        self.ticker.replace_plans(plans)
+        if self.fence_widen is not None:
+            self.fence_widen(max(self._graces_s(tasks).values()))
+        outcome = self._record(source, ReloadOutcome(True, changes=changes))
+        for listener in self.listeners:
+            listener(changes)
+        log.info(
+            "tasks.reloaded",
+            file=str(self.path),
+            source=source,
+            **changes.counts(),
+            added_tasks=list(changes.added),
+            removed_tasks=list(changes.removed),
+            changed_tasks=list(changes.changed),
+        )
+        return outcome
+
+    def _graces_s(self, tasks: dict[str, Any]) -> dict[str, float]:
+        from daemon.pg.fence import graces_s
+
+        return graces_s(self.settings.grace_s, {n: t.grace_s for n, t in tasks.items()})
+
+    def _problem(self, tasks: dict[str, Any]) -> str | None:
+        """What start-up would refuse beyond the file itself: no task at all, a grace that
+        breaks the fencing rule with a database."""
+        if not tasks:
+            return f"tasks file {self.path}: no tasks (the daemon would have none)"
+        if self.settings.database_dsn():
+            from daemon.pg.fence import fencing_problem
+
+            return fencing_problem(self.settings.lease_s, self._graces_s(tasks))
+        return None
+
+    def _refused(self, source: str, reason: str) -> ReloadOutcome:
+        if str(self.path) not in reason:
+            reason = f"tasks file {self.path}: {reason}"
+        log.error("tasks.reload_refused", file=str(self.path), source=source, error=reason)
+        self.last_failed_at, self.last_error = time.time(), reason
+        return self._record(source, ReloadOutcome(False, reason))
+
+    def _record(self, source: str, outcome: ReloadOutcome) -> ReloadOutcome:
+        self.last_at, self.last, self.last_source = time.time(), outcome, source
+        return outcome
+
+    def answer(self) -> dict[str, Any]:
+        """``runbroker reload``: reload now, and the outcome as the wire answers it."""
+        outcome = self.reload("request")
+        assert outcome is not None  # always reloaded when asked
+        changes = outcome.changes
+        return reload_answer(outcome.ok, outcome.reason, changes.names() if changes else None)
+
+    # -- what status and health say -----------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        last = self.last
+        return {
+            "tasks_file": None if self.path is None else str(self.path),
+            "watch": self.watch,
+            "last_at": _iso(self.last_at),
+            "last_source": self.last_source or None,
+            "last_ok": None if last is None else last.ok,
+            "last_changes": None if last is None or last.changes is None else last.changes.counts(),
+            "last_error": self.last_error,
+            "last_failed_at": _iso(self.last_failed_at),
+        }
+
+    def health_warning(self) -> str | None:
+        last = self.last
+        if last is None or last.ok:
+            return None
+        return f"the last reload of the tasks file failed, the old tasks still run: {last.reason}"
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC).isoformat()

@@ -1,0 +1,80 @@
+"""The loop that reloads the tasks file: woken by SIGHUP (its event, set by the signal handler)
+and by the file watch (``watcher``), debounced so that a burst of events is one reload. Without
+inotify (one log line says why) only SIGHUP and ``runbroker reload`` reload; nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from daemon.observe.logs import get_logger
+from daemon.reload.reloader import WATCH_INOTIFY, TaskReloader
+from daemon.reload.watcher import TasksFileWatcher
+
+log = get_logger("runbroker.reload")
+
+DEBOUNCE_S = 0.2  # a burst of file events closer than this is one reload
+DEBOUNCE_MAX_S = 2.0  # ... but a directory that never goes quiet is reloaded after this
+
+
+def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
+    """The file watch, started now (before the daemon says it is ready, so that no change
+    after that is missed); None without a tasks file or without inotify (logged once)."""
+    if reloader.path is None:
+        return None
+    watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set)
+    try:
+        watcher.start(asyncio.get_running_loop())
+    except OSError as exc:  # inotify.InotifyUnavailable among them
+        log.warning("reload.no_file_watch", reason=str(exc), reload_with="SIGHUP")
+        return None
+    reloader.watch = WATCH_INOTIFY
+    if reloader.changed_since_read():  # between reading the tasks at start and now
+        reloader.file_changed.set()
+    return watcher
+
+
+async def reload_forever(
+    reloader: TaskReloader,
+    sighup: asyncio.Event,
+    watcher: TasksFileWatcher | None,
+    *,
+    debounce_s: float = DEBOUNCE_S,
+) -> None:
+    """Reload on SIGHUP and on changes of the file, until cancelled; closes ``watcher``."""
+    changed = reloader.file_changed
+    try:
+        while True:
+            await _either(sighup, changed)
+            await _quiet(changed, debounce_s)
+            forced = sighup.is_set()
+            sighup.clear()
+            outcome = reloader.reload("signal" if forced else "file", only_if_changed=not forced)
+            if outcome is not None and reloader.path is None:
+                log.warning("tasks.reload_refused", source="signal", error=outcome.reason)
+    finally:
+        if watcher is not None:
+            watcher.close()
+
+
+async def _quiet(changed: asyncio.Event, debounce_s: float) -> None:
+    """Until the file's events pause for ``debounce_s`` (at most ``DEBOUNCE_MAX_S``)."""
+    deadline = time.monotonic() + DEBOUNCE_MAX_S
+    while time.monotonic() < deadline:
+        changed.clear()
+        try:
+            async with asyncio.timeout(debounce_s):
+                await changed.wait()
+        except TimeoutError:
+            return
+    changed.clear()
+
+
+async def _either(first: asyncio.Event, second: asyncio.Event) -> None:
+    """Until one of the two events is set."""
+    async with asyncio.TaskGroup() as group:
+        waits = [group.create_task(first.wait()), group.create_task(second.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits:
+            wait.cancel()

@@ -1,0 +1,104 @@
+"""Watching the tasks file for changes, without polling: inotify on its directory.
+
+A watch on the file itself would be lost when the file is replaced (an editor's rename, an
+atomic ``mv`` over it, a Kubernetes ConfigMap's ``..data`` symlink swapped by a rename), so
+the watch is on the directory that holds it, and on the directory of the file it resolves to
+when it is a symlink (an edit of the target is seen too). Every event that may concern the
+file (its name, ``..data``, the target's name, an overflow of the event queue) calls
+``on_change``; the reloader debounces them and compares the content, so a burst is one reload
+and an untouched file none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from daemon.observe.logs import get_logger
+from daemon.reload import inotify
+
+log = get_logger("runbroker.reload")
+
+CONFIGMAP_DATA = "..data"  # the symlink a ConfigMap volume swaps on each update
+_ALWAYS = inotify.IN_Q_OVERFLOW | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
+
+
+class TasksFileWatcher:
+    def __init__(self, path: Path, on_change: Callable[[], None]) -> None:
+        self.path = Path(os.path.abspath(path))
+        self.on_change = on_change
+        self._fd: int | None = None
+        self._watches: dict[str, int] = {}  # directory -> watch descriptor
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Watch from now on; ``inotify.InotifyUnavailable`` (an OSError) when it cannot."""
+        self._fd = inotify.init()
+        try:
+            self._sync()
+        except OSError:
+            self.close()
+            raise
+        self._loop = loop
+        loop.add_reader(self._fd, self._readable)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+            self._loop = None
+        os.close(self._fd)  # the kernel drops its watches with it
+        self._fd = None
+        self._watches.clear()
+
+    def _target(self) -> Path | None:
+        try:
+            return self.path.resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, or a symlink loop
+            return None
+
+    def _sync(self) -> None:
+        """Watch the file's directory (it must exist) and its target's (if it can)."""
+        assert self._fd is not None
+        home = str(self.path.parent)
+        target = self._target()
+        wanted = {home} | ({str(target.parent)} if target is not None else set())
+        for directory in sorted(wanted - set(self._watches)):
+            try:
+                self._watches[directory] = inotify.add_watch(self._fd, directory)
+            except OSError:
+                if directory == home:
+                    raise
+        for directory in set(self._watches) - wanted:
+            inotify.rm_watch(self._fd, self._watches.pop(directory))
+
+    def _readable(self) -> None:
+        assert self._fd is not None
+        target = self._target()
+        names = {self.path.name, CONFIGMAP_DATA} | ({target.name} if target else set())
+        concerned = False
+        while True:
+            try:
+                data = os.read(self._fd, inotify.READ_BYTES)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            for wd, mask, name in inotify.events(data):
+                if mask & inotify.IN_IGNORED:
+                    gone = [d for d, watch in self._watches.items() if watch == wd]
+                    for directory in gone:
+                        del self._watches[directory]
+                    concerned = concerned or bool(gone)
+                elif mask & _ALWAYS or name in names:
+                    concerned = True
+        if not concerned:
+            return
+        try:
+            self._sync()
+        except OSError as exc:
+            log.warning("reload.watch_lost", directory=str(self.path.parent), error=str(exc))
+        self.on_change()

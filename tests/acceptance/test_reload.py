@@ -1,0 +1,226 @@
+"""Reloading the tasks file of a running daemon, PID 1 of its namespace (issue 14): SIGHUP, a
+change on disk (a rename over the file, a ConfigMap's symlink swap), ``runbroker reload``; a
+bad file refused with the old tasks still running; a reload under load that loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.acceptance.harness import Daemon
+
+StartDaemon = Callable[..., Daemon]
+
+ONE = """
+[tasks.first]
+command = ["sh", "-c", "echo first"]
+"""
+TWO = (
+    ONE
+    + """
+[tasks.second]
+command = ["sh", "-c", "echo second"]
+"""
+)
+
+
+def _replace(path: Path, text: str) -> None:
+    staged = path.with_name(f".{path.name}.tmp")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
+def _status(daemon: Daemon) -> dict[str, object]:
+    done = daemon.exec("status", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)["reload"]
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _unwatched(workdir: Path, first: str, then: str) -> tuple[Path, Callable[[], None]]:
+    """A tasks file reached through a symlink to a directory (``current``) that the watch
+    does not cover, and the swap of that link: a change only SIGHUP or ``reload`` sees."""
+    for version, text in (("v1", first), ("v2", then)):
+        (workdir / version).mkdir()
+        (workdir / version / "tasks.toml").write_text(text)
+    (workdir / "current").symlink_to("v1")
+    (workdir / "etc").mkdir()
+    (workdir / "etc" / "tasks.toml").symlink_to("../current/tasks.toml")
+
+    def swap() -> None:
+        (workdir / "current.new").symlink_to("v2")
+        os.replace(workdir / "current.new", workdir / "current")
+
+    return workdir / "etc" / "tasks.toml", swap
+
+
+def test_sighup_reloads_a_task_that_can_then_be_triggered(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    path, swap = _unwatched(workdir, ONE, TWO)
+    daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})
+    assert daemon.exec("trigger", "second").returncode == 2  # not defined yet
+    swap()
+    daemon.signal(signal.SIGHUP)
+    (reloaded,) = daemon.log.wait_for("tasks.reloaded")
+    assert (reloaded["source"], reloaded["added_tasks"]) == ("signal", ["second"])
+    second = daemon.exec("trigger", "second")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "second"
+    assert daemon.exec("trigger", "first").returncode == 0
+
+
+def test_a_bad_file_is_refused_and_the_old_tasks_keep_working(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = start_daemon(tasks_toml=TWO)
+    _replace(workdir / "tasks.toml", ONE + "[tasks.broken\n")
+    (refused,) = daemon.log.wait_for("tasks.reload_refused")
+    assert "line 4" in refused["error"]
+    assert refused["file"] == str(workdir / "tasks.toml")
+    assert daemon.exec("trigger", "second").returncode == 0  # the old tasks stay
+    status = _status(daemon)
+    assert status["last_ok"] is False
+    assert "line 4" in str(status["last_error"])
+    text = daemon.exec("status")
+    assert "FAILED, the old tasks still run" in text.stdout
+    health = daemon.exec("health")
+    assert health.returncode == 0  # degraded: a restart would not even start
+    assert "warning: the last reload of the tasks file failed" in health.stdout
+    asked = daemon.exec("reload")
+    assert asked.returncode == 1
+    assert "runbroker: reload refused: " in asked.stderr
+    assert len(daemon.log.events("tasks.reload_refused")) == 2  # one line per refusal
+
+
+def test_runbroker_reload_prints_the_outcome(start_daemon: StartDaemon, workdir: Path) -> None:
+    path, swap = _unwatched(workdir, ONE, TWO.replace("echo first", "echo changed"))
+    daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})
+    swap()
+    done = daemon.exec("reload")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "reloaded: 1 added (second), 0 removed, 1 changed (first), 0 unchanged\n"
+    assert daemon.exec("trigger", "first").stdout.strip() == "changed"
+    status = _status(daemon)
+    assert status["last_source"] == "request"
+    assert status["last_changes"] == {"added": 1, "removed": 0, "changed": 1, "unchanged": 0}
+    again = daemon.exec("reload")
+    assert again.stdout == "reloaded: 0 added, 0 removed, 0 changed, 2 unchanged\n"
+
+
+def test_without_a_tasks_file_reload_says_there_is_none(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = start_daemon("true")
+    done = daemon.exec("reload")
+    assert done.returncode == 1
+    assert "no tasks file to reload" in done.stderr
+    daemon.signal(signal.SIGHUP)  # handled (PID 1 would drop it), refused in the log
+    daemon.log.wait_for("tasks.reload_refused")
+    assert daemon.exec("trigger").returncode == 0
+
+
+def _configmap_version(directory: Path, name: str, text: str) -> None:
+    """The kubelet's update of a ConfigMap volume: a new timestamped directory, ``..data_tmp``
+    pointed at it and renamed over ``..data``, the old directory removed."""
+    (directory / name).mkdir()
+    (directory / name / "tasks.toml").write_text(text)
+    data = directory / "..data"
+    old = os.readlink(data) if data.is_symlink() else None
+    (directory / "..data_tmp").symlink_to(name)
+    os.rename(directory / "..data_tmp", data)
+    if old is not None:
+        (directory / old / "tasks.toml").unlink()
+        (directory / old).rmdir()
+
+
+def test_a_configmap_symlink_swap_is_picked_up_without_a_signal(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    volume = workdir / "config"
+    volume.mkdir()
+    _configmap_version(volume, "..2026_03_02_08_55_00.1", ONE)
+    (volume / "tasks.toml").symlink_to("..data/tasks.toml")
+    daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(volume / "tasks.toml")})
+    _configmap_version(volume, "..2026_03_02_08_56_00.2", TWO)
+    daemon.log.wait_for("tasks.reloaded", lambda line: line["added_tasks"] == ["second"])
+    assert daemon.exec("trigger", "second").returncode == 0
+    _configmap_version(volume, "..2026_03_02_08_57_00.3", ONE)
+    daemon.log.wait_for("tasks.reloaded", lambda line: line["removed_tasks"] == ["second"])
+    assert daemon.exec("trigger", "second").returncode == 2
+    assert _status(daemon)["watch"] == "inotify"
+
+
+def test_a_rename_over_the_file_is_picked_up(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon(tasks_toml=ONE)
+    _replace(workdir / "tasks.toml", TWO)
+    (reloaded,) = daemon.log.wait_for("tasks.reloaded")
+    assert reloaded["source"] == "file"
+    assert reloaded["added"] == 1
+    assert daemon.exec("trigger", "second").returncode == 0
+    assert len(daemon.log.events("tasks.reloaded")) == 1  # a burst of events, one reload
+
+
+LOADED = """
+[tasks.gate]
+command = ["sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.02; done', "{release}"]
+[tasks.steady]
+command = ["sh", "-c", "echo {version}"]
+[tasks.flips]
+command = ["sh", "-c", "echo flips"]
+"""
+
+
+def test_a_reload_under_load_loses_nothing(start_daemon: StartDaemon, workdir: Path) -> None:
+    """Triggers queued behind a blocked run while the file flips between versions (every
+    other one removes ``flips`` and changes ``steady``) and is reloaded again and again, by
+    SIGHUP and by ``runbroker reload``: every trigger gets exactly one result, nothing is
+    lost; a queued ``flips`` removed by the last reload ends with the reason."""
+    release = workdir / "release"
+
+    def version(number: int) -> str:
+        text = LOADED.format(release=release, version=f"v{number}")
+        return text if number % 2 == 0 else text.split("[tasks.flips]")[0]
+
+    path = workdir / "tasks.toml"
+    daemon = start_daemon(tasks_toml=version(0), env={"RUNBROKER_QUEUE_CAPACITY": "200"})
+    gate = daemon.popen("trigger", "gate")
+    daemon.log.wait_for("run.started", lambda line: line["task"] == "gate")
+    clients: list[tuple[str, subprocess.Popen[str]]] = []
+    for number in range(1, 8):
+        for _ in range(3):
+            clients.append(("steady", daemon.popen("trigger", "steady")))
+            clients.append(("flips", daemon.popen("trigger", "flips")))
+        if number == 1:  # the first ones are queued while flips is still defined
+            daemon.log.wait_for("run.queued", lambda line: line["task"] == "flips", count=3)
+        _replace(path, version(number))
+        if number % 2:
+            daemon.signal(signal.SIGHUP)
+        else:
+            assert daemon.exec("reload").returncode == 0
+    # The last version (7) removes flips; asked for, its reload is in force when this returns.
+    assert daemon.exec("reload").returncode == 0
+    release.touch()
+    codes: Counter[tuple[str, int]] = Counter()
+    for task, client in clients:
+        out, err = client.communicate(timeout=60)
+        codes[(task, client.returncode)] += 1
+        if task == "steady":  # queued under v1..v7, run with the definition of v7
+            assert (client.returncode, out) == (0, "v7\n"), err
+        elif client.returncode == 1:  # queued, then removed before it ran
+            assert "task 'flips' was removed by a reload" in err
+        else:  # ran while defined, or refused at once while removed
+            assert client.returncode in (0, 2), err
+    assert gate.wait(timeout=60) == 0
+    queued = daemon.log.events("run.queued")
+    done = daemon.log.wait_for("run.done", count=len(queued))
+    assert Counter(line["run_id"] for line in done) == Counter(line["run_id"] for line in queued)
+    assert codes[("steady", 0)] == 21
+    assert codes[("flips", 1)] >= 3  # at least the first three, queued before any reload
+    assert len(daemon.log.events("tasks.reloaded")) >= 4

@@ -1,0 +1,375 @@
+"""Reloading the tasks file (issue 14): the registry swapped whole, a queued run of a removed
+task refused with one result, a refused file leaving the old tasks, what status and health say."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon import settings as settings_module
+from daemon.app import Broker
+from daemon.core.executor import Executor
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import RunQueue, RunRequest
+from daemon.core.tasks import (
+    RunContext,
+    Task,
+    TaskRegistry,
+    build_registry,
+    compare_tasks,
+    parse_tasks_toml,
+)
+from daemon.face.status_text import reload_summary, render_status
+from daemon.observe.status import health_answer, status_answer
+from daemon.pg.fence import LeaseFence, lead_s
+from daemon.reload.waking import reload_forever, start_watching
+from daemon.settings import Settings, load_settings
+from daemon.signals import Signals
+from daemon.wire.codec import decode_request
+from daemon.wire.protocol import ControlRequest
+
+TASKS = """
+[tasks.keep]
+command = ["true"]
+[tasks.gone]
+command = ["true"]
+[tasks.edit]
+command = ["true"]
+interval = "1h"
+"""
+NEW_TASKS = """
+[tasks.keep]
+command = ["true"]
+[tasks.edit]
+command = ["false"]
+interval = "1h"
+[tasks.fresh]
+command = ["true"]
+schedule = "cron 0 3 * * *"
+"""
+MakeBroker = Callable[..., Broker]
+
+
+async def ran_with(run: RunContext) -> dict[str, Any]:
+    return {"handler": "new"}
+
+
+async def old_handler(run: RunContext) -> dict[str, Any]:
+    return {"handler": "old"}
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.toml"
+    path.write_text(TASKS)
+    return path
+
+
+@pytest.fixture
+def make_broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_file: Path) -> MakeBroker:
+    for name in list(os.environ):
+        if name.upper().startswith("RUNBROKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+    monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
+    monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
+
+    def make(**env: str) -> Broker:
+        for name, value in {"TASKS_FILE": str(tasks_file), **env}.items():
+            monkeypatch.setenv(f"RUNBROKER_{name}", value)
+        settings: Settings = load_settings()
+        registry = build_registry((), settings.tasks_file, file_required=True)
+        return Broker(settings, registry, Signals())
+
+    return make
+
+
+def _replace(path: Path, text: str) -> None:
+    """An atomic replace, as an editor or a deployment tool does it."""
+    staged = path.with_name(path.name + ".new")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
+def test_compare_tasks_names_each_change() -> None:
+    old = {"a": Task("a", command=("true",)), "b": Task("b", command=("true",))}
+    new = {"a": Task("a", command=("false",)), "c": Task("c", command=("true",))}
+    changes = compare_tasks(old, new)
+    assert (changes.added, changes.removed, changes.changed, changes.unchanged) == (
+        ("c",),
+        ("b",),
+        ("a",),
+        (),
+    )
+    assert compare_tasks(old, dict(old)).unchanged == ("a", "b")
+
+
+def test_a_replaced_registry_refuses_a_removed_task_by_name() -> None:
+    registry = TaskRegistry({"a": Task("a", command=("true",)), "b": Task("b", command=("true",))})
+    changes = registry.replace({"a": Task("a", command=("true",))})
+    assert changes.removed == ("b",)
+    assert "b" not in registry
+    assert registry.refusal(RunRequest(task="b")) == (
+        "task 'b' was removed by a reload (this container defines a)"
+    )
+    registry.replace({"a": Task("a", command=("true",)), "b": Task("b", command=("true",))})
+    assert registry.refusal(RunRequest(task="b")) is None  # added back: runs again
+    assert registry.removed == {}
+
+
+async def _executed(registry: TaskRegistry, task: str, swap: dict[str, Task]) -> list[Any]:
+    """The events of a run of ``task`` queued before the registry's tasks became ``swap``."""
+    queue = RunQueue(4)
+    executor = Executor(queue, registry, ChildSupervisor(), default_grace_s=1.0)
+    events: list[Any] = []
+    done = asyncio.Event()
+
+    def listen(_run: Any, event: Any) -> None:
+        events.append(event)
+        if event.kind == "done":
+            done.set()
+
+    queue.submit(RunRequest(task=task), listen)
+    registry.replace(swap)
+    consumer = asyncio.create_task(executor.run_forever())
+    async with asyncio.timeout(10):
+        await done.wait()
+    queue.close()
+    await consumer
+    return events
+
+
+async def test_a_queued_run_of_a_removed_task_gets_exactly_one_failed_result() -> None:
+    registry = TaskRegistry({"gone": Task("gone", handler=old_handler)})
+    events = await _executed(registry, "gone", {"other": Task("other", handler=ran_with)})
+    assert [event.kind for event in events] == ["queued", "done"]  # never started, one result
+    done = events[-1].fields
+    assert done["ok"] is False
+    assert done["reason"].startswith("task 'gone' was removed by a reload")
+
+
+async def test_a_queued_run_of_a_changed_task_runs_the_new_definition() -> None:
+    registry = TaskRegistry({"job": Task("job", handler=old_handler)})
+    events = await _executed(registry, "job", {"job": Task("job", handler=ran_with)})
+    assert [event.kind for event in events] == ["queued", "started", "done"]
+    assert events[-1].fields["output"] == {"handler": "new"}
+
+
+async def test_a_reload_swaps_the_tasks_and_the_ticker_plans(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    executor_registry = broker.executor.tasks
+    _replace(tasks_file, NEW_TASKS)
+    answer = broker.control(ControlRequest("reload"))
+    assert answer == {
+        "event": "reload",
+        "ok": True,
+        "reason": "",
+        "added": ["fresh"],
+        "removed": ["gone"],
+        "changed": ["edit"],
+        "unchanged": ["keep"],
+    }
+    assert sorted(broker.tasks.names()) == ["edit", "fresh", "keep"]
+    assert executor_registry is broker.tasks
+    assert broker.server.tasks is broker.tasks
+    assert sorted(plan.task for plan in broker.ticker.plans) == ["edit", "fresh"]
+    status = status_answer(broker)["reload"]
+    assert status["last_ok"] is True
+    assert status["last_changes"] == {"added": 1, "removed": 1, "changed": 1, "unchanged": 1}
+    assert "last reload" in render_status(status_answer(broker))
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[tasks.keep\ncommand = ['true']\n", "line 1"),
+        ("[tasks.keep]\ncommand = ['true']\ninterval = 'soon'\n", "tasks.keep: interval"),
+        ("[tasks.keep]\nhandler = 'no.such.module:run'\n", "cannot import 'no.such.module'"),
+        ("", "no tasks"),
+    ],
+)
+def test_a_bad_file_is_refused_and_the_old_tasks_stay(
+    make_broker: MakeBroker,
+    tasks_file: Path,
+    text: str,
+    named: str,
+    logs: list[Any],
+) -> None:
+    broker = make_broker()
+    before = dict(broker.tasks.tasks)
+    plans = list(broker.ticker.plans)
+    _replace(tasks_file, text)
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert named in answer["reason"]
+    assert str(tasks_file) in answer["reason"]
+    assert broker.tasks.tasks == before
+    assert broker.ticker.plans == plans
+    refused = [line for line in logs if line["event"] == "tasks.reload_refused"]
+    assert len(refused) == 1
+    assert named in refused[0]["error"]
+    status = status_answer(broker)["reload"]
+    assert status["last_ok"] is False
+    assert named in status["last_error"]
+    health = health_answer(broker)
+    assert health["ok"] is True  # degraded, not dead: the old tasks still run
+    assert any("last reload of the tasks file failed" in w for w in health["warnings"])
+    assert "FAILED" in render_status(status_answer(broker))
+    _replace(tasks_file, TASKS)
+    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert "warnings" not in health_answer(broker)
+    assert status_answer(broker)["reload"]["last_failed_at"] is not None  # still said
+
+
+def test_without_a_tasks_file_there_is_nothing_to_reload(
+    make_broker: MakeBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_broker()  # the environment of the others, then as if RUNBROKER_TASKS_FILE were unset
+    monkeypatch.delenv("RUNBROKER_TASKS_FILE")
+    settings = load_settings()
+    settings.tasks_file = tmp_path / "absent.toml"  # the default path, absent at start
+    settings.__pydantic_fields_set__.discard("tasks_file")
+    assert not settings.tasks_file_required
+    registry = TaskRegistry({"default": Task("default", command=("true",))})
+    broker = Broker(settings, registry, Signals(), default_command=("true",))
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert answer["reason"].startswith("no tasks file to reload")
+    assert status_answer(broker)["reload"]["watch"] == "none"
+    assert "tasks file: none" in render_status(status_answer(broker))
+
+
+def test_an_unchanged_file_is_not_reloaded_for_a_file_event(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    assert broker.reloader.reload("file", only_if_changed=True) is None
+    _replace(tasks_file, NEW_TASKS)
+    outcome = broker.reloader.reload("file", only_if_changed=True)
+    assert outcome is not None
+    assert outcome.ok
+    again = broker.reloader.reload("signal")  # asked for: always reloaded
+    assert again is not None
+    assert again.changes is not None
+    assert again.changes.unchanged == ("edit", "fresh", "keep")
+
+
+def test_the_command_lines_default_task_survives_a_reload(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    broker.reloader.default_command = ("true",)
+    broker.tasks.replace({**broker.tasks.tasks, "default": Task("default", command=("true",))})
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is True
+    assert "default" in answer["unchanged"]
+
+
+def test_new_tasks_get_their_zero_metric_series(make_broker: MakeBroker, tasks_file: Path) -> None:
+    broker = make_broker(METRICS_ADDR="127.0.0.1:0")
+    assert broker.metrics_server is not None
+    _replace(tasks_file, NEW_TASKS)
+    assert broker.control(ControlRequest("reload"))["ok"] is True
+    text = broker.metrics_server.metrics.exposition().decode()
+    assert 'runbroker_runs_total{outcome="failed",task="fresh",trigger="tick"} 0.0' in text
+    assert 'runbroker_last_success_timestamp_seconds{task="fresh"} 0.0' in text
+
+
+def test_the_reload_op_is_decoded() -> None:
+    assert decode_request(b'{"op": "reload"}\n') == ControlRequest("reload")
+
+
+def test_a_reload_summary_for_people() -> None:
+    answer = {"added": ["a"], "removed": [], "changed": ["b", "c"], "unchanged": ["d"]}
+    assert reload_summary(answer) == "1 added (a), 0 removed, 2 changed (b, c), 1 unchanged"
+    counts = {"added": 1, "removed": 0, "changed": 2, "unchanged": 1}
+    assert reload_summary(counts) == "1 added, 0 removed, 2 changed, 1 unchanged"
+
+
+async def test_sighup_and_a_file_change_wake_a_reload(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    reloaded: asyncio.Queue[str] = asyncio.Queue()
+    reloader = broker.reloader
+    reloader.listeners.append(lambda _changes: reloaded.put_nowait(reloader.last_source))
+    sighup = asyncio.Event()
+    watcher = start_watching(reloader)
+    looping = asyncio.create_task(reload_forever(reloader, sighup, watcher, debounce_s=0.01))
+    try:
+        async with asyncio.timeout(10):
+            sighup.set()
+            assert await reloaded.get() == "signal"
+            _replace(tasks_file, NEW_TASKS)
+            assert await reloaded.get() == "file"
+            assert "fresh" in broker.tasks
+    finally:
+        looping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await looping
+    assert broker.reloader.watch == "inotify"
+
+
+def test_with_a_database_a_grace_that_breaks_fencing_is_refused(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker(DATABASE_URL="postgresql://app@127.0.0.1:5432/app", LEASE="20s")
+    widened: list[float] = []
+    broker.reloader.fence_widen = widened.append
+    _replace(tasks_file, TASKS + '[tasks.slow]\ncommand = ["true"]\ngrace = "11s"\n')
+    refused = broker.control(ControlRequest("reload"))
+    assert refused["ok"] is False
+    assert (
+        "the grace of task slow (11s) must be at most half of RUNBROKER_LEASE" in refused["reason"]
+    )
+    assert "slow" not in broker.tasks
+    _replace(tasks_file, TASKS + '[tasks.slow]\ncommand = ["true"]\ngrace = "8s"\n')
+    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert widened == [8.0]  # the runner's fence leaves room for the longest grace
+
+
+def test_a_fence_widens_but_never_narrows() -> None:
+    fence: LeaseFence[object] = LeaseFence(20.0, 2.0, lambda _held: None)
+    before = fence.lead_s
+    fence.widen(8.0)
+    assert fence.lead_s == lead_s(20.0, 8.0) > before
+    fence.widen(1.0)
+    assert fence.lead_s == lead_s(20.0, 8.0)
+
+
+def test_the_same_file_read_twice_is_unchanged_for_every_schedule_form() -> None:
+    text = "".join(
+        f'[tasks.t{i}]\ncommand = ["true"]\nschedule = "{spec}"\ntz = "Europe/Berlin"\n'
+        for i, spec in enumerate(
+            [
+                "every 5m",
+                "daily 02:30",
+                "weekly mon 02:30",
+                "cron 30 2 * * *",
+                "at 2030-01-01T00:00:00Z",
+            ]
+        )
+    )
+    changes = compare_tasks(parse_tasks_toml(text), parse_tasks_toml(text))
+    assert changes.unchanged == ("t0", "t1", "t2", "t3", "t4")
+
+
+async def test_a_change_before_the_watch_began_is_not_missed(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()  # the tasks were read here
+    _replace(tasks_file, NEW_TASKS)  # ... and the file changed before the watch was set up
+    watcher = start_watching(broker.reloader)
+    assert watcher is not None
+    watcher.close()
+    assert broker.reloader.file_changed.is_set()
+    outcome = broker.reloader.reload("file", only_if_changed=True)
+    assert outcome is not None
+    assert outcome.ok
