@@ -96,6 +96,17 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
         "recent",
         "ticks",
         "database",
+        "reload",
+    }
+    assert status["reload"] == {
+        "tasks_file": str(workdir / "tasks.toml"),
+        "watch": "inotify",
+        "last_at": None,
+        "last_source": None,
+        "last_ok": None,
+        "last_changes": None,
+        "last_error": None,
+        "last_failed_at": None,
     }
     assert set(status["queue"]) == {
         "capacity",

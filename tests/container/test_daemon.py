@@ -3,9 +3,11 @@ container (the ``daemon`` service of docker-compose.yml: the broker's hardening,
 the acceptance suite's compose backend), and everything else goes through ``exec``, ``stop``,
 ``kill`` and the image's HEALTHCHECK.
 
-Three behaviour tests of the acceptance suite (tests/acceptance/test_broker.py) run here too,
-unchanged, with this module's ``start_daemon``: the daemon in a container instead of a PID
-namespace of the test process. They are imported below under their own names."""
+Behaviour tests of the acceptance suite run here too, unchanged, with this module's
+``start_daemon``: the daemon in a container instead of a PID namespace of the test process
+(three of PID 1's scenarios; three of reloading: ``podman kill --signal HUP``, a rename over
+the bind-mounted file seen by the watch inside the container, a refused file). They are
+imported below under their own names."""
 
 from __future__ import annotations
 
@@ -27,12 +29,20 @@ from tests.acceptance.pid1_scenarios import (
     test_second_signal_forces_exit,
     test_sigterm_during_a_run,
 )
+from tests.acceptance.test_reload import (
+    test_a_bad_file_is_refused_and_the_old_tasks_keep_working,
+    test_a_rename_over_the_file_is_picked_up,
+    test_sighup_reloads_a_task_that_can_then_be_triggered,
+)
 from tests.container.conftest import Engine
 from tests.support.eventually import eventually
 
 __all__ = [
+    "test_a_bad_file_is_refused_and_the_old_tasks_keep_working",
+    "test_a_rename_over_the_file_is_picked_up",
     "test_orphans_leave_no_zombies",
     "test_second_signal_forces_exit",
+    "test_sighup_reloads_a_task_that_can_then_be_triggered",
     "test_sigterm_during_a_run",
 ]
 
