@@ -13,10 +13,11 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from daemon.setting_values import (
+    ByteSize,
     Duration,
     checked_socket_path,
     database_url_problem,
@@ -81,6 +82,10 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics_addr: str | None = None
+    # The output journal of `runbroker logs` (daemon.core.journal).
+    output_run_bytes: ByteSize = Field(1024 * 1024, ge=4096, le=1024**3)
+    output_history_runs: int = Field(32, ge=0, le=10_000)
+    output_history_bytes: ByteSize = Field(16 * 1024 * 1024, ge=0, le=16 * 1024**3)
 
     @field_validator("log_format", "log_level", mode="before")
     @classmethod
@@ -104,6 +109,15 @@ class Settings(BaseSettings):
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
         return normalized_host_port(value)
+
+    @model_validator(mode="after")
+    def _output_bounds(self) -> Settings:
+        if self.output_history_runs and self.output_run_bytes > self.output_history_bytes:
+            raise ValueError(
+                "RUNBROKER_OUTPUT_RUN_BYTES: must not exceed RUNBROKER_OUTPUT_HISTORY_BYTES "
+                "(a finished run must fit the history)"
+            )
+        return self
 
     @property
     def lock_directory(self) -> Path:
@@ -170,9 +184,11 @@ def load_settings() -> Settings:
         settings = Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
-        field_name = str(first["loc"][0]) if first["loc"] else "?"
-        variable = _ALIASED.get(field_name, field_name)
         message = str(first["msg"]).removeprefix("Value error, ")
+        if not first["loc"]:  # a rule between settings: its message names them
+            raise SettingsError(message) from None
+        field_name = str(first["loc"][0])
+        variable = _ALIASED.get(field_name, field_name)
         raise SettingsError(f"{variable}: {message}") from None
     if settings.database_url is None:
         if settings.database_url_file is not None:

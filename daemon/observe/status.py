@@ -11,7 +11,11 @@
      "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
                  "finished_at"}],
      "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
+     "journal": {"bytes", "runs", "run_bytes_max", "history_runs_max", "history_bytes_max"},
      "database": null | {...}}
+
+``journal`` is the output ``runbroker logs`` reads: the bytes its lines hold now, and how
+many runs (the running one and the finished ones kept), with its bounds.
 
 ``health``: ``{"event": "health", "ok": bool, "reason": str, "warnings": [str]}`` (``reason``
 empty when healthy, ``warnings`` omitted when there are none). Unhealthy, with the reason in one
@@ -121,6 +125,7 @@ def status_answer(broker: BrokerState) -> dict[str, Any]:
         ],
         "recent": [_result_summary(run) for run in broker.recent],
         "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
+        "journal": broker.journal.figures(),
         "database": database,
     }
 

@@ -96,6 +96,8 @@ def decode_request(line: bytes) -> Request:
             if not run_id:
                 raise ProtocolError("cancel needs an id")
             _name(run_id, "id")
+        if op == "logs":
+            return _logs_request(obj, run_id)
         return ControlRequest(op=op, id=run_id)
     task = _name(obj["task"], "task") if "task" in obj else "default"
     args = obj.get("args")
@@ -105,6 +107,23 @@ def decode_request(line: bytes) -> Request:
         _string_list(args, "args") if args is not None else (),
         _string_map(env, "env") if env is not None else None,
     )
+
+
+def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
+    """``{"op": "logs"}`` with a run ``id`` or a ``task`` (or neither), and ``follow``."""
+    task = obj.get("task", "")
+    follow = obj.get("follow", False)
+    if not isinstance(task, str):
+        raise ProtocolError("invalid request: task must be a string")
+    if not isinstance(follow, bool):
+        raise ProtocolError("invalid request: follow must be true or false")
+    if run_id and task:
+        raise ProtocolError("invalid request: logs takes an id or a task, not both")
+    if run_id:
+        _name(run_id, "id")
+    if task:
+        _name(task, "task")
+    return ControlRequest(op="logs", id=run_id, task=task, follow=follow)
 
 
 # -- the answers ---------------------------------------------------------------------------

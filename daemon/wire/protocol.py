@@ -3,7 +3,8 @@
 One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
 30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
+``health``, ``logs`` (``id`` or ``task``, ``follow``: ``logs_answers``). Answers are JSON
+objects, one per line, with at least ``event`` and ``ok``.
 
 At import this module loads only the standard library's ``json``: the thin client loads it on
 every cold ``docker exec``, and encodes its request and decodes the answers with it. The
@@ -42,7 +43,7 @@ REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
 REASON_USER_CANCEL = "cancelled by request"
 # A client may try again later (exit 75): the daemon is busy, full or stopping.
 TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY})
-CONTROL_OPS = ("status", "cancel", "health")
+CONTROL_OPS = ("status", "cancel", "health", "logs")
 
 
 class ProtocolError(ValueError):
@@ -87,22 +88,28 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health`` or ``cancel`` (which names a run ``id``)."""
+    """``op`` is ``status``, ``health``, ``cancel`` (which names a run ``id``) or ``logs`` (a
+    run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run ends)."""
 
-    __slots__ = ("id", "op")
+    __slots__ = ("follow", "id", "op", "task")
 
-    def __init__(self, op: str, id: str = "") -> None:
+    def __init__(self, op: str, id: str = "", task: str = "", follow: bool = False) -> None:
         self.op = op
         self.id = id
+        self.task = task
+        self.follow = follow
+
+    def _key(self) -> tuple[str, str, str, bool]:
+        return (self.op, self.id, self.task, self.follow)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ControlRequest) and (self.op, self.id) == (other.op, other.id)
+        return isinstance(other, ControlRequest) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.op, self.id))
+        return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"ControlRequest(op={self.op!r}, id={self.id!r})"
+        return "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r})".format(*self._key())
 
 
 Request = SubmitRequest | ControlRequest
@@ -117,8 +124,9 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        if request.id:
-            body["id"] = request.id
+        for key in ("id", "task", "follow"):
+            if getattr(request, key):
+                body[key] = getattr(request, key)
     else:
         body = {}
         if request.task != "default":

@@ -67,6 +67,10 @@ class Run:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     @property
     def listened(self) -> bool:
         """Whether anyone hears this run's events (else the caller need not build them)."""
