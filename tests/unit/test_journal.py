@@ -1,0 +1,136 @@
+"""The output journal: a run's lines bounded in bytes (the newest kept, the dropped counted, in
+order), and the history of finished runs bounded in runs and in bytes."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daemon.core.journal import Journal, RunLog, line_bytes
+from daemon.core.runqueue import Run, RunRequest, RunResult, new_run_id
+from daemon.wire.logs_answers import looks_like_run_id
+
+OK = RunResult(ok=True, exit_code=0)
+_lines = st.lists(st.text(max_size=300), max_size=300)
+
+
+def _run(task: str = "job") -> Run:
+    return Run(RunRequest(task=task))
+
+
+def _finished(journal: Journal, task: str, *lines: str) -> RunLog:
+    log = journal.begin(_run(task))
+    for line in lines:
+        log.add("stdout", line)
+    journal.end(log, OK)
+    return log
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=_lines, cap=st.integers(min_value=0, max_value=20_000))
+def test_a_run_keeps_its_newest_lines_in_order_within_its_bytes(lines: list[str], cap: int) -> None:
+    log = RunLog(_run(), cap)
+    for number, line in enumerate(lines):
+        log.add("stderr" if number % 3 == 0 else "stdout", line)
+        assert log.bytes <= cap  # the bound holds after every line, not only at the end
+    kept = [line for _stream, line, _at in log.lines()]
+    assert log.bytes == sum(line_bytes(line) for line in kept)
+    assert kept == lines[len(lines) - len(kept) :]  # the newest, in order
+    assert log.first_seq == len(lines) - len(kept)  # what was dropped is counted
+    assert log.end_seq == len(lines)
+    if log.first_seq:  # as many kept as fit: the next older one would not have
+        assert log.bytes + line_bytes(lines[log.first_seq - 1]) > cap
+    streams = [stream for stream, _line, _at in log.lines()]
+    assert streams == [
+        "stderr" if n % 3 == 0 else "stdout" for n in range(log.first_seq, len(lines))
+    ]
+    times = [at for _stream, _line, at in log.lines()]
+    assert times == sorted(times)
+    for seq in range(log.first_seq, log.end_seq):
+        assert log.line_at(seq)[1] == lines[seq]
+
+
+def test_many_lines_through_a_small_buffer_keep_the_tail() -> None:
+    log = RunLog(_run(), 64 * 1024)
+    for number in range(100_000):  # compacts the list many times over
+        log.add("stdout", f"line {number}")
+    assert log.bytes <= 64 * 1024
+    assert log.line_at(log.end_seq - 1)[1] == "line 99999"
+    assert log.line_count == log.end_seq - log.first_seq
+    assert [line for _s, line, _a in log.lines()][:2] == [
+        f"line {log.first_seq}",
+        f"line {log.first_seq + 1}",
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(_lines, max_size=40),
+    runs_max=st.integers(min_value=0, max_value=8),
+    history_bytes=st.integers(min_value=0, max_value=50_000),
+)
+def test_the_history_keeps_the_newest_runs_within_its_count_and_bytes(
+    runs: list[list[str]], runs_max: int, history_bytes: int
+) -> None:
+    journal = Journal(
+        run_bytes_max=20_000, history_runs_max=runs_max, history_bytes_max=history_bytes
+    )
+    logs = [_finished(journal, f"t{number}", *lines) for number, lines in enumerate(runs)]
+    kept = list(journal.history())  # newest first
+    assert len(kept) <= runs_max
+    assert journal.history_bytes == sum(log.bytes for log in kept) <= history_bytes
+    assert kept == list(reversed(logs))[: len(kept)]  # the newest runs, none skipped
+    if len(kept) < min(runs_max, len(logs)):  # the next older run would not have fitted
+        assert journal.history_bytes + logs[-len(kept) - 1].bytes > history_bytes
+    assert journal.current is None
+    assert journal.bytes_held == journal.history_bytes
+
+
+def test_eviction_by_count_and_by_bytes() -> None:
+    journal = Journal(run_bytes_max=10_000, history_runs_max=3, history_bytes_max=10**9)
+    logs = [_finished(journal, "job", "x") for _ in range(5)]
+    assert [log.run_id for log in journal.history()] == [log.run_id for log in logs[:1:-1]]
+    assert journal.find(logs[0].run_id) is None
+    assert journal.evicted_runs == 2
+    one_run = logs[0].bytes
+    journal = Journal(run_bytes_max=10_000, history_runs_max=30, history_bytes_max=2 * one_run)
+    logs = [_finished(journal, "job", "x") for _ in range(5)]
+    assert list(journal.history()) == [logs[4], logs[3]]
+
+
+def test_selection_prefers_the_running_run_then_the_latest_finished() -> None:
+    journal = Journal()
+    assert journal.latest() is None
+    first = _finished(journal, "a", "1")
+    second = _finished(journal, "b", "2")
+    assert journal.latest() is second
+    assert journal.latest("a") is first
+    assert journal.latest("c") is None
+    running = journal.begin(_run("a"))
+    assert journal.latest() is running
+    assert journal.latest("a") is running
+    assert journal.latest("b") is second
+    assert journal.find(running.run_id) is running
+    assert journal.find(first.run_id) is first
+    assert journal.figures()["runs"] == 3
+
+
+def test_followers_hear_each_line_and_the_end_then_are_let_go() -> None:
+    journal = Journal()
+    log = journal.begin(_run())
+    heard: list[str] = []
+    log.followers.append(lambda: heard.append("wake"))
+    log.add("stdout", "a")
+    log.add("stdout", "b")
+    assert heard == ["wake", "wake"]
+    journal.end(log, OK)
+    assert heard == ["wake", "wake", "wake"]
+    assert log.followers == []
+    assert log.result is OK
+    assert log.finished_at is not None
+
+
+def test_run_ids_have_a_form_task_names_do_not() -> None:
+    assert looks_like_run_id(new_run_id())
+    for name in ("default", "report", "r-1", "nightly-2", "r12-x", ""):
+        assert not looks_like_run_id(name)
