@@ -3,12 +3,20 @@ order), and the history of finished runs bounded in runs and in bytes."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from daemon.core.executor import Executor
 from daemon.core.journal import Journal, RunLog, line_bytes
-from daemon.core.runqueue import Run, RunRequest, RunResult, new_run_id
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult, new_run_id
+from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.wire.logs_answers import looks_like_run_id
+from tests.support.eventually import eventually_async
+from tests.unit.conftest import JOB_ENV
 
 OK = RunResult(ok=True, exit_code=0)
 _lines = st.lists(st.text(max_size=300), max_size=300)
@@ -134,3 +142,55 @@ def test_run_ids_have_a_form_task_names_do_not() -> None:
     assert looks_like_run_id(new_run_id())
     for name in ("default", "report", "r-1", "nightly-2", "r12-x", ""):
         assert not looks_like_run_id(name)
+
+
+async def test_the_executor_journals_every_run_it_starts() -> None:
+    """A command's lines (both streams, in order) reach the journal whether or not anyone
+    listens; a handler's run is journaled with no lines; a run cancelled while it runs ends
+    in the history with its result; a run refused before it starts is not journaled."""
+    journal = Journal()
+    queue = RunQueue(8)
+
+    async def quiet(_run: RunContext) -> dict[str, Any] | None:
+        return None
+
+    async def forever(_run: RunContext) -> dict[str, Any] | None:
+        await asyncio.Event().wait()
+        return None
+
+    tasks = TaskRegistry(
+        {
+            "chatty": Task(name="chatty", command=("sh", "-c", "seq 1 500; echo bad >&2; exit 4")),
+            "quiet": Task(name="quiet", handler=quiet, handler_ref="tests:quiet"),
+            "forever": Task(name="forever", handler=forever, handler_ref="tests:forever"),
+        }
+    )
+    executor = Executor(
+        queue, tasks, ChildSupervisor(), default_grace_s=1.0, base_env=JOB_ENV, journal=journal
+    )
+    consumer = asyncio.create_task(executor.run_forever())
+    try:
+        chatty = queue.submit(RunRequest(task="chatty"))
+        quiet_run = queue.submit(RunRequest(task="quiet"))
+        stuck = queue.submit(RunRequest(task="forever"))
+        await chatty.wait()
+        await quiet_run.wait()
+        await eventually_async(lambda: executor.cancel_current(stuck.id), "the stuck run to run")
+        await stuck.wait()
+        tasks.tasks.pop("chatty")
+        refused = queue.submit(RunRequest(task="chatty"))  # refused at start: tasks changed
+        await refused.wait()
+    finally:
+        queue.close()
+        executor.shutdown_running(0.0)
+        await asyncio.wait_for(consumer, 10)
+    stuck_log, quiet_log, chatty_log = list(journal.history())
+    assert [line for _s, line, _a in chatty_log.lines()] == [*map(str, range(1, 501)), "bad"]
+    assert chatty_log.line_at(500)[0] == "stderr"
+    assert chatty_log.result is not None
+    assert chatty_log.result.exit_code == 4
+    assert (quiet_log.run_id, quiet_log.line_count) == (quiet_run.id, 0)
+    assert stuck_log.result is not None
+    assert stuck_log.result.cancelled
+    assert journal.find(refused.id) is None
+    assert journal.current is None
