@@ -95,8 +95,17 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
         "waiting",
         "recent",
         "ticks",
+        "journal",
         "database",
     }
+    assert set(status["journal"]) == {
+        "bytes",
+        "runs",
+        "run_bytes_max",
+        "history_runs_max",
+        "history_bytes_max",
+    }
+    assert status["journal"]["runs"] == 1  # the run of `ok`, which printed nothing
     assert set(status["queue"]) == {
         "capacity",
         "waiting",
@@ -113,6 +122,7 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
     human = daemon.exec("status")
     assert human.returncode == 0
     assert "recent:" in human.stdout
+    assert "output kept: 0.0 MiB of 1 runs (at most 1 MiB a run" in human.stdout
 
 
 def test_health_follows_the_database_away_and_back(
