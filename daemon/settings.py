@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from daemon.setting_values import (
@@ -110,15 +110,6 @@ class Settings(BaseSettings):
     def _host_port(cls, value: str | None) -> str | None:
         return normalized_host_port(value)
 
-    @model_validator(mode="after")
-    def _output_bounds(self) -> Settings:
-        if self.output_history_runs and self.output_run_bytes > self.output_history_bytes:
-            raise ValueError(
-                "RUNBROKER_OUTPUT_RUN_BYTES: must not exceed RUNBROKER_OUTPUT_HISTORY_BYTES "
-                "(a finished run must fit the history)"
-            )
-        return self
-
     @property
     def lock_directory(self) -> Path:
         return self.lock_dir if self.lock_dir is not None else self.socket.parent
@@ -184,12 +175,15 @@ def load_settings() -> Settings:
         settings = Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
+        field_name = str(first["loc"][0]) if first["loc"] else "?"
         message = str(first["msg"]).removeprefix("Value error, ")
-        if not first["loc"]:  # a rule between settings: its message names them
-            raise SettingsError(message) from None
-        field_name = str(first["loc"][0])
         variable = _ALIASED.get(field_name, field_name)
         raise SettingsError(f"{variable}: {message}") from None
+    if settings.output_history_runs and settings.output_run_bytes > settings.output_history_bytes:
+        raise SettingsError(
+            "RUNBROKER_OUTPUT_RUN_BYTES: must not exceed RUNBROKER_OUTPUT_HISTORY_BYTES "
+            "(a finished run must fit the history)"
+        )
     if settings.database_url is None:
         if settings.database_url_file is not None:
             url = _read_url_file(settings.database_url_file, "RUNBROKER_DATABASE_URL_FILE")

@@ -3,7 +3,8 @@
 Which run: an argument of a run id's form (``r`` and hex digits, ``-``, a number: what
 ``trigger`` and ``status`` show) is that run; any other argument is a task (its running run,
 else its latest finished one); none is the running run, else the latest finished one.
-``--task`` names a task whatever its name looks like.
+``--task`` names a task whatever its name looks like. ``--runs N`` lists the last N finished
+runs instead.
 """
 
 from __future__ import annotations
@@ -33,10 +34,15 @@ def logs_request(target: str, task: str, follow: bool) -> ControlRequest | None:
 
 def main(args: argparse.Namespace) -> int:
     from daemon.wire import client, logs_client
+    from daemon.wire.protocol import ControlRequest
 
     request = logs_request(args.target or "", args.task or "", args.follow)
+    if args.runs and (args.target or args.task or args.follow):
+        request = None
+    elif args.runs:
+        request = ControlRequest("logs", runs=args.runs)
     if request is None:
-        print("runbroker: logs: give a RUN_ID or --task TASK, not both", file=sys.stderr)
+        print("runbroker: logs: give a RUN_ID, or --task TASK, or --runs N alone", file=sys.stderr)
         return EXIT_USAGE
     path = args.socket or client.socket_path_from_env()
     return logs_client.logs(path, request, as_json=args.json)

@@ -28,6 +28,15 @@ def env_arg(text: str) -> tuple[str, str]:
     return pair
 
 
+def runs_arg(text: str) -> int:
+    """``logs --runs N``: how many finished runs to list."""
+    from daemon.wire.logs_answers import MAX_LISTED_RUNS
+
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LISTED_RUNS:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to {MAX_LISTED_RUNS}")
+    return int(text)
+
+
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
@@ -102,6 +111,9 @@ def build_parser(
         "-f", "--follow", action="store_true", help="then the live lines until the run ends"
     )
     logs.add_argument("--task", metavar="TASK", help="a task, whatever its name looks like")
+    logs.add_argument(
+        "--runs", type=runs_arg, default=0, metavar="N", help="list the last N finished runs"
+    )
     logs.add_argument("--json", action="store_true", help="print the raw answer lines")
     logs.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
 
@@ -158,6 +170,7 @@ exit codes:
 examples:
   runbroker logs                         the running run, else the latest finished one
   runbroker logs report -f               follow the task report's run until it ends
+  runbroker logs --runs 10               the last 10 finished runs: id, task, outcome, ...
 """
 
 RUN_HELP = """\

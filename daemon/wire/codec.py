@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
     CONTROL_OPS,
     EVENT_DONE,
@@ -117,13 +118,16 @@ def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
         raise ProtocolError("invalid request: task must be a string")
     if not isinstance(follow, bool):
         raise ProtocolError("invalid request: follow must be true or false")
+    runs = obj.get("runs", 0)
+    if not isinstance(runs, int) or isinstance(runs, bool) or not 0 <= runs <= MAX_LISTED_RUNS:
+        raise ProtocolError(f"invalid request: runs must be a number from 0 to {MAX_LISTED_RUNS}")
     if run_id and task:
         raise ProtocolError("invalid request: logs takes an id or a task, not both")
     if run_id:
         _name(run_id, "id")
     if task:
         _name(task, "task")
-    return ControlRequest(op="logs", id=run_id, task=task, follow=follow)
+    return ControlRequest(op="logs", id=run_id, task=task, follow=follow, runs=runs)
 
 
 # -- the answers ---------------------------------------------------------------------------

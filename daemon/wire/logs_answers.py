@@ -9,6 +9,11 @@ when it was read, in seconds since the epoch) and, when following, the live ones
 run's ``done`` line when it has ended (``dropped_lines`` there: lines this client missed by
 reading too slowly). A refusal is a single ``logs`` line with ``ok`` false and a ``reason``.
 
+With ``"runs": N`` (1 to ``MAX_LISTED_RUNS``) the answer is instead one ``runs`` line: ``runs``,
+the last N finished runs the journal keeps, newest first, each ``id``, ``task``, ``trigger``,
+``outcome`` (``succeeded``, ``failed``, ``timed_out``, ``cancelled``), ``reason``,
+``exit_code``, ``started_at``, ``duration_ms``, ``lines`` (written) and ``kept_lines``.
+
 Standard library only: the thin client's ``logs`` loads it.
 """
 
@@ -21,6 +26,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 EVENT_LOGS = "logs"
+EVENT_RUNS = "runs"
+MAX_LISTED_RUNS = 10_000
 STATE_QUEUED = "queued"
 STATE_RUNNING = "running"
 STATE_DONE = "done"
@@ -61,3 +68,7 @@ def logs_refusal(reason: str) -> dict[str, Any]:
 def logged_line(run_id: str, stream: str, line: str, at: float) -> dict[str, Any]:
     """An ``output`` line from the journal: a run's ``output`` event, and when it was read."""
     return {"ok": True, "id": run_id, "stream": stream, "line": line, "at": round(at, 6)}
+
+
+def runs_answer(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"event": EVENT_RUNS, "ok": True, "runs": runs}

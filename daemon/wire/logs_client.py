@@ -12,7 +12,7 @@ import sys
 
 from daemon.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from daemon.wire import client
-from daemon.wire.logs_answers import EVENT_LOGS, STATE_QUEUED
+from daemon.wire.logs_answers import EVENT_LOGS, EVENT_RUNS, STATE_QUEUED
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, ControlRequest
 
 TYPE_CHECKING = False
@@ -70,6 +70,10 @@ def logs(
             kind = event.get("event")
             if as_json:
                 print(json.dumps(event, ensure_ascii=False), file=out, flush=True)
+            if kind == EVENT_RUNS:
+                if not as_json:
+                    print(runs_table(event.get("runs") or []), file=out)
+                return EXIT_OK
             if kind == EVENT_LOGS and not event.get("ok"):
                 _say(str(event.get("reason", "no such run")), err)
                 return EXIT_USAGE
@@ -101,3 +105,35 @@ def logs(
         return EXIT_OK  # a running run's lines so far: all there was to print
     _say("connection closed before the run's result", err)
     return EXIT_UNAVAILABLE
+
+
+def runs_table(runs: list[dict[str, Any]]) -> str:
+    """The finished runs of a ``runs`` answer, one a line, newest first."""
+    import time
+
+    rows = [["ID", "TASK", "TRIGGER", "OUTCOME", "STARTED", "DURATION", "LINES"]]
+    for run in runs:
+        started = run.get("started_at")
+        when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(started)) if started else "-"
+        outcome = str(run.get("outcome", "?"))
+        if run.get("exit_code") not in (None, 0):
+            outcome += f" ({run['exit_code']})"
+        lines, kept = run.get("lines", 0), run.get("kept_lines", 0)
+        rows.append(
+            [
+                str(run.get("id", "?")),
+                str(run.get("task", "?")),
+                str(run.get("trigger", "?")),
+                outcome,
+                when,
+                f"{(run.get('duration_ms') or 0) / 1000:.3f}s",
+                str(lines) if lines == kept else f"{lines} ({kept} kept)",
+            ]
+        )
+    if len(rows) == 1:
+        return "no finished run kept"
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )

@@ -10,6 +10,9 @@ listener) and followed from its start.
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import Event, Run, RunQueue
 from daemon.core.tasks import TaskRegistry
@@ -22,6 +25,7 @@ from daemon.wire.logs_answers import (
     logged_line,
     logs_header,
     logs_refusal,
+    runs_answer,
 )
 from daemon.wire.protocol import (
     EVENT_DONE,
@@ -153,6 +157,24 @@ class LogReader:
             self.queued = None
 
 
+def _summary(log: RunLog) -> dict[str, Any]:
+    """A finished run as ``runs`` lists it."""
+    result = log.result
+    assert result is not None
+    return {
+        "id": log.run_id,
+        "task": log.task,
+        "trigger": log.trigger,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "exit_code": result.exit_code,
+        "started_at": log.started_at,
+        "duration_ms": result.duration_ms,
+        "lines": log.end_seq,
+        "kept_lines": log.line_count,
+    }
+
+
 def open_logs(
     stream: AnswerStream,
     journal: Journal,
@@ -161,7 +183,12 @@ def open_logs(
     request: ControlRequest,
 ) -> LogReader | None:
     """Answer a ``logs`` request on ``stream``: its header, then the reader that sends the
-    lines; None (and the refusal sent) when there is no such run."""
+    lines; None (and the refusal sent) when there is no such run, or for a list of runs."""
+    if request.runs:
+        listed = itertools.islice(journal.history(), request.runs)
+        stream._send(encode_event(**runs_answer([_summary(log) for log in listed])))
+        stream._finish()
+        return None
     chosen = select(journal, queue, tasks, request)
     if isinstance(chosen, str):
         stream._send(encode_event(**logs_refusal(chosen)))

@@ -89,18 +89,22 @@ class SubmitRequest:
 
 class ControlRequest:
     """``op`` is ``status``, ``health``, ``cancel`` (which names a run ``id``) or ``logs`` (a
-    run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run ends)."""
+    run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run ends;
+    ``runs``: instead, a list of the last finished runs, at most that many)."""
 
-    __slots__ = ("follow", "id", "op", "task")
+    __slots__ = ("follow", "id", "op", "runs", "task")
 
-    def __init__(self, op: str, id: str = "", task: str = "", follow: bool = False) -> None:
+    def __init__(
+        self, op: str, id: str = "", task: str = "", follow: bool = False, runs: int = 0
+    ) -> None:
         self.op = op
         self.id = id
         self.task = task
         self.follow = follow
+        self.runs = runs
 
-    def _key(self) -> tuple[str, str, str, bool]:
-        return (self.op, self.id, self.task, self.follow)
+    def _key(self) -> tuple[str, str, str, bool, int]:
+        return (self.op, self.id, self.task, self.follow, self.runs)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ControlRequest) and self._key() == other._key()
@@ -109,7 +113,9 @@ class ControlRequest:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r})".format(*self._key())
+        return "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r})".format(
+            *self._key()
+        )
 
 
 Request = SubmitRequest | ControlRequest
@@ -124,7 +130,7 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        for key in ("id", "task", "follow"):
+        for key in ("id", "task", "follow", "runs"):
             if getattr(request, key):
                 body[key] = getattr(request, key)
     else:

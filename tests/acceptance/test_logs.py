@@ -74,6 +74,13 @@ def test_following_a_ticked_run_prints_all_its_output_and_exits_with_its_status(
     )
     assert (lines[-1]["event"], lines[-1]["exit_code"]) == ("done", 3)
 
+    listed = daemon.exec("logs", "--runs", "5")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["ID", "TASK", "TRIGGER", "OUTCOME", "STARTED", "DURATION", "LINES"]
+    assert row.split()[:5] == [started["run_id"], "chatty", "tick", "failed", "(3)"]
+    assert row.split()[-1] == str(CHATTY_LINES + 1)
+
     unknown = daemon.exec("logs", "r0000000-1")
     assert unknown.returncode == 2
     assert unknown.stderr.startswith("runbroker: no run 'r0000000-1'")

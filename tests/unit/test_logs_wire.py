@@ -35,6 +35,7 @@ HIGH_WATER_BYTES = 64 * 1024  # where asyncio's transports pause their protocol
             ControlRequest("logs", "", "report", True),
         ),
         (b'{"op":"logs","follow":false}', ControlRequest("logs")),
+        (b'{"op":"logs","runs":5}', ControlRequest("logs", runs=5)),
     ],
 )
 def test_logs_requests_decode(line: bytes, request_: ControlRequest) -> None:
@@ -47,6 +48,10 @@ def test_logs_requests_decode(line: bytes, request_: ControlRequest) -> None:
     [
         (b'{"op":"logs","follow":"yes"}', "invalid request: follow must be true or false"),
         (b'{"op":"logs","follow":1}', "invalid request: follow must be true or false"),
+        (b'{"op":"logs","runs":-1}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","runs":true}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","runs":"5"}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","runs":10001}', "invalid request: runs must be a number from 0 to 10000"),
         (b'{"op":"logs","task":7}', "invalid request: task must be a string"),
         (b'{"op":"logs","id":7}', "invalid request: id must be a string"),
         (
@@ -288,3 +293,33 @@ async def test_a_reader_that_leaves_stops_following() -> None:
     assert log.followers == []
     log.add("stdout", "nobody hears this")
     journal.end(log, FAILED)
+
+
+async def test_the_last_finished_runs_are_listed_newest_first() -> None:
+    journal = Journal()
+    logs = []
+    for number in range(3):
+        log = _running(journal)
+        log.add("stdout", f"line {number}")
+        journal.end(log, FAILED if number == 1 else RunResult(ok=True, exit_code=0))
+        logs.append(log)
+    _running(journal)  # running: not listed
+    transport = _connect(_server(journal), b'{"op":"logs","runs":2}\n')
+    await _turns()
+    transport.read_all()
+    (answer,) = transport.answer()
+    assert answer["event"] == "runs"
+    assert [run["id"] for run in answer["runs"]] == [logs[2].run_id, logs[1].run_id]
+    assert answer["runs"][1] == {
+        "id": logs[1].run_id,
+        "task": "chatty",
+        "trigger": "tick",
+        "outcome": "failed",
+        "reason": "exit status 3",
+        "exit_code": 3,
+        "started_at": logs[1].started_at,
+        "duration_ms": 12,
+        "lines": 1,
+        "kept_lines": 1,
+    }
+    assert transport.closed
