@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.executor import Executor
-from daemon.core.journal import Journal, RunLog, line_bytes
+from daemon.core.journal import MARK_BYTES, Journal, RunLog, line_bytes
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult, new_run_id
 from daemon.core.tasks import RunContext, Task, TaskRegistry
@@ -42,12 +42,14 @@ def test_a_run_keeps_its_newest_lines_in_order_within_its_bytes(lines: list[str]
         log.add("stderr" if number % 3 == 0 else "stdout", line)
         assert log.bytes <= cap  # the bound holds after every line, not only at the end
     kept = [line for _stream, line, _at in log.lines()]
-    assert log.bytes == sum(line_bytes(line) for line in kept)
+    marks = log.bytes - sum(line_bytes(line) for line in kept)
+    assert marks % MARK_BYTES == 0  # what the lines do not count is their marks'
+    assert 0 < marks // MARK_BYTES <= len(kept) or marks == len(kept) == 0
     assert kept == lines[len(lines) - len(kept) :]  # the newest, in order
     assert log.first_seq == len(lines) - len(kept)  # what was dropped is counted
     assert log.end_seq == len(lines)
     if log.first_seq:  # as many kept as fit: the next older one would not have
-        assert log.bytes + line_bytes(lines[log.first_seq - 1]) > cap
+        assert log.bytes + line_bytes(lines[log.first_seq - 1]) + MARK_BYTES > cap
     streams = [stream for stream, _line, _at in log.lines()]
     assert streams == [
         "stderr" if n % 3 == 0 else "stdout" for n in range(log.first_seq, len(lines))
@@ -194,3 +196,17 @@ async def test_the_executor_journals_every_run_it_starts() -> None:
     assert stuck_log.result.cancelled
     assert journal.find(refused.id) is None
     assert journal.current is None
+
+
+async def test_the_lines_of_one_loop_turn_share_a_mark_and_its_time() -> None:
+    journal = Journal()
+    log = journal.begin(_run())
+    log.add("stdout", "a")
+    log.add("stdout", "b")  # the same read: no new mark
+    log.add("stderr", "c")  # another stream: a mark
+    await asyncio.sleep(0)
+    log.add("stderr", "d")  # a later turn of the loop: a mark with its own time
+    records = log.lines()
+    assert [stream for stream, _line, _at in records] == ["stdout", "stdout", "stderr", "stderr"]
+    assert records[0][2] == records[1][2] <= records[2][2] <= records[3][2]
+    assert log.bytes == sum(line_bytes(line) for line in "abcd") + 3 * MARK_BYTES

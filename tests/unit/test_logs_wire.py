@@ -248,7 +248,7 @@ async def test_a_queued_run_is_followed_from_its_start() -> None:
 async def test_a_reader_that_does_not_read_holds_no_copy_and_misses_lines_counted() -> None:
     journal = Journal(run_bytes_max=1024 * 1024)
     log = _running(journal)
-    early, total = 10_000, 30_000
+    early, total = 20_000, 40_000
     for number in range(early):  # more than the buffer keeps, and than a reader is sent ahead
         log.add("stdout", f"line {number}")
     transport = _connect(_server(journal), b'{"op":"logs","follow":true}\n')

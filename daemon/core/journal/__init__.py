@@ -11,12 +11,12 @@ from daemon.core.journal.journal import (
     RUN_BYTES_MAX,
     Journal,
 )
-from daemon.core.journal.ring import RECORD_BYTES, LineRecord, RunLog, Wake, line_bytes
+from daemon.core.journal.ring import MARK_BYTES, LineRecord, RunLog, Wake, line_bytes
 
 __all__ = [
     "HISTORY_BYTES_MAX",
     "HISTORY_RUNS_MAX",
-    "RECORD_BYTES",
+    "MARK_BYTES",
     "RUN_BYTES_MAX",
     "Journal",
     "LineRecord",

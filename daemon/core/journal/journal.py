@@ -9,7 +9,9 @@ and ends; ``runbroker logs`` reads it (``select``).
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 from collections.abc import Iterator
 
 from daemon.core.journal.ring import RunLog
@@ -36,10 +38,15 @@ class Journal:
         self._history: collections.deque[RunLog] = collections.deque()  # oldest first
         self.history_bytes = 0
         self.evicted_runs = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the executor's, from begin()
 
     def begin(self, run: Run) -> RunLog:
         """``run`` starts: its lines go to the log returned (the journal's ``current``)."""
-        log = self.current = RunLog(run, self.run_bytes_max)
+        loop = self._loop
+        if loop is None:  # looked up once: on CPython 3.11 each lookup is a getpid()
+            with contextlib.suppress(RuntimeError):  # outside a loop (a test): a mark a line
+                loop = self._loop = asyncio.get_running_loop()
+        log = self.current = RunLog(run, self.run_bytes_max, loop)
         return log
 
     def end(self, log: RunLog, result: RunResult) -> None:

@@ -1,16 +1,20 @@
 """One run's output as the journal keeps it: its lines in order, the newest kept within a bound
 in bytes, the older ones dropped and counted.
 
-A line is a record ``(stream, line, at)``: the stream (``stdout``, ``stderr``), the text, and
-when it was read (``time.time()``). Every line has a sequence number, 0 for the run's first:
-the lines kept are ``first_seq`` to ``end_seq - 1``, and ``first_seq`` is also how many earlier
-lines were dropped. A reader (a ``runbroker logs`` client) keeps its own position, so a slow one
-holds no copy of anything: what the bound dropped before it got there is counted, not kept.
+Every line has a sequence number, 0 for the run's first: the lines kept are ``first_seq`` to
+``end_seq - 1``, and ``first_seq`` is also how many earlier lines were dropped. A reader (a
+``runbroker logs`` client) keeps its own position, so a slow one holds no copy of anything:
+what the bound dropped before it got there is counted, not kept.
+
+The hot path appends the line's text and nothing else: its stream (``stdout``, ``stderr``)
+and when it was read are kept once for a run of lines, a *mark*, made when the stream changes
+or at the first line of a loop iteration (the lines of one read of the pipe share its time).
 """
 
 from __future__ import annotations
 
-import sys
+import asyncio
+import bisect
 import time
 from collections.abc import Callable
 
@@ -19,25 +23,35 @@ from daemon.core.runqueue import Run, RunResult
 LineRecord = tuple[str, str, float]  # (stream, line, at)
 Wake = Callable[[], None]  # a follower: told that a line came or that the run ended
 
-# What a kept line costs besides its text (sys.getsizeof of the str): its record, a 3-tuple
-# (64 bytes), its float time (24) and its slot in the list (8). The bound is memory held.
-RECORD_BYTES = 96
-_COMPACT_AT = 1024  # dropped slots at the list's front before it is compacted
-_sizeof = sys.getsizeof
+# What the bound counts is memory held. A line: its text (a byte a character when it is ASCII,
+# else four, CPython's widest), its str object's header (49 bytes) and its list slot (8).
+LINE_BYTES = 57
+WIDE_LINE_BYTES = 28  # what a non-ASCII str's header holds more
+# A mark: its three list slots, its int and its float.
+MARK_BYTES = 3 * 8 + 28 + 24
+_COMPACT_AT = 1024  # dropped slots at a list's front before it is compacted
 _now = time.time
 
 
 def line_bytes(line: str) -> int:
-    """What one line counts against a bound: its text as Python holds it, and its record."""
-    return _sizeof(line) + RECORD_BYTES
+    """What one line counts against a bound (without its mark)."""
+    count = len(line)
+    return (count if line.isascii() else 4 * count + WIDE_LINE_BYTES) + LINE_BYTES
 
 
 class RunLog:
     """The output of one run, bounded at ``bytes_max``: the newest lines are kept."""
 
     __slots__ = (
+        "_fresh",
         "_head",
         "_lines",
+        "_loop",
+        "_mark_head",
+        "_seqs",
+        "_stream",
+        "_streams",
+        "_times",
         "bytes",
         "bytes_max",
         "first_seq",
@@ -49,7 +63,9 @@ class RunLog:
         "trigger",
     )
 
-    def __init__(self, run: Run, bytes_max: int) -> None:
+    def __init__(
+        self, run: Run, bytes_max: int, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
         request = run.request
         self.run_id = run.id
         self.task = request.task
@@ -59,32 +75,69 @@ class RunLog:
         self.bytes_max = bytes_max
         self.bytes = 0
         self.first_seq = 0  # the first kept line's number: as many were dropped before it
-        self._lines: list[LineRecord] = []
+        self._lines: list[str] = []
         self._head = 0  # the first kept line's index in _lines
+        # The marks: from line _seqs[i] on, the stream _streams[i], read at _times[i].
+        self._seqs: list[int] = []
+        self._streams: list[str] = []
+        self._times: list[float] = []
+        self._mark_head = 0
+        self._stream: str | None = None  # the last mark's
+        self._fresh = False  # the last mark was made in this loop iteration
+        self._loop = loop  # without one (a test), every line has its own mark
         self.followers: list[Wake] = []
 
     def add(self, stream: str, line: str) -> None:
-        """A line of the run (the hot path: one record appended, nothing else built)."""
-        self._lines.append((stream, line, _now()))
-        self.bytes += _sizeof(line) + RECORD_BYTES
+        """A line of the run (the hot path: the text appended, nothing else built)."""
+        if stream is not self._stream or not self._fresh:
+            self._mark(stream)
+        self._lines.append(line)
+        count = len(line)
+        self.bytes += (count if line.isascii() else 4 * count + WIDE_LINE_BYTES) + LINE_BYTES
         if self.bytes > self.bytes_max:
             self._trim()
         if self.followers:
             for wake in self.followers:
                 wake()
 
+    def _mark(self, stream: str) -> None:
+        self._seqs.append(self.first_seq + len(self._lines) - self._head)
+        self._streams.append(stream)
+        self._times.append(_now())
+        self.bytes += MARK_BYTES
+        self._stream = stream
+        if self._loop is not None:
+            self._fresh = True
+            self._loop.call_soon(self._stale)
+
+    def _stale(self) -> None:
+        self._fresh = False
+
     def _trim(self) -> None:
-        lines, head = self._lines, self._head
-        size, bytes_max = self.bytes, self.bytes_max
-        while size > bytes_max and head < len(lines):
-            size -= _sizeof(lines[head][1]) + RECORD_BYTES
+        """Drop the oldest lines (and the marks left with none) until within the bound."""
+        lines, head, seqs, mark = self._lines, self._head, self._seqs, self._mark_head
+        size, bytes_max, count, first = self.bytes, self.bytes_max, len(lines), self.first_seq
+        while size > bytes_max and head < count:
+            text = lines[head]
             head += 1
-        self.first_seq += head - self._head
-        self.bytes = size
-        if head >= _COMPACT_AT and head * 2 >= len(lines):
+            first += 1
+            width = len(text)
+            size -= (width if text.isascii() else 4 * width + WIDE_LINE_BYTES) + LINE_BYTES
+            while mark + 1 < len(seqs) and seqs[mark + 1] <= first:
+                mark += 1  # the lines of this mark are all gone
+                size -= MARK_BYTES
+        if head == count:  # nothing kept: no mark either (the next line makes one)
+            size -= (len(seqs) - mark) * MARK_BYTES
+            mark = len(seqs)
+            self._stream = None
+        self.first_seq, self.bytes = first, size
+        if head >= _COMPACT_AT and head * 2 >= count:
             del lines[:head]
             head = 0
-        self._head = head
+        if mark >= _COMPACT_AT // 16 and mark * 2 >= len(seqs):
+            del seqs[:mark], self._streams[:mark], self._times[:mark]
+            mark = 0
+        self._head, self._mark_head = head, mark
 
     @property
     def end_seq(self) -> int:
@@ -100,11 +153,13 @@ class RunLog:
         """The kept line numbered ``seq`` (``first_seq <= seq < end_seq``)."""
         if not self.first_seq <= seq < self.end_seq:
             raise IndexError(seq)
-        return self._lines[self._head + seq - self.first_seq]
+        mark = bisect.bisect_right(self._seqs, seq, self._mark_head) - 1
+        line = self._lines[self._head + seq - self.first_seq]
+        return self._streams[mark], line, self._times[mark]
 
     def lines(self) -> list[LineRecord]:
         """The kept lines, oldest first (a copy)."""
-        return self._lines[self._head :]
+        return [self.line_at(seq) for seq in range(self.first_seq, self.end_seq)]
 
     def end(self, result: RunResult) -> None:
         """The run has its result: followers are told a last time and let go."""
