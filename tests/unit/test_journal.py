@@ -35,7 +35,7 @@ def _finished(journal: Journal, task: str, *lines: str) -> RunLog:
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=_lines, cap=st.integers(min_value=0, max_value=20_000))
+@given(lines=st.lists(st.text(max_size=300), max_size=1500), cap=st.integers(0, 20_000))
 def test_a_run_keeps_its_newest_lines_in_order_within_its_bytes(lines: list[str], cap: int) -> None:
     log = RunLog(_run(), cap)
     for number, line in enumerate(lines):
@@ -48,8 +48,8 @@ def test_a_run_keeps_its_newest_lines_in_order_within_its_bytes(lines: list[str]
     assert kept == lines[len(lines) - len(kept) :]  # the newest, in order
     assert log.first_seq == len(lines) - len(kept)  # what was dropped is counted
     assert log.end_seq == len(lines)
-    if log.first_seq:  # as many kept as fit: the next older one would not have
-        assert log.bytes + line_bytes(lines[log.first_seq - 1]) + MARK_BYTES > cap
+    if log.first_seq:  # as many kept as fit under the low water: the next older would not
+        assert log.bytes + line_bytes(lines[log.first_seq - 1]) + MARK_BYTES > log.low_water_bytes
     streams = [stream for stream, _line, _at in log.lines()]
     assert streams == [
         "stderr" if n % 3 == 0 else "stdout" for n in range(log.first_seq, len(lines))
@@ -210,3 +210,23 @@ async def test_the_lines_of_one_loop_turn_share_a_mark_and_its_time() -> None:
     assert [stream for stream, _line, _at in records] == ["stdout", "stdout", "stderr", "stderr"]
     assert records[0][2] == records[1][2] <= records[2][2] <= records[3][2]
     assert log.bytes == sum(line_bytes(line) for line in "abcd") + 3 * MARK_BYTES
+
+
+async def test_a_chatty_run_in_the_loop_trims_in_blocks_and_keeps_its_accounts() -> None:
+    """Lines of one loop turn share marks, so a trim drops whole blocks of lines at once:
+    the kept lines are still the newest, their streams right, their bytes counted."""
+    journal = Journal(run_bytes_max=256 * 1024)
+    log = journal.begin(_run())
+    written: list[tuple[str, str]] = []
+    for number in range(60_000):
+        stream = "stderr" if number % 5000 < 10 else "stdout"
+        line = f"l{number}" if number % 7 else f"ünï {number}"  # some lines are not ASCII
+        log.add(stream, line)
+        written.append((stream, line))
+        assert log.bytes <= 256 * 1024
+        if number % 1000 == 999:
+            await asyncio.sleep(0)  # a new read: a new mark
+    kept = [(stream, line) for stream, line, _at in log.lines()]
+    assert kept == written[log.first_seq :]
+    assert log.bytes == sum(line_bytes(line) for _s, line in kept) + log.mark_count * MARK_BYTES
+    assert log.bytes > log.low_water_bytes - 1000  # not trimmed far below what it may keep
