@@ -124,11 +124,12 @@ class AttemptRunner:
         log_output = self.log_output and self._verbose
         journal_log = self.journal.current
         keep = journal_log.add if journal_log is not None else None
+        listeners = run.listeners  # tested at each line, without a call (see Run.listeners)
 
         def sink(stream: str, line: str) -> None:
             if keep is not None:
                 keep(stream, line)
-            if run.listened:
+            if listeners:
                 run.emit_fields(protocol.EVENT_OUTPUT, protocol.output_event(run.id, stream, line))
             if log_output:
                 log.info(

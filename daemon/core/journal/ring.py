@@ -45,7 +45,6 @@ class RunLog:
     """The output of one run, bounded at ``bytes_max``: the newest lines are kept."""
 
     __slots__ = (
-        "_fresh",
         "_head",
         "_lines",
         "_loop",
@@ -84,19 +83,20 @@ class RunLog:
         self._streams: list[str] = []
         self._times: list[float] = []
         self._mark_head = 0
-        self._stream: str | None = None  # the last mark's
-        self._fresh = False  # the last mark was made in this loop iteration
-        self._loop = loop  # without one (a test), every line has its own mark
+        self._stream: str | None = None  # the last mark's, until the end of its loop turn
+        self._loop = loop
         self.followers: list[Wake] = []
 
     def add(self, stream: str, line: str) -> None:
         """A line of the run (the hot path: the text appended, nothing else built)."""
-        if stream is not self._stream or not self._fresh:
+        if stream is not self._stream:  # another stream, or the first line of a loop turn
             self._mark(stream)
         self._lines.append(line)
-        count = len(line)
-        self.bytes += (count if line.isascii() else 4 * count + WIDE_LINE_BYTES) + LINE_BYTES
-        if self.bytes > self.bytes_max:
+        size = self.bytes + len(line) + LINE_BYTES
+        if not line.isascii():
+            size += 3 * len(line) + WIDE_LINE_BYTES
+        self.bytes = size
+        if size > self.bytes_max:
             self._trim()
         if self.followers:
             for wake in self.followers:
@@ -107,13 +107,12 @@ class RunLog:
         self._streams.append(stream)
         self._times.append(_now())
         self.bytes += MARK_BYTES
-        self._stream = stream
-        if self._loop is not None:
-            self._fresh = True
+        if self._loop is not None:  # without one (a test), every line has its own mark
+            self._stream = stream
             self._loop.call_soon(self._stale)
 
     def _stale(self) -> None:
-        self._fresh = False
+        self._stream = None  # the next line, from the next read, gets a mark of its own
 
     def _trim(self) -> None:
         """Drop the oldest lines (and the marks left with none) down to ``low_water_bytes``:
