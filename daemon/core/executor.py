@@ -126,6 +126,7 @@ class Executor(AttemptRunner):
         # Journaled before "started" is told: a client following the queued run finds it.
         journal_log = self.journal.begin(run)
         run.mark_started()
+        journal_log.started_at = run.started_at or 0.0
         verbose = self._verbose
         if verbose:
             log.info("run.started", **run_log_fields(run))

@@ -84,7 +84,7 @@ class LogReader:
         if not self.follow:
             self.stop_seq = log.end_seq
         elif log.result is None:
-            log.followers.append(self.stream.wake)
+            log.follow(self.stream.wake)
         self.stream.wake()
 
     def wait_for(self, run: Run) -> None:

@@ -129,7 +129,7 @@ def test_followers_hear_each_line_and_the_end_then_are_let_go() -> None:
     journal = Journal()
     log = journal.begin(_run())
     heard: list[str] = []
-    log.followers.append(lambda: heard.append("wake"))
+    log.follow(lambda: heard.append("wake"))
     log.add("stdout", "a")
     log.add("stdout", "b")
     assert heard == ["wake", "wake"]

@@ -35,7 +35,8 @@ class Journal:
         self.history_runs_max = history_runs_max
         self.history_bytes_max = history_bytes_max
         self.current: RunLog | None = None
-        self._history: collections.deque[RunLog] = collections.deque()  # oldest first
+        # Oldest first; at its length, appending drops the oldest (its bytes counted off first).
+        self._history: collections.deque[RunLog] = collections.deque(maxlen=history_runs_max)
         self.history_bytes = 0
         self.evicted_runs = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # the executor's, from begin()
@@ -55,13 +56,17 @@ class Journal:
             self.current = None
         log.end(result)
         history = self._history
+        if not self.history_runs_max:
+            return
+        if len(history) == self.history_runs_max:  # the oldest leaves as this one comes
+            self.history_bytes -= history[0].bytes
+            self.evicted_runs += 1
         history.append(log)
         self.history_bytes += log.bytes
-        while history and (
-            len(history) > self.history_runs_max or self.history_bytes > self.history_bytes_max
-        ):
-            self.history_bytes -= history.popleft().bytes
-            self.evicted_runs += 1
+        if self.history_bytes > self.history_bytes_max:
+            while history and self.history_bytes > self.history_bytes_max:
+                self.history_bytes -= history.popleft().bytes
+                self.evicted_runs += 1
 
     def history(self) -> Iterator[RunLog]:
         """The finished runs kept, newest first."""

@@ -18,6 +18,7 @@ import asyncio
 import bisect
 import time
 from collections.abc import Callable
+from typing import Any
 
 from daemon.core.runqueue import Run, RunResult
 
@@ -33,6 +34,7 @@ MARK_BYTES = 3 * 8 + 28 + 24
 _COMPACT_AT = 1024  # dropped slots at a list's front before it is compacted
 _BLOCK = 256  # lines a trim weighs at once
 _now = time.time
+_NONE: list[Any] = []  # what a log's lists are until its first line: never appended to
 
 
 def line_bytes(line: str) -> int:
@@ -67,25 +69,27 @@ class RunLog:
     def __init__(
         self, run: Run, bytes_max: int, loop: asyncio.AbstractEventLoop | None = None
     ) -> None:
+        # Cheap for a run that prints nothing (a no-op handler's): its lists come with its
+        # first line (``_mark``), its start time from the run once it is marked started.
         request = run.request
         self.run_id = run.id
         self.task = request.task
         self.trigger = request.trigger
-        self.started_at = _now()
+        self.started_at = 0.0  # set by the executor (``Run.started_at``)
         self.result: RunResult | None = None  # set when the run ends
         self.bytes_max = bytes_max
         self.bytes = 0
         self.first_seq = 0  # the first kept line's number: as many were dropped before it
-        self._lines: list[str] = []
-        self._head = 0  # the first kept line's index in _lines
-        # The marks: from line _seqs[i] on, the stream _streams[i], read at _times[i].
-        self._seqs: list[int] = []
-        self._streams: list[str] = []
-        self._times: list[float] = []
-        self._mark_head = 0
+        # The lines, from _head on; the marks, from _mark_head on: from line _seqs[i] on, the
+        # stream _streams[i], read at _times[i]. Shared empty lists until the first line.
+        self._lines: list[str] = _NONE
+        self._seqs: list[int] = _NONE
+        self._streams: list[str] = _NONE
+        self._times: list[float] = _NONE
+        self._head = self._mark_head = 0
         self._stream: str | None = None  # the last mark's, until the end of its loop turn
         self._loop = loop
-        self.followers: list[Wake] = []
+        self.followers: list[Wake] = _NONE  # the readers that follow (``follow``)
 
     def add(self, stream: str, line: str) -> None:
         """A line of the run (the hot path: the text appended, nothing else built)."""
@@ -103,6 +107,8 @@ class RunLog:
                 wake()
 
     def _mark(self, stream: str) -> None:
+        if self._lines is _NONE:  # the first line: the log's own lists
+            self._lines, self._seqs, self._streams, self._times = [], [], [], []
         self._seqs.append(self.first_seq + len(self._lines) - self._head)
         self._streams.append(stream)
         self._times.append(_now())
@@ -187,12 +193,20 @@ class RunLog:
         """The kept lines, oldest first (a copy)."""
         return [self.line_at(seq) for seq in range(self.first_seq, self.end_seq)]
 
+    def follow(self, wake: Wake) -> None:
+        """``wake`` is called at each line and at the end (then let go)."""
+        if self.followers is _NONE:
+            self.followers = []
+        self.followers.append(wake)
+
     def end(self, result: RunResult) -> None:
         """The run has its result: followers are told a last time and let go."""
         self.result = result
-        followers, self.followers = self.followers, []
-        for wake in followers:
-            wake()
+        followers = self.followers
+        if followers:
+            self.followers = _NONE
+            for wake in followers:
+                wake()
 
     def unfollow(self, wake: Wake) -> None:
         if wake in self.followers:
