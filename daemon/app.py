@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.cancel import cancel_run
 from daemon.core import subreaper
 from daemon.core.executor import Executor
+from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
 from daemon.core.tasks import TaskRegistry
@@ -58,13 +59,23 @@ class Broker:
         self.signals = signals
         self.queue = RunQueue(settings.queue_capacity)
         self.children = ChildSupervisor()
-        self.executor = Executor(self.queue, tasks, self.children, default_grace_s=settings.grace_s)
+        self.journal = Journal(
+            settings.output_run_bytes, settings.output_history_runs, settings.output_history_bytes
+        )
+        self.executor = Executor(
+            self.queue,
+            tasks,
+            self.children,
+            default_grace_s=settings.grace_s,
+            journal=self.journal,
+        )
         self.server = SocketServer(
             settings.socket,
             self.queue,
             tasks,
             self.control,
             request_deadline_s=settings.request_timeout_s,
+            journal=self.journal,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)

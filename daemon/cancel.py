@@ -10,7 +10,7 @@ from typing import Any
 from daemon.core.executor import CANCEL_ALREADY_REQUESTED, Executor
 from daemon.core.runqueue import RunQueue, run_log_fields
 from daemon.observe.logs import get_logger
-from daemon.wire import protocol
+from daemon.wire import control_answers as answers
 
 log = get_logger("runbroker.app")  # the broker's own lines, as before this module was split off
 
@@ -20,7 +20,7 @@ def cancel_run(queue: RunQueue, executor: Executor, run_id: str) -> dict[str, An
     queued = queue.cancel_waiting(run_id)
     if queued is not None:
         log.info("run.cancelled", **run_log_fields(queued), state="queued")
-        return protocol.cancel_answer(run_id, protocol.CANCEL_QUEUED)
+        return answers.cancel_answer(run_id, answers.CANCEL_QUEUED)
     running = queue.current
     requested = executor.cancel_current(run_id)
     if requested and running is not None:
@@ -30,5 +30,5 @@ def cancel_run(queue: RunQueue, executor: Executor, run_id: str) -> dict[str, An
             if requested == CANCEL_ALREADY_REQUESTED
             else "cancel requested; the run is being terminated and is still running"
         )
-        return protocol.cancel_answer(run_id, protocol.CANCEL_RUNNING, detail)
-    return protocol.cancel_refusal(run_id)
+        return answers.cancel_answer(run_id, answers.CANCEL_RUNNING, detail)
+    return answers.cancel_refusal(run_id)

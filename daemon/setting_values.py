@@ -33,6 +33,23 @@ Duration = Annotated[float, BeforeValidator(_duration)]
 """Seconds, given as a Go-style duration (``90s``, ``1h30m``) or a number of seconds."""
 
 
+_BYTE_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+_BYTE_SIZE = re.compile(r"([0-9]+)\s*([a-z]*)")
+
+
+def _byte_size(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _BYTE_SIZE.fullmatch(value.strip().lower()) if isinstance(value, str) else None
+    if match is None or match[2] not in _BYTE_UNITS:
+        raise ValueError("expected a size in bytes such as 1048576, 256KiB or 16MiB")
+    return int(match[1]) * _BYTE_UNITS[match[2]]
+
+
+ByteSize = Annotated[int, BeforeValidator(_byte_size)]
+"""Bytes, given as a number or with a binary unit (``B``, ``KiB``, ``MiB``, ``GiB``)."""
+
+
 def checked_socket_path(path: Path) -> Path:
     """``RUNBROKER_SOCKET``: absolute, and short enough to bind."""
     if not path.is_absolute():

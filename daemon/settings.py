@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from daemon.setting_values import (
+    ByteSize,
     Duration,
     checked_socket_path,
     database_url_problem,
@@ -81,6 +82,10 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics_addr: str | None = None
+    # The output journal of `runbroker logs` (daemon.core.journal).
+    output_run_bytes: ByteSize = Field(1024 * 1024, ge=4096, le=1024**3)
+    output_history_runs: int = Field(32, ge=0, le=10_000)
+    output_history_bytes: ByteSize = Field(16 * 1024 * 1024, ge=0, le=16 * 1024**3)
 
     @field_validator("log_format", "log_level", mode="before")
     @classmethod
@@ -171,9 +176,14 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field_name = str(first["loc"][0]) if first["loc"] else "?"
-        variable = _ALIASED.get(field_name, field_name)
         message = str(first["msg"]).removeprefix("Value error, ")
+        variable = _ALIASED.get(field_name, field_name)
         raise SettingsError(f"{variable}: {message}") from None
+    if settings.output_history_runs and settings.output_run_bytes > settings.output_history_bytes:
+        raise SettingsError(
+            "RUNBROKER_OUTPUT_RUN_BYTES: must not exceed RUNBROKER_OUTPUT_HISTORY_BYTES "
+            "(a finished run must fit the history)"
+        )
     if settings.database_url is None:
         if settings.database_url_file is not None:
             url = _read_url_file(settings.database_url_file, "RUNBROKER_DATABASE_URL_FILE")

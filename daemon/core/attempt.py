@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 
 from daemon.core.jobenv import shared_environment, with_run
+from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor, SpawnError
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
 from daemon.core.tasks import Task, handler_context
@@ -39,8 +40,10 @@ class AttemptRunner:
         default_grace_s: float,
         base_env: Mapping[str, str] | None,
         log_output: bool,
+        journal: Journal | None = None,
     ) -> None:
         self.children = children
+        self.journal = Journal() if journal is None else journal  # every run's output lines
         self.default_grace_s = default_grace_s
         self.base_env = dict(os.environ if base_env is None else base_env)
         self._shared_env = shared_environment(self.base_env)
@@ -119,9 +122,14 @@ class AttemptRunner:
             return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
 
         log_output = self.log_output and self._verbose
+        journal_log = self.journal.current
+        keep = journal_log.add if journal_log is not None else None
+        listeners = run.listeners  # tested at each line, without a call (see Run.listeners)
 
         def sink(stream: str, line: str) -> None:
-            if run.listened:
+            if keep is not None:
+                keep(stream, line)
+            if listeners:
                 run.emit_fields(protocol.EVENT_OUTPUT, protocol.output_event(run.id, stream, line))
             if log_output:
                 log.info(

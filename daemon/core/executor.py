@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 
 from daemon.core.attempt import AttemptRunner
+from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
@@ -60,9 +61,14 @@ class Executor(AttemptRunner):
         default_grace_s: float,
         base_env: Mapping[str, str] | None = None,
         log_output: bool = True,
+        journal: Journal | None = None,
     ) -> None:
         super().__init__(
-            children, default_grace_s=default_grace_s, base_env=base_env, log_output=log_output
+            children,
+            default_grace_s=default_grace_s,
+            base_env=base_env,
+            log_output=log_output,
+            journal=journal,
         )
         self.queue = queue
         self.tasks = tasks
@@ -117,13 +123,20 @@ class Executor(AttemptRunner):
             run.finish(result)
             log.warning("run.done", **run_log_fields(run), ok=False, reason=result.reason)
             return result
+        # Journaled before "started" is told: a client following the queued run finds it.
+        journal_log = self.journal.begin(run)
         run.mark_started()
+        journal_log.started_at = run.started_at or 0.0
         verbose = self._verbose
         if verbose:
             log.info("run.started", **run_log_fields(run))
         started = time.monotonic()
         self._cancel_reason = ""
-        result = await self._follow(run, task, started)
+        try:
+            result = await self._follow(run, task, started)
+        finally:  # the run has its result by now, however it ended
+            ended = run.result or RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True)
+            self.journal.end(journal_log, ended)
         duration_ms = result.duration_ms
         if result.ok:
             if verbose:

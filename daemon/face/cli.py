@@ -1,11 +1,11 @@
 """The ``runbroker`` command: argument parsing and exit codes only.
 
-The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``) import
-nothing heavier than ``_socket`` and ``json``: each ``docker exec`` starts a cold interpreter.
-A plain ``trigger`` does not even load argparse or typing (see ``fastargs``); the parser
-(``parser``) and the control commands (``control``) are loaded by the commands that need them.
-The daemon's modules are imported only on the ``run`` path, after the signal handlers are in
-place.
+The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``, ``logs``)
+import nothing heavier than ``_socket`` and ``json``: each ``docker exec`` starts a cold
+interpreter. A plain ``trigger`` does not even load argparse or typing (see ``fastargs``); the
+parser (``parser``) and the control commands (``control``, ``logs``) are loaded by the commands
+that need them. The daemon's modules are imported only on the ``run`` path, after the signal
+handlers are in place.
 """
 
 from __future__ import annotations
@@ -123,6 +123,10 @@ def _dispatch(words: list[str]) -> int:
             "reload": control.reload,
         }
         return command[args.command](args)
+    if args.command == "logs":
+        from daemon.face.logs import main as logs_main
+
+        return logs_main(args)
     if args.command == "once":
         from daemon.face.once import main as once_main
 

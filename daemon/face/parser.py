@@ -28,6 +28,15 @@ def env_arg(text: str) -> tuple[str, str]:
     return pair
 
 
+def runs_arg(text: str) -> int:
+    """``logs --runs N``: how many finished runs to list."""
+    from daemon.wire.logs_answers import MAX_LISTED_RUNS
+
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LISTED_RUNS:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to {MAX_LISTED_RUNS}")
+    return int(text)
+
+
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
@@ -98,6 +107,23 @@ def build_parser(
         formatter_class=raw,
     )
     reload.add_argument("--socket")
+    logs = sub.add_parser(
+        "logs",
+        help="a run's output: the running run's, live, or a recent one's",
+        description="Print a run's output from the daemon's journal (with -f, until it ends).",
+        epilog=LOGS_HELP,
+        formatter_class=raw,
+    )
+    logs.add_argument("target", nargs="?", default="", metavar="RUN_ID|TASK")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="then the live lines until the run ends"
+    )
+    logs.add_argument("--task", metavar="TASK", help="a task, whatever its name looks like")
+    logs.add_argument(
+        "--runs", type=runs_arg, default=0, metavar="N", help="list the last N finished runs"
+    )
+    logs.add_argument("--json", action="store_true", help="print the raw answer lines")
+    logs.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
 
     once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
     once.add_argument("task", nargs="?", default="default")
@@ -149,6 +175,25 @@ exit codes:
   69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
 """
 
+LOGS_HELP = """\
+Which run: RUN_ID (r<hex>-<n>, as trigger and status show it), running or one of the last
+finished ones the daemon keeps (RUNBROKER_OUTPUT_HISTORY_RUNS); TASK, its running run, else
+its latest finished one; nothing, the running run, else the latest finished one. A run keeps
+its last RUNBROKER_OUTPUT_RUN_BYTES of output: earlier lines are dropped, and counted.
+
+exit codes:
+  0    printed (with --follow: the run succeeded)
+  1    with --follow: the run failed or was cancelled
+  2    no such run (or task), or a usage error
+  69   the daemon is unreachable, or refuses this user
+  130  interrupted (Ctrl-C); the run goes on
+
+examples:
+  runbroker logs                         the running run, else the latest finished one
+  runbroker logs report -f               follow the task report's run until it ends
+  runbroker logs --runs 10               the last 10 finished runs: id, task, outcome, ...
+"""
+
 RUN_HELP = """\
 COMMAND ARGS after `--` (or RUNBROKER_COMMAND) is the task `default`; more tasks come from
 the tasks file. The daemon ticks `default` at RUNBROKER_INTERVAL, serves `runbroker trigger`
@@ -181,6 +226,9 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_LOG_FORMAT        auto, json or console (auto: json unless a TTY)
   RUNBROKER_LOG_LEVEL         debug, info, warning or error (info)
   RUNBROKER_METRICS_ADDR      host:port for Prometheus metrics (unset: off)
+  RUNBROKER_OUTPUT_RUN_BYTES  output `logs` keeps of a run, its last lines (1MiB)
+  RUNBROKER_OUTPUT_HISTORY_RUNS  finished runs whose output is kept (32)
+  RUNBROKER_OUTPUT_HISTORY_BYTES  their output together, at most (16MiB)
 Durations are Go-style: 90s, 1h30m, 250ms.
 
 SIGHUP, a change of the tasks file on disk and `runbroker reload` reload the tasks file, all

@@ -173,6 +173,14 @@ def render_status(answer: dict[str, Any], now: float | None = None) -> str:
         )
     else:
         lines.append("running: nothing")
+    journal = answer.get("journal")  # an older daemon does not say
+    if journal:
+        mib = {key: (journal.get(key) or 0) / 1024**2 for key in journal if "bytes" in key}
+        lines.append(
+            f"output kept: {mib['bytes']:.1f} MiB of {journal.get('runs', 0)} runs (at most "
+            f"{mib['run_bytes_max']:g} MiB a run, {mib['history_bytes_max']:g} MiB for the last "
+            f"{journal.get('history_runs_max', 0)} finished)"
+        )
     waiting = answer.get("waiting") or []
     if waiting:
         lines.append("waiting:")

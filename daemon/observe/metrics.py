@@ -31,16 +31,7 @@ DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float(
 
 
 def outcome_of(run: Run) -> str:
-    result = run.result
-    if result is None:
-        return "unknown"
-    if result.ok:
-        return "succeeded"
-    if result.cancelled:
-        return "cancelled"
-    if result.timed_out:
-        return "timed_out"
-    return "failed"
+    return "unknown" if run.result is None else run.result.outcome
 
 
 def cadence_of(plan: TickPlan) -> float | None:

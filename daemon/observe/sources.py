@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from daemon.core.journal import Journal
     from daemon.core.runqueue import Run, RunQueue
     from daemon.core.tasks import TaskRegistry
     from daemon.core.ticker import Ticker
@@ -62,6 +63,10 @@ class BrokerState(Protocol):
 
     @property
     def ticker(self) -> Ticker: ...
+
+    @property
+    def journal(self) -> Journal:
+        """The output journal of ``runbroker logs``."""
 
     @property
     def recent(self) -> Iterable[Run]:

@@ -15,7 +15,11 @@
                 "last_at", "last_source": "signal"|"file"|"request", "last_ok": null | bool,
                 "last_changes": null | {"added", "removed", "changed", "unchanged"} (counts),
                 "last_error": null | str, "last_failed_at"},
+     "journal": {"bytes", "runs", "run_bytes_max", "history_runs_max", "history_bytes_max"},
      "database": null | {...}}
+
+``journal`` is the output ``runbroker logs`` reads: the bytes its lines hold now, and how
+many runs (the running one and the finished ones kept), with its bounds.
 
 ``health``: ``{"event": "health", "ok": bool, "reason": str, "warnings": [str]}`` (``reason``
 empty when healthy, ``warnings`` omitted when there are none). Unhealthy, with the reason in one
@@ -40,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.core.runqueue import Run
 from daemon.core.ticker import TickPlan
 from daemon.schedules.every import every_text
-from daemon.wire import protocol
+from daemon.wire import control_answers as answers
 
 if TYPE_CHECKING:
     from daemon.observe.sources import BrokerState
@@ -106,7 +110,7 @@ def status_answer(broker: BrokerState) -> dict[str, Any]:
         current_info = {**_run_summary(current), "elapsed_ms": round(current.elapsed_s() * 1000)}
     database = broker.pgrunner.status() if broker.pgrunner is not None else None
     return {
-        "event": protocol.EVENT_STATUS,
+        "event": answers.EVENT_STATUS,
         "ok": True,
         "pid": os.getpid(),
         "reaper": broker.reaper_mode,
@@ -128,6 +132,7 @@ def status_answer(broker: BrokerState) -> dict[str, Any]:
         "recent": [_result_summary(run) for run in broker.recent],
         "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
         "reload": broker.reloader.status(),
+        "journal": broker.journal.figures(),
         "database": database,
     }
 
@@ -185,4 +190,4 @@ def health_warnings(broker: BrokerState) -> list[str]:
 
 def health_answer(broker: BrokerState) -> dict[str, Any]:
     problem = health_problem(broker)
-    return protocol.health_answer(problem, health_warnings(broker))
+    return answers.health_answer(problem, health_warnings(broker))

@@ -33,7 +33,7 @@ from daemon.core.ticker import Ticker
 from daemon.observe.logs import get_logger
 from daemon.settings import Settings
 from daemon.ticking import tick_plans
-from daemon.wire.protocol import reload_answer
+from daemon.wire.control_answers import reload_answer
 
 log = get_logger("runbroker.reload")
 

@@ -4,6 +4,9 @@ The run's events are written to the transport as they come, the lines of one loo
 one write (``SocketServer.flush_later``). Output waiting for a slow reader is bounded at
 ``BUFFERED_BYTES_MAX``, beyond which output lines are dropped and counted, never the lifecycle
 events; a client that stops reading for ``WRITE_TIMEOUT_S`` is cut off.
+
+A ``runbroker logs`` client reads from a ``LineSource`` instead (``logstream``): its lines are
+pulled as the client reads, at most ``FILL_BYTES`` ahead of it, so a slow one holds no copy.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
 
 BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
 WRITE_TIMEOUT_S = 60.0  # a client that reads nothing for this long is cut off
+FILL_BYTES = 256 * 1024  # a line source's lines written ahead of what its client has read
 
 # READING: gathering the request. DRAINING: answered (refused) before the request was all
 # read: what the client still sends is read and dropped until its end, so that a client still
@@ -31,6 +35,19 @@ class AnswerServer(Protocol):
     draining: bool  # the daemon is stopping: a connection ends once its client has closed
 
     def flush_later(self, connection: AnswerStream) -> None: ...
+
+
+class LineSource(Protocol):
+    """Where a connection's lines come from when it does not listen to a run (``logs``)."""
+
+    def fill(self, stream: AnswerStream, budget_bytes: int) -> bool:
+        """Queue lines on ``stream`` (``pending``) up to about ``budget_bytes``; True when
+        more are ready at once. Sets ``stream.finished`` after the last line."""
+        ...
+
+    def close(self) -> None:
+        """The connection has gone: stop following."""
+        ...
 
 
 class AnswerStream(asyncio.Protocol):
@@ -48,6 +65,7 @@ class AnswerStream(asyncio.Protocol):
     deadline: asyncio.TimerHandle | None  # the request's
     stalled: asyncio.TimerHandle | None  # the client stopped reading
     closing: bool
+    source: LineSource | None  # a logs request's lines
 
     def pause_writing(self) -> None:
         # The client stopped reading: cut it off unless it resumes in time.
@@ -58,6 +76,14 @@ class AnswerStream(asyncio.Protocol):
         if self.stalled is not None and not self.closing:
             self.stalled.cancel()
             self.stalled = None
+        if self.source is not None:
+            self.wake()
+
+    def wake(self) -> None:
+        """Lines are ready at the source: write them in the next flush."""
+        if not self.flush_scheduled and self.state == STREAMING:
+            self.flush_scheduled = True
+            self.server.flush_later(self)
 
     # -- the answer -------------------------------------------------------------------------
     def on_event(self, run: Run, event: Event) -> None:
@@ -91,11 +117,18 @@ class AnswerStream(asyncio.Protocol):
         self.flush_scheduled = False
         if self.state == CLOSED or self.transport is None:
             return
+        source = self.source
+        more = False
+        if source is not None and not self.finished and self.stalled is None:
+            budget = FILL_BYTES - self.transport.get_write_buffer_size() - self.pending_bytes
+            more = source.fill(self, budget)
         pending = self.pending
         if pending:
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
             pending.clear()
             self.pending_bytes = 0
+        if more and self.stalled is None:  # not paused by the transport: go on next turn
+            self.wake()
         if self.finished and not self.closing:
             self._close_after_write()
 

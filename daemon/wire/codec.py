@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
     CONTROL_OPS,
     EVENT_DONE,
@@ -96,6 +97,8 @@ def decode_request(line: bytes) -> Request:
             if not run_id:
                 raise ProtocolError("cancel needs an id")
             _name(run_id, "id")
+        if op == "logs":
+            return _logs_request(obj, run_id)
         return ControlRequest(op=op, id=run_id)
     task = _name(obj["task"], "task") if "task" in obj else "default"
     args = obj.get("args")
@@ -105,6 +108,26 @@ def decode_request(line: bytes) -> Request:
         _string_list(args, "args") if args is not None else (),
         _string_map(env, "env") if env is not None else None,
     )
+
+
+def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
+    """``{"op": "logs"}`` with a run ``id`` or a ``task`` (or neither), and ``follow``."""
+    task = obj.get("task", "")
+    follow = obj.get("follow", False)
+    if not isinstance(task, str):
+        raise ProtocolError("invalid request: task must be a string")
+    if not isinstance(follow, bool):
+        raise ProtocolError("invalid request: follow must be true or false")
+    runs = obj.get("runs", 0)
+    if not isinstance(runs, int) or isinstance(runs, bool) or not 0 <= runs <= MAX_LISTED_RUNS:
+        raise ProtocolError(f"invalid request: runs must be a number from 0 to {MAX_LISTED_RUNS}")
+    if run_id and task:
+        raise ProtocolError("invalid request: logs takes an id or a task, not both")
+    if run_id:
+        _name(run_id, "id")
+    if task:
+        _name(task, "task")
+    return ControlRequest(op="logs", id=run_id, task=task, follow=follow, runs=runs)
 
 
 # -- the answers ---------------------------------------------------------------------------

@@ -13,12 +13,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
 from daemon.observe.logs import get_logger
 from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
+from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     REASON_BUSY,
@@ -42,6 +44,7 @@ class ConnectionServer(AnswerServer, Protocol):
 
     queue: RunQueue
     tasks: TaskRegistry
+    journal: Journal
     control: ControlHandler
     allowed_uids: frozenset[int]
     request_deadline_s: float
@@ -70,6 +73,7 @@ class Connection(AnswerStream):
         self.deadline = None
         self.stalled = None
         self.closing = False
+        self.source = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -120,6 +124,8 @@ class Connection(AnswerStream):
         if self.buffer:
             self._forget_buffer()
         self.pending.clear()
+        if self.source is not None:
+            self.source.close()
         if self.deadline is not None:
             self._stop_deadline()
         if self.stalled is not None:
@@ -167,6 +173,9 @@ class Connection(AnswerStream):
             return
         if isinstance(request, ControlRequest):
             self.state = STREAMING
+            if request.op == "logs":
+                self.source = open_logs(self, server.journal, server.queue, server.tasks, request)
+                return
             self._send(encode_event(**server.control(request)))
             self._finish()
             return

@@ -3,7 +3,8 @@
 One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
 30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``, ``reload``. Answers are JSON objects, one per line, with at least ``event`` and ``ok``.
+``health``, ``reload``, ``logs`` (``id`` or ``task``, ``follow``: ``logs_answers``). Answers
+are JSON objects, one per line, with at least ``event`` and ``ok``.
 
 At import this module loads only the standard library's ``json``: the thin client loads it on
 every cold ``docker exec``, and encodes its request and decodes the answers with it. The
@@ -12,7 +13,8 @@ daemon's side of the format (``decode_request``, ``encode_fields``, ``encode_eve
 
 The vocabulary of the answers lives here: the event kinds, the reasons a client is told, the
 rule that an empty ``reason`` and a zero ``duration_ms`` are omitted (``answer_body``), and the
-constructors the server, the queue and the executor use (``queued_event`` ... ``done_event``).
+constructors the server, the queue and the executor use (``queued_event`` ... ``done_event``); the
+control requests' answers are in ``control_answers``, the ``logs`` op's in ``logs_answers``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
 REASON_USER_CANCEL = "cancelled by request"
 # A client may try again later (exit 75): the daemon is busy, full or stopping.
 TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY})
-CONTROL_OPS = ("status", "cancel", "health", "reload")
+CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
 
 
 class ProtocolError(ValueError):
@@ -87,22 +89,34 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health``, ``reload`` or ``cancel`` (which names a run ``id``)."""
+    """``op`` is ``status``, ``health``, ``reload``, ``cancel`` (which names a run ``id``) or
+    ``logs`` (a run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run
+    ends; ``runs``: instead, a list of the last finished runs, at most that many)."""
 
-    __slots__ = ("id", "op")
+    __slots__ = ("follow", "id", "op", "runs", "task")
 
-    def __init__(self, op: str, id: str = "") -> None:
+    def __init__(
+        self, op: str, id: str = "", task: str = "", follow: bool = False, runs: int = 0
+    ) -> None:
         self.op = op
         self.id = id
+        self.task = task
+        self.follow = follow
+        self.runs = runs
+
+    def _key(self) -> tuple[str, str, str, bool, int]:
+        return (self.op, self.id, self.task, self.follow, self.runs)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ControlRequest) and (self.op, self.id) == (other.op, other.id)
+        return isinstance(other, ControlRequest) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.op, self.id))
+        return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"ControlRequest(op={self.op!r}, id={self.id!r})"
+        return "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r})".format(
+            *self._key()
+        )
 
 
 Request = SubmitRequest | ControlRequest
@@ -117,8 +131,9 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        if request.id:
-            body["id"] = request.id
+        for key in ("id", "task", "follow", "runs"):
+            if getattr(request, key):
+                body[key] = getattr(request, key)
     else:
         body = {}
         if request.task != "default":
@@ -190,46 +205,6 @@ def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, An
             continue
         body[key] = value
     return body
-
-
-# -- the answers of control requests (a field dict each, ``event`` among them) ---------------
-EVENT_CANCEL = "cancel"
-EVENT_HEALTH = "health"
-EVENT_STATUS = "status"
-EVENT_RELOAD = "reload"
-CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
-CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
-
-
-def cancel_answer(run_id: str, state: str, detail: str = "") -> dict[str, Any]:
-    answer: dict[str, Any] = {"event": EVENT_CANCEL, "ok": True, "id": run_id, "state": state}
-    if detail:
-        answer["detail"] = detail
-    return answer
-
-
-def cancel_refusal(run_id: str) -> dict[str, Any]:
-    reason = f"no queued or running run {clip(run_id)!r}"
-    return {"event": EVENT_CANCEL, "ok": False, "id": run_id, "reason": reason}
-
-
-def health_answer(problem: str | None, warnings: list[str] | None = None) -> dict[str, Any]:
-    """``ok`` unless there is a problem, which is the reason (omitted when empty); what is
-    wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
-    answer: dict[str, Any] = {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
-    if warnings:
-        answer["warnings"] = warnings
-    return answer
-
-
-def reload_answer(
-    ok: bool, reason: str = "", changes: Mapping[str, list[str]] | None = None
-) -> dict[str, Any]:
-    """A reload's outcome: ``changes`` maps added, removed, changed, unchanged to task names;
-    ``reason`` says why it was refused (the old tasks stay)."""
-    answer: dict[str, Any] = {"event": EVENT_RELOAD, "ok": ok, "reason": reason}
-    answer.update(changes or {})
-    return answer
 
 
 def decode_event(line: bytes) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.wire.answers import CLOSED, AnswerStream
@@ -39,10 +40,12 @@ class SocketServer:
         allowed_uids: frozenset[int] | None = None,
         request_deadline_s: float = REQUEST_DEADLINE_S,
         unfinished_bytes_max: int = UNFINISHED_BYTES_MAX,
+        journal: Journal | None = None,
     ) -> None:
         self.path = path
         self.queue = queue
         self.tasks = tasks
+        self.journal = Journal() if journal is None else journal  # what `logs` reads
         self.control = control
         self.allowed_uids = frozenset({0, os.getuid()}) if allowed_uids is None else allowed_uids
         self.request_deadline_s = request_deadline_s

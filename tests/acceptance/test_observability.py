@@ -95,6 +95,7 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
         "waiting",
         "recent",
         "ticks",
+        "journal",
         "database",
         "reload",
     }
@@ -108,6 +109,14 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
         "last_error": None,
         "last_failed_at": None,
     }
+    assert set(status["journal"]) == {
+        "bytes",
+        "runs",
+        "run_bytes_max",
+        "history_runs_max",
+        "history_bytes_max",
+    }
+    assert status["journal"]["runs"] == 1  # the run of `ok`, which printed nothing
     assert set(status["queue"]) == {
         "capacity",
         "waiting",
@@ -124,6 +133,7 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
     human = daemon.exec("status")
     assert human.returncode == 0
     assert "recent:" in human.stdout
+    assert "output kept: 0.0 MiB of 1 runs (at most 1 MiB a run" in human.stdout
 
 
 def test_health_follows_the_database_away_and_back(

@@ -142,6 +142,13 @@ def test_lock_dir_overrides_the_socket_directory(monkeypatch: pytest.MonkeyPatch
         ("RUNBROKER_METRICS_ADDR", "localhost"),
         ("RUNBROKER_METRICS_ADDR", "host:99999"),
         ("RUNBROKER_METRICS_ADDR", "bad host!:9464"),
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "lots"),
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "1MB"),  # binary units only: 1MiB
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "100"),  # below 4 KiB
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "-1"),
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "20MiB"),  # more than the history holds
+        ("RUNBROKER_OUTPUT_HISTORY_RUNS", "-1"),
+        ("RUNBROKER_OUTPUT_HISTORY_BYTES", "2GiBs"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(
@@ -151,6 +158,39 @@ def test_a_bad_value_is_one_line_naming_the_variable(
     assert message.startswith(f"{name}: ")
     assert len(message) > len(name) + 2
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("env", "bounds"),
+    [
+        ({}, (1024 * 1024, 32, 16 * 1024 * 1024)),
+        (
+            {
+                "RUNBROKER_OUTPUT_RUN_BYTES": "256KiB",
+                "RUNBROKER_OUTPUT_HISTORY_RUNS": "5",
+                "RUNBROKER_OUTPUT_HISTORY_BYTES": "8 MiB",
+            },
+            (256 * 1024, 5, 8 * 1024 * 1024),
+        ),
+        ({"RUNBROKER_OUTPUT_RUN_BYTES": "65536"}, (65536, 32, 16 * 1024 * 1024)),
+        # No history: a run's bytes need not fit it.
+        (
+            {"RUNBROKER_OUTPUT_HISTORY_RUNS": "0", "RUNBROKER_OUTPUT_RUN_BYTES": "1GiB"},
+            (1024**3, 0, 16 * 1024 * 1024),
+        ),
+    ],
+)
+def test_the_output_journal_bounds(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], bounds: tuple[int, int, int]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert (
+        settings.output_run_bytes,
+        settings.output_history_runs,
+        settings.output_history_bytes,
+    ) == bounds
 
 
 def test_secrets_never_appear_in_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

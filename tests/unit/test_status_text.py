@@ -179,3 +179,18 @@ def test_the_database_fields_it_renders_are_the_runners() -> None:
         store=MemoryStore(), queue=RunQueue(1), settings=make_settings(), known_tasks=set()
     )
     assert set(_DATABASE_KNOWN) <= set(runner.status())
+
+
+def test_the_output_journal_line() -> None:
+    journal = {
+        "bytes": 3 * 1024 * 1024 + 100_000,
+        "runs": 4,
+        "run_bytes_max": 1024 * 1024,
+        "history_runs_max": 32,
+        "history_bytes_max": 16 * 1024 * 1024,
+    }
+    answer = {**ANSWER, "current": None, "waiting": [], "recent": [], "ticks": []}
+    answer.update(database=None, journal=journal)
+    assert render_status(answer, now=NOW).splitlines()[3] == (
+        "output kept: 3.1 MiB of 4 runs (at most 1 MiB a run, 16 MiB for the last 32 finished)"
+    )

@@ -63,6 +63,15 @@ class RunResult:
     """The task's own ``timeout`` ended the run (set by the executor, read by the metrics)."""
 
     @property
+    def outcome(self) -> str:
+        """``succeeded``, ``failed``, ``timed_out`` or ``cancelled`` (the metrics' label)."""
+        if self.ok:
+            return "succeeded"
+        if self.cancelled:
+            return "cancelled"
+        return "timed_out" if self.timed_out else "failed"
+
+    @property
     def cancelled_by_request(self) -> bool:
         """Cancelled by ``runbroker cancel`` (not by a shutdown or the runner itself): a
         database job records such a run and does not retry it."""

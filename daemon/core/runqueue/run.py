@@ -67,6 +67,16 @@ class Run:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    @property
+    def listeners(self) -> list[Listener]:
+        """The live list of listeners, the same list object for the run's whole life: a hot
+        path keeps it and tests it, without the call ``listened`` costs, at each line."""
+        return self._listeners
+
     @property
     def listened(self) -> bool:
         """Whether anyone hears this run's events (else the caller need not build them)."""

@@ -1,0 +1,26 @@
+"""The output journal of ``runbroker logs``: every run's output lines, bounded in memory.
+
+``ring`` holds one run's lines (``RunLog``: the newest kept within a byte bound, the dropped
+ones counted), ``journal`` the running run and the history of the last finished ones
+(``Journal``: bounded in runs and in bytes).
+"""
+
+from daemon.core.journal.journal import (
+    HISTORY_BYTES_MAX,
+    HISTORY_RUNS_MAX,
+    RUN_BYTES_MAX,
+    Journal,
+)
+from daemon.core.journal.ring import MARK_BYTES, LineRecord, RunLog, Wake, line_bytes
+
+__all__ = [
+    "HISTORY_BYTES_MAX",
+    "HISTORY_RUNS_MAX",
+    "MARK_BYTES",
+    "RUN_BYTES_MAX",
+    "Journal",
+    "LineRecord",
+    "RunLog",
+    "Wake",
+    "line_bytes",
+]

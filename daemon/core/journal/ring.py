@@ -1,0 +1,220 @@
+"""One run's output as the journal keeps it: its lines in order, the newest kept within a bound
+in bytes, the older ones dropped and counted. Past the bound, the oldest lines are dropped
+down to seven eighths of it: a full buffer holds between 7/8 of the bound and the bound.
+
+Every line has a sequence number, 0 for the run's first: the lines kept are ``first_seq`` to
+``end_seq - 1``, and ``first_seq`` is also how many earlier lines were dropped. A reader (a
+``runbroker logs`` client) keeps its own position, so a slow one holds no copy of anything:
+what the bound dropped before it got there is counted, not kept.
+
+The hot path appends the line's text and nothing else: its stream (``stdout``, ``stderr``)
+and when it was read are kept once for a run of lines, a *mark*, made when the stream changes
+or at the first line of a loop iteration (the lines of one read of the pipe share its time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections.abc import Callable
+from typing import Any
+
+from daemon.core.runqueue import Run, RunResult
+
+LineRecord = tuple[str, str, float]  # (stream, line, at)
+Wake = Callable[[], None]  # a follower: told that a line came or that the run ended
+
+# What the bound counts is memory held. A line: its text (a byte a character when it is ASCII,
+# else four, CPython's widest), its str object's header (49 bytes) and its list slot (8).
+LINE_BYTES = 57
+WIDE_LINE_BYTES = 28  # what a non-ASCII str's header holds more
+# A mark: its three list slots, its int and its float.
+MARK_BYTES = 3 * 8 + 28 + 24
+_COMPACT_AT = 1024  # dropped slots at a list's front before it is compacted
+_BLOCK = 256  # lines a trim weighs at once
+_now = time.time
+_NONE: list[Any] = []  # what a log's lists are until its first line: never appended to
+
+
+def line_bytes(line: str) -> int:
+    """What one line counts against a bound (without its mark)."""
+    count = len(line)
+    return (count if line.isascii() else 4 * count + WIDE_LINE_BYTES) + LINE_BYTES
+
+
+class RunLog:
+    """The output of one run, bounded at ``bytes_max``: the newest lines are kept."""
+
+    __slots__ = (
+        "_head",
+        "_lines",
+        "_loop",
+        "_mark_head",
+        "_seqs",
+        "_stream",
+        "_streams",
+        "_times",
+        "bytes",
+        "bytes_max",
+        "first_seq",
+        "followers",
+        "result",
+        "run_id",
+        "started_at",
+        "task",
+        "trigger",
+    )
+
+    def __init__(
+        self, run: Run, bytes_max: int, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
+        # Cheap for a run that prints nothing (a no-op handler's): its lists come with its
+        # first line (``_mark``), its start time from the run once it is marked started.
+        request = run.request
+        self.run_id = run.id
+        self.task = request.task
+        self.trigger = request.trigger
+        self.started_at = 0.0  # set by the executor (``Run.started_at``)
+        self.result: RunResult | None = None  # set when the run ends
+        self.bytes_max = bytes_max
+        self.bytes = 0
+        self.first_seq = 0  # the first kept line's number: as many were dropped before it
+        # The lines, from _head on; the marks, from _mark_head on: from line _seqs[i] on, the
+        # stream _streams[i], read at _times[i]. Shared empty lists until the first line.
+        self._lines: list[str] = _NONE
+        self._seqs: list[int] = _NONE
+        self._streams: list[str] = _NONE
+        self._times: list[float] = _NONE
+        self._head = self._mark_head = 0
+        self._stream: str | None = None  # the last mark's, until the end of its loop turn
+        self._loop = loop
+        self.followers: list[Wake] = _NONE  # the readers that follow (``follow``)
+
+    def add(self, stream: str, line: str) -> None:
+        """A line of the run (the hot path: the text appended, nothing else built)."""
+        if stream is not self._stream:  # another stream, or the first line of a loop turn
+            self._mark(stream)
+        self._lines.append(line)
+        size = self.bytes + len(line) + LINE_BYTES
+        if not line.isascii():
+            size += 3 * len(line) + WIDE_LINE_BYTES
+        self.bytes = size
+        if size > self.bytes_max:
+            self._trim()
+        if self.followers:
+            for wake in self.followers:
+                wake()
+
+    def _mark(self, stream: str) -> None:
+        if self._lines is _NONE:  # the first line: the log's own lists
+            self._lines, self._seqs, self._streams, self._times = [], [], [], []
+        self._seqs.append(self.first_seq + len(self._lines) - self._head)
+        self._streams.append(stream)
+        self._times.append(_now())
+        self.bytes += MARK_BYTES
+        if self._loop is not None:  # without one (a test), every line has its own mark
+            self._stream = stream
+            self._loop.call_soon(self._stale)
+
+    def _stale(self) -> None:
+        self._stream = None  # the next line, from the next read, gets a mark of its own
+
+    def _trim(self) -> None:
+        """Drop the oldest lines (and the marks left with none) down to ``low_water_bytes``:
+        an eighth of the bound at a time, so that a chatty run trims once in a while, not at
+        each line. Whole blocks of lines first, summed at C speed; line by line in the block
+        where the bound falls."""
+        lines, head, seqs, mark = self._lines, self._head, self._seqs, self._mark_head
+        size, count, first = self.bytes, len(lines), self.first_seq
+        target = self.low_water_bytes
+        while size > target and count - head > _BLOCK:
+            block = lines[head : head + _BLOCK]
+            if all(map(str.isascii, block)):
+                cost = sum(map(len, block)) + LINE_BYTES * _BLOCK
+            else:
+                cost = sum(map(line_bytes, block))
+            after = first + _BLOCK  # a kept line's number: the block is not the last one
+            after_mark = bisect.bisect_right(seqs, after, mark) - 1  # the mark it is under
+            cost += (after_mark - mark) * MARK_BYTES
+            if size - cost <= target:
+                break  # the bound falls in this block
+            size -= cost
+            head, first, mark = head + _BLOCK, after, after_mark
+        while size > target and head < count:
+            text = lines[head]
+            head += 1
+            first += 1
+            size -= line_bytes(text)
+            while mark + 1 < len(seqs) and seqs[mark + 1] <= first:
+                mark += 1  # the lines of this mark are all gone
+                size -= MARK_BYTES
+        if head == count:  # nothing kept: no mark either (the next line makes one)
+            size -= (len(seqs) - mark) * MARK_BYTES
+            mark = len(seqs)
+            self._stream = None
+        self.first_seq, self.bytes = first, size
+        if head >= _COMPACT_AT and head * 2 >= count:
+            del lines[:head]
+            head = 0
+        if mark >= _COMPACT_AT // 16 and mark * 2 >= len(seqs):
+            del seqs[:mark], self._streams[:mark], self._times[:mark]
+            mark = 0
+        self._head, self._mark_head = head, mark
+
+    @property
+    def low_water_bytes(self) -> int:
+        """What a trim leaves at most: seven eighths of the bound."""
+        return self.bytes_max - (self.bytes_max >> 3)
+
+    @property
+    def end_seq(self) -> int:
+        """The number the next line will have: how many lines the run has written so far."""
+        return self.first_seq + len(self._lines) - self._head
+
+    @property
+    def mark_count(self) -> int:
+        return len(self._seqs) - self._mark_head
+
+    @property
+    def line_count(self) -> int:
+        """How many lines are kept."""
+        return len(self._lines) - self._head
+
+    def line_at(self, seq: int) -> LineRecord:
+        """The kept line numbered ``seq`` (``first_seq <= seq < end_seq``)."""
+        if not self.first_seq <= seq < self.end_seq:
+            raise IndexError(seq)
+        mark = bisect.bisect_right(self._seqs, seq, self._mark_head) - 1
+        line = self._lines[self._head + seq - self.first_seq]
+        return self._streams[mark], line, self._times[mark]
+
+    def lines(self) -> list[LineRecord]:
+        """The kept lines, oldest first (a copy)."""
+        return [self.line_at(seq) for seq in range(self.first_seq, self.end_seq)]
+
+    def follow(self, wake: Wake) -> None:
+        """``wake`` is called at each line and at the end (then let go)."""
+        if self.followers is _NONE:
+            self.followers = []
+        self.followers.append(wake)
+
+    def end(self, result: RunResult) -> None:
+        """The run has its result: followers are told a last time and let go."""
+        self.result = result
+        followers = self.followers
+        if followers:
+            self.followers = _NONE
+            for wake in followers:
+                wake()
+
+    def unfollow(self, wake: Wake) -> None:
+        if wake in self.followers:
+            self.followers.remove(wake)
+
+    @property
+    def finished_at(self) -> float | None:
+        result = self.result
+        if result is None:
+            return None
+        return self.started_at + result.duration_ms / 1000

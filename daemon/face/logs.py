@@ -1,0 +1,48 @@
+"""``runbroker logs [RUN_ID|TASK] [--follow]``: a run's output, from the daemon's journal.
+
+Which run: an argument of a run id's form (``r`` and hex digits, ``-``, a number: what
+``trigger`` and ``status`` show) is that run; any other argument is a task (its running run,
+else its latest finished one); none is the running run, else the latest finished one.
+``--task`` names a task whatever its name looks like. ``--runs N`` lists the last N finished
+runs instead.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from daemon.exits import EXIT_USAGE
+
+TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
+if TYPE_CHECKING:
+    import argparse
+
+    from daemon.wire.protocol import ControlRequest
+
+
+def logs_request(target: str, task: str, follow: bool) -> ControlRequest | None:
+    """The ``logs`` request the arguments mean; None when they name both a run and a task."""
+    from daemon.wire.logs_answers import looks_like_run_id
+    from daemon.wire.protocol import ControlRequest
+
+    if task:
+        return None if target else ControlRequest("logs", task=task, follow=follow)
+    if looks_like_run_id(target):
+        return ControlRequest("logs", id=target, follow=follow)
+    return ControlRequest("logs", task=target, follow=follow)
+
+
+def main(args: argparse.Namespace) -> int:
+    from daemon.wire import client, logs_client
+    from daemon.wire.protocol import ControlRequest
+
+    request = logs_request(args.target or "", args.task or "", args.follow)
+    if args.runs and (args.target or args.task or args.follow):
+        request = None
+    elif args.runs:
+        request = ControlRequest("logs", runs=args.runs)
+    if request is None:
+        print("runbroker: logs: give a RUN_ID, or --task TASK, or --runs N alone", file=sys.stderr)
+        return EXIT_USAGE
+    path = args.socket or client.socket_path_from_env()
+    return logs_client.logs(path, request, as_json=args.json)

@@ -1,0 +1,49 @@
+"""The answers of the control requests ``status``, ``health``, ``cancel`` and ``reload``: a
+field dict each, ``event`` among them (``logs`` has its own, in ``logs_answers``). Part of the
+wire vocabulary of ``protocol``, which the thin client loads alone: these are the daemon's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from daemon.wire.protocol import clip
+
+EVENT_CANCEL = "cancel"
+EVENT_HEALTH = "health"
+EVENT_STATUS = "status"
+EVENT_RELOAD = "reload"
+CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
+CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
+
+
+def cancel_answer(run_id: str, state: str, detail: str = "") -> dict[str, Any]:
+    answer: dict[str, Any] = {"event": EVENT_CANCEL, "ok": True, "id": run_id, "state": state}
+    if detail:
+        answer["detail"] = detail
+    return answer
+
+
+def cancel_refusal(run_id: str) -> dict[str, Any]:
+    reason = f"no queued or running run {clip(run_id)!r}"
+    return {"event": EVENT_CANCEL, "ok": False, "id": run_id, "reason": reason}
+
+
+def health_answer(problem: str | None, warnings: list[str] | None = None) -> dict[str, Any]:
+    """``ok`` unless there is a problem, which is the reason (omitted when empty); what is
+    wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
+    answer: dict[str, Any] = {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
+    if warnings:
+        answer["warnings"] = warnings
+    return answer
+
+
+def reload_answer(
+    ok: bool, reason: str = "", changes: Mapping[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """A reload's outcome: ``changes`` maps added, removed, changed, unchanged to task names;
+    ``reason`` says why it was refused (the old tasks stay)."""
+    answer: dict[str, Any] = {"event": EVENT_RELOAD, "ok": ok, "reason": reason}
+    answer.update(changes or {})
+    return answer

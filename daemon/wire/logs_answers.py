@@ -1,0 +1,74 @@
+"""The wire vocabulary of ``runbroker logs``: the form of a run id, and the answer lines.
+
+A ``logs`` request is ``{"op": "logs"}`` with a run ``id`` or a ``task`` (or neither: the
+running run, else the latest finished one) and ``"follow": true`` to stay until the run ends.
+The answer is a ``logs`` line (``ok``, and the run: ``id``, ``task``, ``trigger``, ``state``
+``queued``/``running``/``done``, ``started_at``, ``dropped_lines``: its earlier lines the
+buffer no longer holds), then the run's ``output`` lines from the buffer (each with ``at``,
+when it was read, in seconds since the epoch) and, when following, the live ones; then the
+run's ``done`` line when it has ended (``dropped_lines`` there: lines this client missed by
+reading too slowly). A refusal is a single ``logs`` line with ``ok`` false and a ``reason``.
+
+With ``"runs": N`` (1 to ``MAX_LISTED_RUNS``) the answer is instead one ``runs`` line: ``runs``,
+the last N finished runs the journal keeps, newest first, each ``id``, ``task``, ``trigger``,
+``outcome`` (``succeeded``, ``failed``, ``timed_out``, ``cancelled``), ``reason``,
+``exit_code``, ``started_at``, ``duration_ms``, ``lines`` (written) and ``kept_lines``.
+
+Standard library only: the thin client's ``logs`` loads it.
+"""
+
+from __future__ import annotations
+
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+EVENT_LOGS = "logs"
+EVENT_RUNS = "runs"
+MAX_LISTED_RUNS = 10_000
+STATE_QUEUED = "queued"
+STATE_RUNNING = "running"
+STATE_DONE = "done"
+
+# What ``daemon.core.runqueue.new_run_id`` makes: ``r``, the daemon's pid and start time in
+# hex, ``-`` and a counter. An argument of this form names a run; any other names a task.
+_RUN_ID = re.compile(r"r[0-9a-f]{7,}-[0-9]+")
+
+
+def looks_like_run_id(text: str) -> bool:
+    return _RUN_ID.fullmatch(text) is not None
+
+
+def logs_header(
+    run_id: str,
+    task: str,
+    trigger: str,
+    state: str,
+    started_at: float | None,
+    dropped_lines: int,
+) -> dict[str, Any]:
+    return {
+        "event": EVENT_LOGS,
+        "ok": True,
+        "id": run_id,
+        "task": task,
+        "trigger": trigger,
+        "state": state,
+        "started_at": started_at,
+        "dropped_lines": dropped_lines,
+    }
+
+
+def logs_refusal(reason: str) -> dict[str, Any]:
+    return {"event": EVENT_LOGS, "ok": False, "reason": reason}
+
+
+def logged_line(run_id: str, stream: str, line: str, at: float) -> dict[str, Any]:
+    """An ``output`` line from the journal: a run's ``output`` event, and when it was read."""
+    return {"ok": True, "id": run_id, "stream": stream, "line": line, "at": round(at, 6)}
+
+
+def runs_answer(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"event": EVENT_RUNS, "ok": True, "runs": runs}

@@ -1,0 +1,139 @@
+"""The thin client of ``runbroker logs``: one ``logs`` request, the run's lines printed as
+``trigger`` prints them (its stdout on stdout, its stderr and runbroker's own lines on stderr),
+and the exit code.
+
+Like ``client``, standard library only and no asyncio: a cold ``docker exec`` starts it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from daemon.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from daemon.wire import client
+from daemon.wire.logs_answers import EVENT_LOGS, EVENT_RUNS, STATE_QUEUED
+from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, ControlRequest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
+
+
+def _say(text: str, err: TextIO) -> None:
+    print(f"runbroker: {text}", file=err, flush=True)
+
+
+def _header(event: dict[str, Any], follow: bool, err: TextIO) -> None:
+    run_id = event.get("id", "?")
+    dropped = event.get("dropped_lines") or 0
+    if dropped:
+        _say(f"{dropped} earlier lines of {run_id} dropped (a run's last lines are kept)", err)
+    if follow and event.get("state") == STATE_QUEUED:
+        _say(f"{run_id} is queued; waiting for it to start", err)
+
+
+def _done(event: dict[str, Any], follow: bool, err: TextIO) -> int:
+    missed = event.get("dropped_lines") or 0
+    if missed:
+        _say(f"{missed} lines dropped: this client read more slowly than the run wrote", err)
+    code, text = client._outcome(event, True)
+    if event.get("ok"):
+        duration = event.get("duration_ms")
+        _say(f"{event.get('id', '')} done" + (f" in {duration} ms" if duration else ""), err)
+    else:
+        _say(text, err)
+    return code if follow else EXIT_OK
+
+
+def logs(
+    path: str,
+    request: ControlRequest,
+    *,
+    as_json: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Print the run's buffered lines (and, with ``request.follow``, the live ones until it
+    ends); the exit code: 0, or with ``follow`` the run's own (as ``trigger``'s); 2 when
+    there is no such run; 69 unreachable."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    try:
+        conn = client.connect(path, request)
+    except client.Unreachable as exc:
+        print(exc, file=err)
+        return EXIT_UNAVAILABLE
+    found = False
+    try:
+        for event in conn.events(None):
+            kind = event.get("event")
+            if as_json:
+                print(json.dumps(event, ensure_ascii=False), file=out, flush=True)
+            if kind == EVENT_RUNS:
+                if not as_json:
+                    print(runs_table(event.get("runs") or []), file=out)
+                return EXIT_OK
+            if kind == EVENT_LOGS and not event.get("ok"):
+                _say(str(event.get("reason", "no such run")), err)
+                return EXIT_USAGE
+            if kind == EVENT_DONE and not found:  # answered before the request was served
+                code, text = client._outcome(event, False)
+                _say(client.FORBIDDEN_TEXT if code == EXIT_UNAVAILABLE else text, err)
+                return code
+            if kind == EVENT_LOGS:
+                found = True
+                if not as_json:
+                    _header(event, request.follow, err)
+            elif kind == EVENT_OUTPUT and not as_json:
+                stream = err if event.get("stream") == "stderr" else out
+                print(event.get("line", ""), file=stream, flush=True)
+            elif kind == EVENT_DONE:
+                if as_json:
+                    return client._outcome(event, True)[0] if request.follow else EXIT_OK
+                return _done(event, request.follow, err)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise  # our own output was closed: the caller exits quietly
+    except OSError as exc:
+        _say(f"connection lost: {exc.strerror or exc}", err)
+        return EXIT_UNAVAILABLE
+    finally:
+        conn.close()
+    if found and not request.follow:
+        return EXIT_OK  # a running run's lines so far: all there was to print
+    _say("connection closed before the run's result", err)
+    return EXIT_UNAVAILABLE
+
+
+def runs_table(runs: list[dict[str, Any]]) -> str:
+    """The finished runs of a ``runs`` answer, one a line, newest first."""
+    import time
+
+    rows = [["ID", "TASK", "TRIGGER", "OUTCOME", "STARTED", "DURATION", "LINES"]]
+    for run in runs:
+        started = run.get("started_at")
+        when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(started)) if started else "-"
+        outcome = str(run.get("outcome", "?"))
+        if run.get("exit_code") not in (None, 0):
+            outcome += f" ({run['exit_code']})"
+        lines, kept = run.get("lines", 0), run.get("kept_lines", 0)
+        rows.append(
+            [
+                str(run.get("id", "?")),
+                str(run.get("task", "?")),
+                str(run.get("trigger", "?")),
+                outcome,
+                when,
+                f"{(run.get('duration_ms') or 0) / 1000:.3f}s",
+                str(lines) if lines == kept else f"{lines} ({kept} kept)",
+            ]
+        )
+    if len(rows) == 1:
+        return "no finished run kept"
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )

@@ -1,0 +1,213 @@
+"""The daemon's side of ``runbroker logs``: which run a request means, and its lines, from the
+journal's buffer and then, when following, live, paced by how fast the client reads.
+
+A reader keeps only its position in the run's ``RunLog``: its lines are encoded as the client
+takes them, at most ``FILL_BYTES`` ahead (``AnswerStream._flush``), so a slow reader holds no
+copy and never slows the job; what the buffer dropped before the reader got there is counted
+and said in the ``done`` line's ``dropped_lines``. A run still queued is waited for (as its
+listener) and followed from its start.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from daemon.core.journal import Journal, RunLog
+from daemon.core.runqueue import Event, Run, RunQueue
+from daemon.core.tasks import TaskRegistry
+from daemon.wire.answers import AnswerStream
+from daemon.wire.codec import encode_event, encode_fields
+from daemon.wire.logs_answers import (
+    STATE_DONE,
+    STATE_QUEUED,
+    STATE_RUNNING,
+    logged_line,
+    logs_header,
+    logs_refusal,
+    runs_answer,
+)
+from daemon.wire.protocol import (
+    EVENT_DONE,
+    EVENT_OUTPUT,
+    EVENT_STARTED,
+    ControlRequest,
+    clip,
+    done_event,
+)
+
+
+def select(
+    journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
+) -> RunLog | Run | str:
+    """The run ``request`` names (its log, or a queued ``Run``), or why there is none. A run
+    id: that run, running, finished (while the journal keeps it) or queued. A task: its
+    running run, else its latest finished one, else its first queued one. Neither: the
+    running run, else the latest finished one."""
+    kept = f"the journal keeps the running run and the last {journal.history_runs_max} finished"
+    if request.id:
+        log = journal.find(request.id)
+        if log is not None:
+            return log
+        run = queue.find(request.id)
+        return run if run is not None else f"no run {clip(request.id)!r} ({kept})"
+    task = request.task
+    log = journal.latest(task or None)
+    if log is not None:
+        return log
+    if not task:
+        return "no run yet"
+    queued = next((run for run in queue.waiting() if run.request.task == task), None)
+    if queued is not None:
+        return queued
+    if tasks.get(task) is None:
+        return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
+    return f"no run of task {clip(task)!r} yet ({kept})"
+
+
+class LogReader:
+    """One client's reading of one run's lines (a ``LineSource`` of its connection)."""
+
+    def __init__(self, stream: AnswerStream, journal: Journal, follow: bool) -> None:
+        self.stream = stream
+        self.journal = journal
+        self.follow = follow
+        self.log: RunLog | None = None
+        self.queued: Run | None = None  # a run waited for until it starts
+        self.seq = 0  # the next line to send
+        self.stop_seq: int | None = None  # without follow: the lines there were at the request
+        self.missed = 0  # lines the buffer dropped before this reader sent them
+
+    def read(self, log: RunLog) -> None:
+        self.log = log
+        self.seq = log.first_seq
+        if not self.follow:
+            self.stop_seq = log.end_seq
+        elif log.result is None:
+            log.follow(self.stream.wake)
+        self.stream.wake()
+
+    def wait_for(self, run: Run) -> None:
+        self.queued = run
+        run.subscribe(self.on_run_event)
+
+    def on_run_event(self, run: Run, event: Event) -> None:
+        """The queued run's listener: it started (read its log) or ended without starting."""
+        if event.kind == EVENT_STARTED:
+            self.queued = None
+            run.unsubscribe(self.on_run_event)
+            log = self.journal.find(run.id)
+            if log is not None:
+                self.read(log)
+        elif event.kind == EVENT_DONE:
+            self.queued = None
+            self.stream.pending.append(encode_fields(EVENT_DONE, event.fields))
+            self.stream.finished = True
+            self.stream.wake()
+
+    def fill(self, stream: AnswerStream, budget_bytes: int) -> bool:
+        log = self.log
+        if log is None:
+            return False
+        seq = self.seq
+        if seq < log.first_seq:
+            self.missed += log.first_seq - seq
+            seq = log.first_seq
+        end = log.end_seq if self.stop_seq is None else min(self.stop_seq, log.end_seq)
+        pending, run_id, sent = stream.pending, log.run_id, 0
+        while seq < end:
+            if sent >= budget_bytes:
+                break
+            stream_name, line, at = log.line_at(seq)
+            data = encode_fields(EVENT_OUTPUT, logged_line(run_id, stream_name, line, at))
+            pending.append(data)
+            sent += len(data)
+            seq += 1
+        self.seq = seq
+        stream.pending_bytes += sent
+        if seq < end:
+            return True
+        if log.result is not None:
+            pending.append(self._done_line(log))
+            stream.finished = True
+        elif self.stop_seq is not None:
+            stream.finished = True  # not following: what was there has been sent
+        return False
+
+    def _done_line(self, log: RunLog) -> bytes:
+        result = log.result
+        assert result is not None
+        fields = done_event(
+            log.run_id,
+            result.ok,
+            result.reason,
+            result.duration_ms,
+            result.exit_code,
+            result.output,
+        )
+        if self.missed:
+            fields["dropped_lines"] = self.missed
+        return encode_fields(EVENT_DONE, fields)
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.unfollow(self.stream.wake)
+        if self.queued is not None:
+            self.queued.unsubscribe(self.on_run_event)
+            self.queued = None
+
+
+def _summary(log: RunLog) -> dict[str, Any]:
+    """A finished run as ``runs`` lists it."""
+    result = log.result
+    assert result is not None
+    return {
+        "id": log.run_id,
+        "task": log.task,
+        "trigger": log.trigger,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "exit_code": result.exit_code,
+        "started_at": log.started_at,
+        "duration_ms": result.duration_ms,
+        "lines": log.end_seq,
+        "kept_lines": log.line_count,
+    }
+
+
+def open_logs(
+    stream: AnswerStream,
+    journal: Journal,
+    queue: RunQueue,
+    tasks: TaskRegistry,
+    request: ControlRequest,
+) -> LogReader | None:
+    """Answer a ``logs`` request on ``stream``: its header, then the reader that sends the
+    lines; None (and the refusal sent) when there is no such run, or for a list of runs."""
+    if request.runs:
+        listed = itertools.islice(journal.history(), request.runs)
+        stream._send(encode_event(**runs_answer([_summary(log) for log in listed])))
+        stream._finish()
+        return None
+    chosen = select(journal, queue, tasks, request)
+    if isinstance(chosen, str):
+        stream._send(encode_event(**logs_refusal(chosen)))
+        stream._finish()
+        return None
+    reader = LogReader(stream, journal, request.follow)
+    if isinstance(chosen, Run):
+        request_ = chosen.request
+        header = logs_header(chosen.id, request_.task, request_.trigger, STATE_QUEUED, None, 0)
+        stream._send(encode_event(**header))
+        if request.follow:
+            reader.wait_for(chosen)
+        else:
+            stream._finish()
+        return reader
+    state = STATE_RUNNING if chosen.result is None else STATE_DONE
+    header = logs_header(
+        chosen.run_id, chosen.task, chosen.trigger, state, chosen.started_at, chosen.first_seq
+    )
+    stream._send(encode_event(**header))
+    reader.read(chosen)
+    return reader

@@ -1,0 +1,325 @@
+"""The ``logs`` op on the wire: decoding, and a connection streaming a run's buffered lines,
+then its live ones, paced by its reader: a reader that does not read holds no copy, misses
+lines (counted) while the run goes on, and gets the newest ones and the result."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.core.journal import Journal, RunLog
+from daemon.core.runqueue import RunQueue, RunRequest, RunResult
+from daemon.core.tasks import Task, TaskRegistry
+from daemon.wire.answers import FILL_BYTES
+from daemon.wire.codec import decode_request
+from daemon.wire.connection import Connection
+from daemon.wire.protocol import ControlRequest, ProtocolError, encode_request
+from daemon.wire.server import SocketServer
+
+FAILED = RunResult(ok=False, reason="exit status 3", exit_code=3, duration_ms=12)
+HIGH_WATER_BYTES = 64 * 1024  # where asyncio's transports pause their protocol
+
+
+@pytest.mark.parametrize(
+    ("line", "request_"),
+    [
+        (b'{"op":"logs"}', ControlRequest("logs")),
+        (b'{"op":"logs","id":"r1a2b3c4d-7"}', ControlRequest("logs", id="r1a2b3c4d-7")),
+        (
+            b'{"op":"logs","task":"report","follow":true}',
+            ControlRequest("logs", "", "report", True),
+        ),
+        (b'{"op":"logs","follow":false}', ControlRequest("logs")),
+        (b'{"op":"logs","runs":5}', ControlRequest("logs", runs=5)),
+    ],
+)
+def test_logs_requests_decode(line: bytes, request_: ControlRequest) -> None:
+    assert decode_request(line) == request_
+    assert decode_request(encode_request(request_)) == request_  # the client's form too
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"op":"logs","follow":"yes"}', "invalid request: follow must be true or false"),
+        (b'{"op":"logs","follow":1}', "invalid request: follow must be true or false"),
+        (b'{"op":"logs","runs":-1}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","runs":true}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","runs":"5"}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","runs":10001}', "invalid request: runs must be a number from 0 to 10000"),
+        (b'{"op":"logs","task":7}', "invalid request: task must be a string"),
+        (b'{"op":"logs","id":7}', "invalid request: id must be a string"),
+        (
+            b'{"op":"logs","id":"r1-1","task":"a"}',
+            "invalid request: logs takes an id or a task, not both",
+        ),
+        (b'{"op":"logs","task":"a\\u0000b"}', "invalid request: bad task 'a\\x00b'"),
+        (b'{"op":"logs","id":"' + b"r" * 300 + b'"}', "invalid request: bad id"),
+    ],
+)
+def test_bad_logs_requests_have_reasons(line: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        decode_request(line)
+    assert caught.value.reason.startswith(reason)
+
+
+class _SlowTransport:
+    """A transport whose client reads only when told: what is written stays buffered, and the
+    protocol is paused past the high-water mark, as asyncio's transports do."""
+
+    def __init__(self, protocol: Connection) -> None:
+        self.protocol = protocol
+        self.buffered = b""
+        self.received = b""
+        self.paused = False
+        self.closed = False
+        self._ours, self._theirs = socket.socketpair()  # the peer check: this process
+
+    def get_extra_info(self, name: str) -> Any:
+        return self._ours if name == "socket" else None
+
+    def get_write_buffer_size(self) -> int:
+        return len(self.buffered)
+
+    def write(self, data: bytes) -> None:
+        self.buffered += data
+        if not self.paused and len(self.buffered) > HIGH_WATER_BYTES:
+            self.paused = True
+            self.protocol.pause_writing()
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def read_all(self) -> None:
+        """The client reads everything buffered."""
+        self.received += self.buffered
+        self.buffered = b""
+        if self.paused:
+            self.paused = False
+            self.protocol.resume_writing()
+
+    def close(self) -> None:
+        self.closed = True
+        self._ours.close()
+        self._theirs.close()
+
+    abort = close
+
+    def answer(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.received.splitlines()]
+
+
+async def _turns(count: int = 6) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def _server(journal: Journal, queue: RunQueue | None = None) -> SocketServer:
+    tasks = TaskRegistry({"chatty": Task(name="chatty", command=("true",))})
+    server = SocketServer(
+        Path("/nonexistent/rb.sock"),  # never bound: connections are made by hand
+        queue or RunQueue(4),
+        tasks,
+        lambda _request: {},
+        journal=journal,
+    )
+    server.loop = asyncio.get_running_loop()
+    return server
+
+
+def _connect(server: SocketServer, request: bytes) -> _SlowTransport:
+    connection = Connection(server)
+    transport = _SlowTransport(connection)
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection.data_received(request)
+    return transport
+
+
+def _running(journal: Journal, task: str = "chatty") -> RunLog:
+    queue = RunQueue(4)
+    run = queue.submit(RunRequest(task=task, trigger="tick"))
+    return journal.begin(run)
+
+
+async def test_following_streams_the_buffer_then_live_lines_then_the_result() -> None:
+    journal = Journal()
+    log = _running(journal)
+    log.add("stdout", "one")
+    log.add("stderr", "two")
+    transport = _connect(_server(journal), b'{"op":"logs","task":"chatty","follow":true}\n')
+    await _turns()
+    transport.read_all()
+    log.add("stdout", "three")
+    await _turns()
+    transport.read_all()
+    assert not transport.closed  # still following
+    journal.end(log, FAILED)
+    await _turns()
+    transport.read_all()
+    header, *lines, done = transport.answer()
+    assert header == {
+        "event": "logs",
+        "ok": True,
+        "id": log.run_id,
+        "task": "chatty",
+        "trigger": "tick",
+        "state": "running",
+        "started_at": log.started_at,
+        "dropped_lines": 0,
+    }
+    assert [(e["event"], e["stream"], e["line"]) for e in lines] == [
+        ("output", "stdout", "one"),
+        ("output", "stderr", "two"),
+        ("output", "stdout", "three"),
+    ]
+    assert all(isinstance(e["at"], float) for e in lines)
+    assert done == {
+        "event": "done",
+        "ok": False,
+        "id": log.run_id,
+        "reason": "exit status 3",
+        "duration_ms": 12,
+        "exit_code": 3,
+    }
+    assert transport.closed
+    assert log.followers == []
+
+
+async def test_without_follow_the_buffered_lines_then_the_end() -> None:
+    journal = Journal()
+    log = _running(journal)
+    log.add("stdout", "one")
+    transport = _connect(_server(journal), b'{"op":"logs","id":"%s"}\n' % log.run_id.encode())
+    await _turns()
+    log.add("stdout", "later")  # after the request: not waited for
+    await _turns()
+    transport.read_all()
+    header, line = transport.answer()
+    assert (header["state"], line["line"]) == ("running", "one")
+    assert transport.closed
+    assert log.followers == []
+
+
+async def test_an_unknown_run_or_task_is_refused_with_a_reason() -> None:
+    server = _server(Journal())
+    for request, reason in [
+        (b'{"op":"logs","id":"r1234567-1"}', "no run 'r1234567-1'"),
+        (b'{"op":"logs","task":"nope"}', "unknown task 'nope': this container defines chatty"),
+        (b'{"op":"logs","task":"chatty"}', "no run of task 'chatty' yet"),
+        (b'{"op":"logs"}', "no run yet"),
+    ]:
+        transport = _connect(server, request + b"\n")
+        await _turns()
+        transport.read_all()
+        (answer,) = transport.answer()
+        assert answer["event"] == "logs"
+        assert answer["ok"] is False
+        assert answer["reason"].startswith(reason)
+        assert transport.closed
+
+
+async def test_a_queued_run_is_followed_from_its_start() -> None:
+    journal = Journal()
+    queue = RunQueue(4)
+    queue.submit(RunRequest(task="chatty"))  # the one that runs first
+    queued = queue.submit(RunRequest(task="chatty"))
+    transport = _connect(
+        _server(journal, queue), b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode()
+    )
+    await _turns()
+    log = journal.begin(queued)  # as the executor does, before the run is marked started
+    queued.mark_started()
+    log.add("stdout", "hello")
+    queued.finish(FAILED)
+    journal.end(log, FAILED)
+    await _turns()
+    transport.read_all()
+    header, line, done = transport.answer()
+    assert (header["state"], line["line"], done["exit_code"]) == ("queued", "hello", 3)
+    assert transport.closed
+    assert not queued.listened
+
+
+async def test_a_reader_that_does_not_read_holds_no_copy_and_misses_lines_counted() -> None:
+    journal = Journal(run_bytes_max=1024 * 1024)
+    log = _running(journal)
+    early, total = 20_000, 40_000
+    for number in range(early):  # more than the buffer keeps, and than a reader is sent ahead
+        log.add("stdout", f"line {number}")
+    transport = _connect(_server(journal), b'{"op":"logs","follow":true}\n')
+    await _turns()
+    assert 0 < transport.get_write_buffer_size() <= FILL_BYTES + 200
+    for number in range(early, total):  # the run goes on: a line never waits for a reader
+        log.add("stdout", f"line {number}")
+        if number % 1000 == 0:
+            await _turns(2)
+            # Written ahead of the reader: at most the fill bound (plus one line's worth).
+            assert transport.get_write_buffer_size() <= FILL_BYTES + 200
+    assert transport.paused
+    assert journal.bytes_held <= 1024 * 1024
+    journal.end(log, FAILED)
+    for _ in range(500):  # the reader catches up, a buffer at a time
+        transport.read_all()
+        await _turns()
+        if transport.closed:
+            break
+    transport.read_all()
+    header, *lines, done = transport.answer()
+    numbers = [int(e["line"].split()[1]) for e in lines]
+    assert numbers == sorted(numbers)
+    assert header["dropped_lines"] > 0  # the buffer had dropped these before the request
+    assert numbers[0] == header["dropped_lines"]  # the reader got the buffer from its start
+    assert numbers[-1] == total - 1  # and ends with the run's newest lines
+    assert done["event"] == "done"
+    assert done["dropped_lines"] == total - header["dropped_lines"] - len(numbers) > 0
+    assert transport.closed
+
+
+async def test_a_reader_that_leaves_stops_following() -> None:
+    journal = Journal()
+    log = _running(journal)
+    connection = Connection(_server(journal))
+    transport = _SlowTransport(connection)
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection.data_received(b'{"op":"logs","follow":true}\n')
+    await _turns()
+    assert len(log.followers) == 1
+    connection.connection_lost(None)
+    assert log.followers == []
+    log.add("stdout", "nobody hears this")
+    journal.end(log, FAILED)
+
+
+async def test_the_last_finished_runs_are_listed_newest_first() -> None:
+    journal = Journal()
+    logs = []
+    for number in range(3):
+        log = _running(journal)
+        log.add("stdout", f"line {number}")
+        journal.end(log, FAILED if number == 1 else RunResult(ok=True, exit_code=0))
+        logs.append(log)
+    _running(journal)  # running: not listed
+    transport = _connect(_server(journal), b'{"op":"logs","runs":2}\n')
+    await _turns()
+    transport.read_all()
+    (answer,) = transport.answer()
+    assert answer["event"] == "runs"
+    assert [run["id"] for run in answer["runs"]] == [logs[2].run_id, logs[1].run_id]
+    assert answer["runs"][1] == {
+        "id": logs[1].run_id,
+        "task": "chatty",
+        "trigger": "tick",
+        "outcome": "failed",
+        "reason": "exit status 3",
+        "exit_code": 3,
+        "started_at": logs[1].started_at,
+        "duration_ms": 12,
+        "lines": 1,
+        "kept_lines": 1,
+    }
+    assert transport.closed
