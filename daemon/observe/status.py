@@ -178,8 +178,7 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
 def health_warnings(broker: BrokerState) -> list[str]:
     """What is wrong without making the daemon unhealthy: a refused reload of the tasks file,
     database job rows it cannot use."""
-    reload_warning = broker.reloader.health_warning()
-    warnings = [reload_warning] if reload_warning is not None else []
+    warnings = broker.reloader.health_warnings()
     return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
 
 

@@ -48,7 +48,7 @@ def load_handler(ref: str, where: str) -> Handler:
         raise TaskConfigError(f"{where}: handler must be 'module:function', got {ref!r}")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, but also a SyntaxError or a crash in the module
+    except (Exception, SystemExit) as exc:  # ImportError, a SyntaxError, a crash, sys.exit()
         reason = f"{type(exc).__name__}: {exc}"
         raise TaskConfigError(f"{where}: cannot import {module_name!r}: {reason}") from None
     target: Any = module
