@@ -517,3 +517,12 @@ async def test_a_lost_watch_is_said_and_a_reload_request_re_arms_it(
         assert "warnings" not in health_answer(broker)
     finally:
         watcher.close()
+
+
+async def test_the_watch_is_closed_when_stop_came_before_serve(make_broker: MakeBroker) -> None:
+    broker = make_broker()
+    broker.signals.stop.set()  # SIGTERM during start-up
+    async with asyncio.timeout(20):
+        assert await broker.serve() == 0
+    assert broker.reloader.resync_watch is not None  # it was started ...
+    assert broker.reloader.resync_watch() is False  # ... and closed
