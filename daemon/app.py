@@ -86,6 +86,7 @@ class Broker:
             )
             self.queue.on_finish(metrics.run_finished)
             self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
+            self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
             )

@@ -526,3 +526,26 @@ async def test_the_watch_is_closed_when_stop_came_before_serve(make_broker: Make
         assert await broker.serve() == 0
     assert broker.reloader.resync_watch is not None  # it was started ...
     assert broker.reloader.resync_watch() is False  # ... and closed
+
+
+def test_reload_outcomes_are_counted_in_the_metrics(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker(METRICS_ADDR="127.0.0.1:0")
+    assert broker.metrics_server is not None
+    metrics = broker.metrics_server.metrics
+
+    def text() -> str:
+        return metrics.exposition().decode()
+
+    assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 0.0' in text()
+    assert 'runbroker_tasks_reloads_total{outcome="refused"} 0.0' in text()
+    assert "runbroker_tasks_reload_last_success 1.0" in text()
+    _replace(tasks_file, "[tasks.broken\n")
+    assert broker.control(ControlRequest("reload"))["ok"] is False
+    assert 'runbroker_tasks_reloads_total{outcome="refused"} 1.0' in text()
+    assert "runbroker_tasks_reload_last_success 0.0" in text()
+    _replace(tasks_file, NEW_TASKS)
+    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 1.0' in text()
+    assert "runbroker_tasks_reload_last_success 1.0" in text()
