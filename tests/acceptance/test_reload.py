@@ -185,7 +185,8 @@ def test_a_rename_over_the_file_is_picked_up(start_daemon: StartDaemon, workdir:
     assert reloaded["source"] == "file"
     assert reloaded["added"] == 1
     assert daemon.exec("trigger", "second").returncode == 0
-    assert len(daemon.log.events("tasks.reloaded")) == 1  # a burst of events, one reload
+    # That a burst of events is one reload is tested on the debounce itself (unit tier):
+    # counting reload lines here, right after the first, could not see a second one coming.
 
 
 LOADED = """

@@ -549,3 +549,96 @@ def test_reload_outcomes_are_counted_in_the_metrics(
     assert broker.control(ControlRequest("reload"))["ok"] is True
     assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 1.0' in text()
     assert "runbroker_tasks_reload_last_success 1.0" in text()
+
+
+def test_without_inotify_a_change_during_start_up_is_still_reloaded(
+    make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daemon.reload import inotify
+
+    def unavailable() -> int:
+        raise inotify.InotifyUnavailable("no inotify here")
+
+    monkeypatch.setattr(inotify, "init", unavailable)
+    broker = make_broker()
+    _replace(tasks_file, NEW_TASKS)  # after the tasks were read, before the loop runs
+
+    async def started() -> object:
+        return start_watching(broker.reloader)
+
+    assert asyncio.run(started()) is None
+    assert broker.reloader.watch == "signal"
+    assert broker.reloader.file_changed.is_set()  # the reload loop will reload it
+
+
+class _Reloads:
+    """A reload loop on ``broker`` and the tasks each of its reloads loaded."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.loaded: list[frozenset[str]] = []
+        self.changed = asyncio.Event()
+        broker.reloader.listeners.append(self._done)
+
+    def _done(self, _changes: object) -> None:
+        self.loaded.append(self.broker.tasks.names())
+        self.changed.set()
+
+
+async def test_a_burst_of_file_events_is_one_reload_of_the_last_version(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    reloads = _Reloads(broker)
+    events = broker.reloader.file_changed
+    frozen = lambda: 0.0  # noqa: E731  # the debounce's cap never reached
+    looping = asyncio.create_task(
+        reload_forever(broker.reloader, asyncio.Event(), debounce_s=1.0, monotonic=frozen)
+    )
+    try:
+        _replace(tasks_file, TASKS + '[tasks.v1]\ncommand = ["true"]\n')
+        events.set()
+        for _ in range(20):  # the loop wakes and starts debouncing; more events arrive
+            await asyncio.sleep(0)
+            events.set()
+        _replace(tasks_file, NEW_TASKS)  # a change during the debounce
+        events.set()
+        async with asyncio.timeout(10):
+            await reloads.changed.wait()
+    finally:
+        looping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await looping
+    assert reloads.loaded == [frozenset({"keep", "edit", "fresh"})]  # one reload, the last file
+
+
+async def test_a_directory_that_never_goes_quiet_is_reloaded_after_the_cap(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    reloads = _Reloads(broker)
+    events = broker.reloader.file_changed
+    ticks = iter(range(1000))
+
+    def clock() -> float:  # half a second per look: the cap (DEBOUNCE_MAX_S) comes soon
+        return next(ticks) * 0.5
+
+    async def busy() -> None:
+        while True:
+            events.set()
+            await asyncio.sleep(0)
+
+    _replace(tasks_file, NEW_TASKS)
+    looping = asyncio.create_task(
+        reload_forever(broker.reloader, asyncio.Event(), debounce_s=60.0, monotonic=clock)
+    )
+    noise = asyncio.create_task(busy())
+    try:
+        async with asyncio.timeout(10):
+            await reloads.changed.wait()
+    finally:
+        for task in (noise, looping):
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    assert "fresh" in reloads.loaded[0]
