@@ -17,12 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
-from daemon.core.runqueue import (
-    Rejected,
-    Run,
-    RunQueue,
-    RunResult,
-)
+from daemon.core.runqueue import Rejected, Run, RunQueue, RunResult
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
