@@ -197,7 +197,11 @@ class TaskReloader:
 
     def answer(self) -> dict[str, Any]:
         """``runbroker reload``: reload now, and the outcome as the wire answers it."""
-        outcome = self.reload("request")
+        try:
+            outcome = self.reload("request")
+        except Exception as exc:  # a bug past the checks: still an answer, never a dead socket
+            log.exception("tasks.reload_crashed", source="request")
+            return reload_answer(False, f"reload failed: {type(exc).__name__}: {exc}", None)
         assert outcome is not None  # always reloaded when asked
         changes = outcome.changes
         return reload_answer(outcome.ok, outcome.reason, changes.names() if changes else None)
@@ -225,10 +229,8 @@ class TaskReloader:
             )
         last = self.last
         if last is not None and not last.ok:
-            why = last.reason
-            warnings.append(
-                f"the last reload of the tasks file failed, the old tasks still run: {why}"
-            )
+            failed = "the last reload of the tasks file failed, the old tasks still run: "
+            warnings.append(failed + last.reason)
         return warnings
 
 

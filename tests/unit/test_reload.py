@@ -642,3 +642,17 @@ async def test_a_directory_that_never_goes_quiet_is_reloaded_after_the_cap(
             with pytest.raises(asyncio.CancelledError):
                 await task
     assert "fresh" in reloads.loaded[0]
+
+
+def test_a_reload_request_that_raises_is_still_answered(
+    make_broker: MakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = make_broker()
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("replace_plans broke")
+
+    monkeypatch.setattr(broker.ticker, "replace_plans", broken)
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert answer["reason"] == "reload failed: RuntimeError: replace_plans broke"
