@@ -152,6 +152,8 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskConfigError(f"{source}: {exc}") from None
+    except RecursionError:  # arrays or tables nested thousands deep: tomllib recurses
+        raise TaskConfigError(f"{source}: nested too deeply (RecursionError)") from None
     unknown = sorted(set(document) - {"tasks"})
     if unknown:
         raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}")
