@@ -97,6 +97,7 @@ class Broker:
             )
             self.queue.on_finish(metrics.run_finished)
             self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
+            self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
             )
@@ -144,12 +145,19 @@ class Broker:
             )
             self.reloader.fence_widen = self.pgrunner.widen_fence
         watcher = start_watching(self.reloader)
+        try:
+            return await self._serve(database is not None)
+        finally:
+            if watcher is not None:
+                watcher.close()
+
+    async def _serve(self, database: bool) -> int:
         log.info(
             "broker.ready",
             socket=str(self.settings.socket),
             tasks=sorted(self.tasks.names()),
             pid=os.getpid(),
-            database=database is not None,
+            database=database,
         )
         tune_gc()  # start-up is over: what it made is frozen
         pg_stopping = asyncio.Event()
@@ -157,9 +165,7 @@ class Broker:
             force_task = group.create_task(self._force_exit_watch())
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
-            reload_task = group.create_task(
-                reload_forever(self.reloader, self.signals.reload, watcher)
-            )
+            reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
             reaper_task = group.create_task(self.children.reap_forever())
             pg_task = None
             if self.pgrunner is not None:

@@ -12,7 +12,9 @@ logged, never piled up. At shutdown the ticker is the first part stopped (its ta
 
 A reload hands the ticker new plans (``replace_plans``): a plan whose task, interval or schedule
 text and zone are unchanged keeps its running loop, so its next fire time (no double fire, no
-skip); a plan that is gone stops; a new or changed one starts as it would at start-up.
+skip); a plan that is gone stops; a new or changed one starts on its interval or schedule, but
+without the start-up fire (``fire_on_start``, ``once``: what ``RUNBROKER_FIRE_ON_START`` and
+``INTERVAL=0`` ask for happens at start-up only; at a reload it would look like a double fire).
 """
 
 from __future__ import annotations
@@ -121,16 +123,18 @@ class Ticker:
             finally:
                 self._group = None
 
-    def _start(self, plan: TickPlan) -> None:
+    def _start(self, plan: TickPlan, *, at_start_up: bool = True) -> None:
         plan.planned_at = time.time()
         if plan.once:
-            self.fire(plan)
+            if at_start_up:
+                self.fire(plan)
             return
         loop = None
         if plan.schedule is not None:
             loop = self._schedule_loop(plan, plan.schedule)
         elif plan.interval_s is not None:
-            loop = self._interval_loop(plan, plan.interval_s)
+            fire_now = plan.fire_on_start and at_start_up
+            loop = self._interval_loop(plan, plan.interval_s, fire_now)
         if loop is not None and self._group is not None:
             task = self._group.create_task(loop)
             self._loops[id(plan)] = task
@@ -160,11 +164,11 @@ class Ticker:
                 task.cancel()
         self.plans = kept
         for plan in started:
-            self._start(plan)
+            self._start(plan, at_start_up=False)
 
-    async def _interval_loop(self, plan: TickPlan, interval_s: float) -> None:
+    async def _interval_loop(self, plan: TickPlan, interval_s: float, fire_now: bool) -> None:
         start = self._monotonic()
-        if plan.fire_on_start:
+        if fire_now:
             self.fire(plan)
         last_fired = start  # without a tick at start, the first still waits a little
         slot = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from daemon.exits import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
+from daemon.exits import EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL, EXIT_UNAVAILABLE, EXIT_USAGE
 
 TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
 if TYPE_CHECKING:
@@ -71,8 +71,10 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def reload(args: argparse.Namespace) -> int:
-    """Exit 0 when the tasks file was reloaded, 1 when it was refused (the reason on stderr)."""
+    """Exit 0 when the tasks file was reloaded, 1 when it was refused (the reason on stderr),
+    75 when the daemon is shutting down (as ``trigger``), 2 when it is older than the op."""
     from daemon.face.status_text import reload_summary
+    from daemon.wire.protocol import TEMPFAIL_REASONS
 
     answer = _control(args, "reload")
     if isinstance(answer, int):
@@ -80,5 +82,13 @@ def reload(args: argparse.Namespace) -> int:
     if answer.get("ok"):
         print(f"reloaded: {reload_summary(answer)}")
         return EXIT_OK
-    print(f"runbroker: reload refused: {answer.get('reason', 'unknown')}", file=sys.stderr)
-    return EXIT_FAILED
+    reason = str(answer.get("reason", "unknown"))
+    if reason.startswith("unknown op"):
+        print(
+            "runbroker: this daemon does not know `reload` (it is older than this client): "
+            "restart it to read the tasks file again",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(f"runbroker: reload refused: {reason}", file=sys.stderr)
+    return EXIT_TEMPFAIL if reason in TEMPFAIL_REASONS else EXIT_FAILED

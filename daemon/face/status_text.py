@@ -140,7 +140,11 @@ def reload_summary(changes: dict[str, Any]) -> str:
 def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
     if not reload.get("tasks_file"):
         return ["tasks file: none (nothing to reload)"]
-    watch = {"inotify": "watched", "signal": "not watched: SIGHUP or `runbroker reload`"}
+    watch = {
+        "inotify": "watched",
+        "signal": "not watched: SIGHUP or `runbroker reload`",
+        "lost": "watch LOST: SIGHUP or `runbroker reload` re-arms it",
+    }
     head = f"tasks file: {reload['tasks_file']} ({watch.get(str(reload.get('watch')), '?')})"
     if reload.get("last_ok") is None:
         return [head, "  not reloaded since start"]

@@ -27,6 +27,7 @@ from daemon.observe.sources import RunnerFigures
 TRIGGERS = ("external", "tick", "schedule")
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
 FAILED_OUTCOMES = frozenset({"failed", "timed_out"})
+RELOAD_OUTCOMES = ("succeeded", "refused")  # of a reload of the tasks file
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float("inf"))
 
 
@@ -160,6 +161,21 @@ class Metrics:
             ["task"],
             registry=self.registry,
         )
+        self.reloads = Counter(
+            "runbroker_tasks_reloads",
+            "Reloads of the tasks file, by outcome (refused: the old tasks still run).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in RELOAD_OUTCOMES:
+            self.reloads.labels(outcome)
+        self.reload_ok = Gauge(
+            "runbroker_tasks_reload_last_success",
+            "1 when the last reload of the tasks file succeeded (or none was tried), 0 when it"
+            " was refused.",
+            registry=self.registry,
+        )
+        self.reload_ok.set(1)
         self.registry.register(_LiveCollector(queue, database, plans))
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
@@ -186,6 +202,10 @@ class Metrics:
             self.last_success.labels(task).set(time.time())
         elif outcome in FAILED_OUTCOMES:
             self.last_failure.labels(task).set(time.time())
+
+    def reload_done(self, ok: bool) -> None:
+        self.reloads.labels("succeeded" if ok else "refused").inc()
+        self.reload_ok.set(1 if ok else 0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,7 +11,7 @@
      "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
                  "finished_at"}],
      "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
-     "reload": {"tasks_file": null | str, "watch": "inotify"|"signal"|"none",
+     "reload": {"tasks_file": null | str, "watch": "inotify"|"signal"|"lost"|"none",
                 "last_at", "last_source": "signal"|"file"|"request", "last_ok": null | bool,
                 "last_changes": null | {"added", "removed", "changed", "unchanged"} (counts),
                 "last_error": null | str, "last_failed_at"},
@@ -31,7 +31,8 @@ database job rows the runner could not use (a payload it cannot read, a schedule
 compute, a task this container does not define): each fails or is disabled on its own, every
 other job goes on, and a restart would not fix the row, so they do not make it unhealthy. A
 last reload of the tasks file that was refused is a warning too, not a problem: the daemon still
-runs the tasks it had, and a restart would read the same bad file and not start at all.
+runs the tasks it had, and a restart would read the same bad file and not start at all; so is a
+lost watch of the tasks file's directory (SIGHUP or ``runbroker reload`` re-arm it).
 """
 
 from __future__ import annotations
@@ -183,8 +184,7 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
 def health_warnings(broker: BrokerState) -> list[str]:
     """What is wrong without making the daemon unhealthy: a refused reload of the tasks file,
     database job rows it cannot use."""
-    reload_warning = broker.reloader.health_warning()
-    warnings = [reload_warning] if reload_warning is not None else []
+    warnings = broker.reloader.health_warnings()
     return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
 
 

@@ -87,7 +87,7 @@ class LeaseFence(Generic[Held]):
         self.lead_s = lead_s(lease_s, grace_s)
         self.on_fence = on_fence
         self._loop = loop
-        self._timers: dict[int, asyncio.TimerHandle] = {}  # by job_runs id
+        self._timers: dict[int, tuple[asyncio.TimerHandle, Held, float]] = {}  # by job_runs id
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -95,9 +95,17 @@ class LeaseFence(Generic[Held]):
         return self._loop
 
     def widen(self, grace_s: float) -> None:
-        """Leave room for ``grace_s`` from the next renewal on (a reload's longer grace); the
-        lead never shrinks, a run may still have the grace it started with."""
-        self.lead_s = max(self.lead_s, lead_s(self.lease_s, grace_s))
+        """Leave room for ``grace_s`` (a reload's longer grace): every timer already set moves
+        earlier by what the lead grew (at once when that is past), later renewals use the new
+        lead. The lead never shrinks: a run may still have the grace it started with."""
+        wider_s = lead_s(self.lease_s, grace_s)
+        grown_s = wider_s - self.lead_s
+        if grown_s <= 0:
+            return
+        self.lead_s = wider_s
+        for run_id, (timer, held, fence_at) in list(self._timers.items()):
+            timer.cancel()
+            self._set(run_id, held, fence_at - grown_s)
 
     def now(self) -> float:
         """The clock of ``renewed``'s ``sent_at``: the loop's monotonic time."""
@@ -105,19 +113,21 @@ class LeaseFence(Generic[Held]):
 
     def renewed(self, run_id: int, held: Held, sent_at: float) -> None:
         """The lease of ``held`` was granted or renewed by a statement sent at ``sent_at``."""
-        timer = self._timers.pop(run_id, None)
-        if timer is not None:
-            timer.cancel()
-        fence_at = sent_at + self.lease_s - self.lead_s
-        self._timers[run_id] = self._event_loop().call_at(fence_at, self._fire, run_id, held)
+        self.forget(run_id)
+        self._set(run_id, held, sent_at + self.lease_s - self.lead_s)
+
+    def _set(self, run_id: int, held: Held, fence_at: float) -> None:
+        """A timer at ``fence_at`` (loop time; one in the past fires at the next iteration)."""
+        timer = self._event_loop().call_at(fence_at, self._fire, run_id, held)
+        self._timers[run_id] = (timer, held, fence_at)
 
     def forget(self, run_id: int) -> None:
-        timer = self._timers.pop(run_id, None)
-        if timer is not None:
-            timer.cancel()
+        entry = self._timers.pop(run_id, None)
+        if entry is not None:
+            entry[0].cancel()
 
     def close(self) -> None:
-        for timer in self._timers.values():
+        for timer, _held, _fence_at in self._timers.values():
             timer.cancel()
         self._timers.clear()
 

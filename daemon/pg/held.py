@@ -17,12 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
-from daemon.core.runqueue import (
-    Rejected,
-    Run,
-    RunQueue,
-    RunResult,
-)
+from daemon.core.runqueue import Rejected, Run, RunQueue, RunResult
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
@@ -161,6 +156,11 @@ class HeldRuns:
                 self._finish(held, result, retryable=False)
             elif result.cancelled and run.started_at is None:
                 self.release(held)  # shutdown or a lost lease: another claim runs it
+            elif run.started_at is None:
+                # Refused by the executor (a reload removed the task or now refuses the args):
+                # as an unknown task at the claim, failed with the reason and not retried.
+                self.unusable.found(held.claimed.job, result.reason)
+                self._finish(held, result, retryable=False)
             else:
                 self._finish(held, result)
 

@@ -2,18 +2,23 @@
 
 A reload reads the whole file and checks it as start-up does (TOML, every task, the fencing
 rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
-the ticker given the new plans. A file that fails is refused with one log line naming the
-problem (the file, and the line for a TOML error), the old tasks stay, and ``status`` and
-``health`` say the last reload failed until one succeeds. ``RUNBROKER_*`` settings are read
-once at start-up and never reloaded. A file the watch reports but whose bytes did not change
-is not reloaded; SIGHUP and ``runbroker reload`` always reload (``daemon.reload.waking`` is the
-loop that SIGHUP and the file watch wake).
+the ticker given the new plans (computed from the new tasks before anything is swapped). A
+file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
+nested too deeply, a handler module calling ``sys.exit`` at import), is refused with one log
+line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
+``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
+settings are read once at start-up and never reloaded. A file the watch reports but whose
+bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
+the file: a handler module installed since); SIGHUP and ``runbroker reload`` always reload,
+and first re-arm a file watch that was lost (``resync_watch``). ``daemon.reload.waking`` is
+the loop that SIGHUP and the file watch wake.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +45,7 @@ log = get_logger("runbroker.reload")
 WATCH_INOTIFY = "inotify"  # status: the file is watched
 WATCH_SIGNAL = "signal"  # inotify unavailable: SIGHUP and `runbroker reload` only
 WATCH_NONE = "none"  # no tasks file: nothing to reload
+WATCH_LOST = "lost"  # the watched directory went away: SIGHUP or `runbroker reload` re-arm it
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class TaskReloader:
         self.watch = WATCH_NONE if self.path is None else WATCH_SIGNAL
         self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
         self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
+        self.resync_watch: Callable[[], bool] | None = None  # the file watch's, when it runs
+        self.outcomes: list[Callable[[bool], None]] = []  # after each reload (metrics)
         self.file_changed = asyncio.Event()
         self._digest = registry.source_digest  # of the bytes the tasks came from
         self.last_at: float | None = None
@@ -94,37 +102,38 @@ class TaskReloader:
             return ReloadOutcome(False, f"no tasks file to reload ({why} at start)")
         if self.queue.closed:
             return ReloadOutcome(False, REASON_CLOSED)
+        if self.resync_watch is not None and source != "file":
+            self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`
         try:
             data = self.path.read_bytes()
-        except FileNotFoundError:
-            return self._refused(source, f"tasks file {self.path} does not exist")
         except OSError as exc:
+            self._digest = None  # the same bytes coming back are a change
+            if isinstance(exc, FileNotFoundError):
+                return self._refused(source, f"tasks file {self.path} does not exist")
             return self._refused(source, f"tasks file {self.path}: {exc.strerror}")
         digest = hashlib.sha256(data).hexdigest()
-        if only_if_changed and digest == self._digest:
+        failed_last = self.last is not None and not self.last.ok
+        if only_if_changed and digest == self._digest and not failed_last:
             return None
         self._digest = digest
+        importlib.invalidate_caches()  # a handler module added since start-up is found
         try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return self._refused(source, f"tasks file {self.path}: not valid UTF-8")
-        try:
-            tasks = with_default(parse_tasks_toml(text, str(self.path)), self.default_command)
+            tasks = with_default(self._parse(data), self.default_command)
+            problem = self._problem(tasks)
+            plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
         except TaskConfigError as exc:
             return self._refused(source, str(exc))
-        problem = self._problem(tasks)
+        except (Exception, SystemExit) as exc:  # not CancelledError nor KeyboardInterrupt
+            return self._refused(source, f"{type(exc).__name__}: {exc}")
         if problem is not None:
             return self._refused(source, problem)
-        changes = self.registry.replace(tasks)
-        plans, warnings = tick_plans(self.settings, self.registry)
-        for warning in warnings:
-            log.warning("settings.interval", warning=warning)
-        self.ticker.replace_plans(plans)
-        if self.fence_widen is not None:
-            self.fence_widen(max(self._graces_s(tasks).values()))
+        changes = self._swap(tasks, plans, warnings)
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
-            listener(changes)
+            try:
+                listener(changes)
+            except Exception:  # a listener's bug must not undo a good reload
+                log.exception("tasks.reload_listener_failed")
         log.info(
             "tasks.reloaded",
             file=str(self.path),
@@ -135,6 +144,23 @@ class TaskReloader:
             changed_tasks=list(changes.changed),
         )
         return outcome
+
+    def _parse(self, data: bytes) -> dict[str, Any]:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TaskConfigError(f"tasks file {self.path}: not valid UTF-8") from None
+        return parse_tasks_toml(text, str(self.path))
+
+    def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
+        """Put the checked tasks and their plans in place; nothing here refuses."""
+        changes = self.registry.replace(tasks)
+        for warning in warnings:
+            log.warning("settings.interval", warning=warning)
+        self.ticker.replace_plans(plans)
+        if self.fence_widen is not None:
+            self.fence_widen(max(self._graces_s(tasks).values()))
+        return changes
 
     def _graces_s(self, tasks: dict[str, Any]) -> dict[str, float]:
         from daemon.pg.fence import graces_s
@@ -161,11 +187,21 @@ class TaskReloader:
 
     def _record(self, source: str, outcome: ReloadOutcome) -> ReloadOutcome:
         self.last_at, self.last, self.last_source = time.time(), outcome, source
+        for counted in self.outcomes:
+            counted(outcome.ok)
         return outcome
+
+    def watch_state(self, watching: bool) -> None:
+        """The file watch says whether it still watches (``TasksFileWatcher.on_state``)."""
+        self.watch = WATCH_INOTIFY if watching else WATCH_LOST
 
     def answer(self) -> dict[str, Any]:
         """``runbroker reload``: reload now, and the outcome as the wire answers it."""
-        outcome = self.reload("request")
+        try:
+            outcome = self.reload("request")
+        except Exception as exc:  # a bug past the checks: still an answer, never a dead socket
+            log.exception("tasks.reload_crashed", source="request")
+            return reload_answer(False, f"reload failed: {type(exc).__name__}: {exc}", None)
         assert outcome is not None  # always reloaded when asked
         changes = outcome.changes
         return reload_answer(outcome.ok, outcome.reason, changes.names() if changes else None)
@@ -184,11 +220,18 @@ class TaskReloader:
             "last_failed_at": _iso(self.last_failed_at),
         }
 
-    def health_warning(self) -> str | None:
+    def health_warnings(self) -> list[str]:
+        warnings = []
+        if self.watch == WATCH_LOST:
+            warnings.append(
+                f"the watch of the tasks file's directory {self.path and self.path.parent} was "
+                "lost: changes are not seen until SIGHUP or `runbroker reload` re-arms it"
+            )
         last = self.last
-        if last is None or last.ok:
-            return None
-        return f"the last reload of the tasks file failed, the old tasks still run: {last.reason}"
+        if last is not None and not last.ok:
+            failed = "the last reload of the tasks file failed, the old tasks still run: "
+            warnings.append(failed + last.reason)
+        return warnings
 
 
 def _iso(timestamp: float | None) -> str | None:

@@ -1,12 +1,15 @@
 """The loop that reloads the tasks file: woken by SIGHUP (its event, set by the signal handler)
 and by the file watch (``watcher``), debounced so that a burst of events is one reload. Without
 inotify (one log line says why) only SIGHUP and ``runbroker reload`` reload; nothing polls.
+A reload that fails in a way nobody foresaw is logged and the loop goes on: it never ends the
+daemon. The caller (``Broker.serve``) owns the watch and closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from daemon.observe.logs import get_logger
 from daemon.reload.reloader import WATCH_INOTIFY, TaskReloader
@@ -23,14 +26,17 @@ def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
     after that is missed); None without a tasks file or without inotify (logged once)."""
     if reloader.path is None:
         return None
-    watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set)
+    if reloader.changed_since_read():  # between reading the tasks at start and now
+        reloader.file_changed.set()  # reloaded by the loop, with or without a watch
+    watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set, reloader.watch_state)
     try:
         watcher.start(asyncio.get_running_loop())
     except OSError as exc:  # inotify.InotifyUnavailable among them
         log.warning("reload.no_file_watch", reason=str(exc), reload_with="SIGHUP")
         return None
     reloader.watch = WATCH_INOTIFY
-    if reloader.changed_since_read():  # between reading the tasks at start and now
+    reloader.resync_watch = watcher.resync
+    if reloader.changed_since_read():  # ... or while the watch was being set up
         reloader.file_changed.set()
     return watcher
 
@@ -38,30 +44,30 @@ def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
 async def reload_forever(
     reloader: TaskReloader,
     sighup: asyncio.Event,
-    watcher: TasksFileWatcher | None,
     *,
     debounce_s: float = DEBOUNCE_S,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Reload on SIGHUP and on changes of the file, until cancelled; closes ``watcher``."""
+    """Reload on SIGHUP and on changes of the file, until cancelled."""
     changed = reloader.file_changed
-    try:
-        while True:
-            await _either(sighup, changed)
-            await _quiet(changed, debounce_s)
-            forced = sighup.is_set()
-            sighup.clear()
+    while True:
+        await _either(sighup, changed)
+        await _quiet(changed, debounce_s, monotonic)
+        forced = sighup.is_set()
+        sighup.clear()
+        try:
             outcome = reloader.reload("signal" if forced else "file", only_if_changed=not forced)
-            if outcome is not None and reloader.path is None:
-                log.warning("tasks.reload_refused", source="signal", error=outcome.reason)
-    finally:
-        if watcher is not None:
-            watcher.close()
+        except Exception:  # a bug of the reload itself: logged, and the next one is tried
+            log.exception("tasks.reload_crashed", source="signal" if forced else "file")
+            continue
+        if outcome is not None and reloader.path is None:
+            log.warning("tasks.reload_refused", source="signal", error=outcome.reason)
 
 
-async def _quiet(changed: asyncio.Event, debounce_s: float) -> None:
+async def _quiet(changed: asyncio.Event, debounce_s: float, monotonic: Callable[[], float]) -> None:
     """Until the file's events pause for ``debounce_s`` (at most ``DEBOUNCE_MAX_S``)."""
-    deadline = time.monotonic() + DEBOUNCE_MAX_S
-    while time.monotonic() < deadline:
+    deadline = monotonic() + DEBOUNCE_MAX_S
+    while monotonic() < deadline:
         changed.clear()
         try:
             async with asyncio.timeout(debounce_s):

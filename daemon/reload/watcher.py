@@ -7,6 +7,13 @@ when it is a symlink (an edit of the target is seen too). Every event that may c
 file (its name, ``..data``, the target's name, an overflow of the event queue) calls
 ``on_change``; the reloader debounces them and compares the content, so a burst is one reload
 and an untouched file none.
+
+Each such event (and ``resync``, which SIGHUP and ``runbroker reload`` call) adds the watches
+again: adding a directory whose inode is already watched gives the same descriptor, a
+directory swapped for another (``mv etc etc.old; mv etc.new etc``) a new one, and descriptors
+no longer given (the old inode's, one whose ``IN_IGNORED`` an overflow dropped) are removed.
+When the file's directory cannot be watched (deleted), ``on_state(False)`` says the watch is
+lost; the next ``resync`` that succeeds says ``on_state(True)``.
 """
 
 from __future__ import annotations
@@ -26,9 +33,15 @@ _ALWAYS = inotify.IN_Q_OVERFLOW | inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
 
 
 class TasksFileWatcher:
-    def __init__(self, path: Path, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        on_change: Callable[[], None],
+        on_state: Callable[[bool], None] | None = None,
+    ) -> None:
         self.path = Path(os.path.abspath(path))
         self.on_change = on_change
+        self.on_state = on_state  # True: watching; False: the file's directory is not watched
         self._fd: int | None = None
         self._watches: dict[str, int] = {}  # directory -> watch descriptor
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -61,19 +74,43 @@ class TasksFileWatcher:
             return None
 
     def _sync(self) -> None:
-        """Watch the file's directory (it must exist) and its target's (if it can)."""
+        """Watch the file's directory (it must exist) and its target's (if it can), each
+        added again (the same inode: the same descriptor); descriptors not given are removed."""
         assert self._fd is not None
         home = str(self.path.parent)
         target = self._target()
         wanted = {home} | ({str(target.parent)} if target is not None else set())
-        for directory in sorted(wanted - set(self._watches)):
+        old = set(self._watches.values())
+        self._watches = {}
+        failure: OSError | None = None
+        for directory in sorted(wanted):
             try:
                 self._watches[directory] = inotify.add_watch(self._fd, directory)
-            except OSError:
+            except OSError as exc:
                 if directory == home:
-                    raise
-        for directory in set(self._watches) - wanted:
-            inotify.rm_watch(self._fd, self._watches.pop(directory))
+                    failure = exc
+        for wd in old - set(self._watches.values()):
+            inotify.rm_watch(self._fd, wd)
+        if failure is not None:
+            raise failure
+
+    def resync(self) -> bool:
+        """Add the watches again (SIGHUP, ``runbroker reload``); whether the directory is
+        watched, also told to ``on_state``."""
+        if self._fd is None:
+            return False
+        try:
+            self._sync()
+        except OSError as exc:
+            log.warning("reload.watch_lost", directory=str(self.path.parent), error=str(exc))
+            self._state(False)
+            return False
+        self._state(True)
+        return True
+
+    def _state(self, watching: bool) -> None:
+        if self.on_state is not None:
+            self.on_state(watching)
 
     def _readable(self) -> None:
         assert self._fd is not None
@@ -97,8 +134,5 @@ class TasksFileWatcher:
                     concerned = True
         if not concerned:
             return
-        try:
-            self._sync()
-        except OSError as exc:
-            log.warning("reload.watch_lost", directory=str(self.path.parent), error=str(exc))
+        self.resync()
         self.on_change()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from daemon.core.runqueue import Run, RunQueue, RunResult
+from daemon.core.tasks import TaskRegistry
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import JobStore
 from daemon.pg.waits import first_of
@@ -36,6 +37,7 @@ class FakeExecutor:
     started: list[Run] = field(default_factory=list)
     release_gate: asyncio.Event | None = None  # when set: each run waits for it
     cancels: list[tuple[str, str]] = field(default_factory=list)  # (run id, reason) asked
+    tasks: Collection[str] = ()  # a TaskRegistry: each run admitted again, as the executor does
     _cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
     def cancel_current(self, run_id: str | None = None, reason: str = "") -> str:
@@ -49,6 +51,13 @@ class FakeExecutor:
 
     async def run_forever(self) -> None:
         while (run := await self.queue.take()) is not None:
+            refusal = (
+                self.tasks.refusal(run.request) if isinstance(self.tasks, TaskRegistry) else None
+            )
+            if refusal is not None:  # never started: a reload removed its task
+                run.finish(RunResult(ok=False, reason=refusal))
+                self.queue.release(run)
+                continue
             run.mark_started()
             self.started.append(run)
             self._cancelled.clear()
@@ -101,7 +110,7 @@ async def running(
     """Runs a PgRunner and a fake executor; on exit stops the runner, then the executor."""
     config = make_settings(**settings)
     queue = RunQueue(config.queue_capacity)
-    executor = FakeExecutor(queue, dict(handlers or {}), release_gate=gate)
+    executor = FakeExecutor(queue, dict(handlers or {}), release_gate=gate, tasks=tasks)
     runner = PgRunner(
         store=store,
         queue=queue,

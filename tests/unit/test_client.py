@@ -414,3 +414,25 @@ def test_only_short_lived_commands_leave_their_sockets_to_exit(
     words: list[str], leaves: bool
 ) -> None:
     assert cli.leaves_sockets_to_exit(words) is leaves
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "said"),
+    [
+        ({"ok": True, "added": [], "removed": [], "changed": [], "unchanged": ["a"]}, 0, ""),
+        ({"ok": False, "reason": "tasks file /x: line 1"}, 1, "reload refused: tasks file"),
+        ({"ok": False, "reason": "scheduler is shutting down"}, 75, "shutting down"),
+        ({"ok": False, "reason": "unknown op 'reload'"}, 2, "does not know `reload`"),
+    ],
+)
+def test_cli_reload_exit_codes(
+    short_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    answer: dict[str, Any],
+    code: int,
+    said: str,
+) -> None:
+    path = short_dir / "rb.sock"
+    with fake_daemon(path, {"event": "done", **answer}):
+        assert cli.main(["reload", "--socket", str(path)]) == code
+    assert said in capsys.readouterr().err

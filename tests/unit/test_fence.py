@@ -121,3 +121,30 @@ async def test_on_the_real_loop_the_fence_fires_once_at_its_time() -> None:
     # sent long enough ago that the fence is already due: it fires on the next loop turn
     fence.renewed(1, "run 1", sent_at=loop.time() - 3.0)
     await asyncio.wait_for(fired.wait(), timeout=5)
+
+
+def test_widening_moves_the_timers_already_set_earlier() -> None:
+    fence, loop, fenced = _fence(lease_s=60.0, grace_s=5.0)
+    fence.renewed(1, "early", sent_at=100.0)  # claimed before a reload raised the grace
+    fence.renewed(2, "late", sent_at=130.0)
+    old_at = {t.args[1]: t.when for t in loop.live()}
+    fence.widen(20.0)
+    grown_s = lead_s(60.0, 20.0) - lead_s(60.0, 5.0)
+    moved = {t.args[1]: t.when for t in loop.live()}
+    assert moved == {"early": old_at["early"] - grown_s, "late": old_at["late"] - grown_s}
+    assert moved["early"] + lead_s(60.0, 20.0) == 100.0 + 60.0  # the new grace ends in time
+    fence.widen(10.0)  # narrower: nothing moves
+    assert {t.args[1]: t.when for t in loop.live()} == moved
+    for timer in loop.live():
+        timer.callback(*timer.args)
+    assert sorted(fenced) == ["early", "late"]
+
+
+async def test_a_widened_fence_already_past_fires_at_once() -> None:
+    fired = asyncio.Event()
+    fence: LeaseFence[str] = LeaseFence(20.0, 0.0, lambda _held: fired.set())
+    sent_at = fence.now() - 10.0  # renewed 10 s ago: the old fence is ~9 s ahead
+    fence.renewed(1, "held", sent_at)
+    fence.widen(10.0)  # the new fence, sent + 20 - 11, is already past
+    async with asyncio.timeout(2):
+        await fired.wait()

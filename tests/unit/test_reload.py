@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from daemon.settings import Settings, load_settings
 from daemon.signals import Signals
 from daemon.wire.codec import decode_request
 from daemon.wire.protocol import ControlRequest
+from tests.support.eventually import eventually_async
 
 TASKS = """
 [tasks.keep]
@@ -302,7 +304,7 @@ async def test_sighup_and_a_file_change_wake_a_reload(
     reloader.listeners.append(lambda _changes: reloaded.put_nowait(reloader.last_source))
     sighup = asyncio.Event()
     watcher = start_watching(reloader)
-    looping = asyncio.create_task(reload_forever(reloader, sighup, watcher, debounce_s=0.01))
+    looping = asyncio.create_task(reload_forever(reloader, sighup, debounce_s=0.01))
     try:
         async with asyncio.timeout(10):
             sighup.set()
@@ -314,6 +316,8 @@ async def test_sighup_and_a_file_change_wake_a_reload(
         looping.cancel()
         with pytest.raises(asyncio.CancelledError):
             await looping
+        if watcher is not None:
+            watcher.close()
     assert broker.reloader.watch == "inotify"
 
 
@@ -373,3 +377,282 @@ async def test_a_change_before_the_watch_began_is_not_missed(
     outcome = broker.reloader.reload("file", only_if_changed=True)
     assert outcome is not None
     assert outcome.ok
+
+
+def test_a_file_nested_too_deeply_is_refused_not_raised(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    before = dict(broker.tasks.tasks)
+    _replace(tasks_file, "[tasks.keep]\ncommand = " + "[" * 3000 + "]" * 3000 + "\n")
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert "RecursionError" in answer["reason"]
+    assert broker.tasks.tasks == before
+
+
+def test_a_handler_module_calling_sys_exit_at_import_is_refused(
+    make_broker: MakeBroker, tasks_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "rb_exits_at_import.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    broker = make_broker()
+    _replace(tasks_file, TASKS + "[tasks.bye]\nhandler = 'rb_exits_at_import:run'\n")
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert "SystemExit: 3" in answer["reason"]
+    assert "bye" not in broker.tasks
+
+
+def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
+    make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daemon.reload import reloader as reloader_module
+
+    broker = make_broker()
+    before, plans = dict(broker.tasks.tasks), list(broker.ticker.plans)
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("no plans today")
+
+    monkeypatch.setattr(reloader_module, "tick_plans", broken)
+    _replace(tasks_file, NEW_TASKS)
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert "RuntimeError: no plans today" in answer["reason"]
+    assert broker.tasks.tasks == before  # all or nothing: not the new tasks with the old plans
+    assert broker.ticker.plans == plans
+
+
+async def test_the_reload_loop_goes_on_after_a_reload_that_raised(
+    make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch, logs: list[Any]
+) -> None:
+    broker = make_broker()
+    reloader = broker.reloader
+    real, calls = reloader.reload, []
+
+    def reload(source: str, *, only_if_changed: bool = False) -> Any:
+        calls.append(source)
+        if len(calls) == 1:
+            raise RuntimeError("a bug of the reload")
+        return real(source, only_if_changed=only_if_changed)
+
+    monkeypatch.setattr(reloader, "reload", reload)
+    reloaded = asyncio.Event()
+    reloader.listeners.append(lambda _changes: reloaded.set())
+    sighup = asyncio.Event()
+    looping = asyncio.create_task(reload_forever(reloader, sighup, debounce_s=0.01))
+    try:
+        async with asyncio.timeout(10):
+            sighup.set()
+            await eventually_async(
+                lambda: [line for line in logs if line["event"] == "tasks.reload_crashed"],
+                "the crashed reload's log line",
+            )
+            sighup.set()
+            await reloaded.wait()
+    finally:
+        looping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await looping
+    assert calls == ["signal", "signal"]
+
+
+def test_a_file_back_with_the_running_bytes_clears_the_failure(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    tasks_file.unlink()
+    refused = broker.reloader.reload("file", only_if_changed=True)
+    assert refused is not None
+    assert not refused.ok
+    tasks_file.write_text(TASKS)  # the bytes the running tasks came from
+    outcome = broker.reloader.reload("file", only_if_changed=True)
+    assert outcome is not None
+    assert outcome.ok
+    assert status_answer(broker)["reload"]["last_ok"] is True
+    assert "warnings" not in health_answer(broker)
+
+
+def test_a_refusal_from_outside_the_file_is_retried_by_the_next_file_event(
+    make_broker: MakeBroker, tasks_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    modules = tmp_path / "handlers"
+    modules.mkdir()
+    monkeypatch.syspath_prepend(str(modules))
+    broker = make_broker()
+    _replace(tasks_file, TASKS + "[tasks.late]\nhandler = 'rb_late_handler:run'\n")
+    first = broker.reloader.reload("file", only_if_changed=True)
+    assert first is not None
+    assert not first.ok  # not installed yet; the import system has now listed the directory
+    listed = modules.stat()
+    (modules / "rb_late_handler.py").write_text("async def run(ctx):\n    return None\n")
+    # As if installed within the directory's timestamp granularity: only invalidate_caches()
+    # makes the import system look again.
+    os.utime(modules, ns=(listed.st_atime_ns, listed.st_mtime_ns))
+    again = broker.reloader.reload("file", only_if_changed=True)  # the same bytes
+    assert again is not None
+    assert again.ok, again.reason
+    assert "late" in broker.tasks
+
+
+async def test_a_lost_watch_is_said_and_a_reload_request_re_arms_it(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    reloader = broker.reloader
+    watcher = start_watching(reloader)
+    assert watcher is not None
+    try:
+        home = str(tasks_file.parent)
+        shutil.rmtree(home)
+        await eventually_async(lambda: reloader.watch == "lost", "the watch said lost")
+        assert status_answer(broker)["reload"]["watch"] == "lost"
+        assert "watch LOST" in render_status(status_answer(broker))
+        assert any("watch" in w and "lost" in w for w in health_answer(broker)["warnings"])
+        os.mkdir(home)
+        _replace(tasks_file, TASKS)
+        assert broker.control(ControlRequest("reload"))["ok"] is True
+        assert reloader.watch == "inotify"
+        assert "warnings" not in health_answer(broker)
+    finally:
+        watcher.close()
+
+
+async def test_the_watch_is_closed_when_stop_came_before_serve(make_broker: MakeBroker) -> None:
+    broker = make_broker()
+    broker.signals.stop.set()  # SIGTERM during start-up
+    async with asyncio.timeout(20):
+        assert await broker.serve() == 0
+    assert broker.reloader.resync_watch is not None  # it was started ...
+    assert broker.reloader.resync_watch() is False  # ... and closed
+
+
+def test_reload_outcomes_are_counted_in_the_metrics(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker(METRICS_ADDR="127.0.0.1:0")
+    assert broker.metrics_server is not None
+    metrics = broker.metrics_server.metrics
+
+    def text() -> str:
+        return metrics.exposition().decode()
+
+    assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 0.0' in text()
+    assert 'runbroker_tasks_reloads_total{outcome="refused"} 0.0' in text()
+    assert "runbroker_tasks_reload_last_success 1.0" in text()
+    _replace(tasks_file, "[tasks.broken\n")
+    assert broker.control(ControlRequest("reload"))["ok"] is False
+    assert 'runbroker_tasks_reloads_total{outcome="refused"} 1.0' in text()
+    assert "runbroker_tasks_reload_last_success 0.0" in text()
+    _replace(tasks_file, NEW_TASKS)
+    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 1.0' in text()
+    assert "runbroker_tasks_reload_last_success 1.0" in text()
+
+
+def test_without_inotify_a_change_during_start_up_is_still_reloaded(
+    make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daemon.reload import inotify
+
+    def unavailable() -> int:
+        raise inotify.InotifyUnavailable("no inotify here")
+
+    monkeypatch.setattr(inotify, "init", unavailable)
+    broker = make_broker()
+    _replace(tasks_file, NEW_TASKS)  # after the tasks were read, before the loop runs
+
+    async def started() -> object:
+        return start_watching(broker.reloader)
+
+    assert asyncio.run(started()) is None
+    assert broker.reloader.watch == "signal"
+    assert broker.reloader.file_changed.is_set()  # the reload loop will reload it
+
+
+class _Reloads:
+    """A reload loop on ``broker`` and the tasks each of its reloads loaded."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.loaded: list[frozenset[str]] = []
+        self.changed = asyncio.Event()
+        broker.reloader.listeners.append(self._done)
+
+    def _done(self, _changes: object) -> None:
+        self.loaded.append(self.broker.tasks.names())
+        self.changed.set()
+
+
+async def test_a_burst_of_file_events_is_one_reload_of_the_last_version(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    reloads = _Reloads(broker)
+    events = broker.reloader.file_changed
+    frozen = lambda: 0.0  # noqa: E731  # the debounce's cap never reached
+    looping = asyncio.create_task(
+        reload_forever(broker.reloader, asyncio.Event(), debounce_s=1.0, monotonic=frozen)
+    )
+    try:
+        _replace(tasks_file, TASKS + '[tasks.v1]\ncommand = ["true"]\n')
+        events.set()
+        for _ in range(20):  # the loop wakes and starts debouncing; more events arrive
+            await asyncio.sleep(0)
+            events.set()
+        _replace(tasks_file, NEW_TASKS)  # a change during the debounce
+        events.set()
+        async with asyncio.timeout(10):
+            await reloads.changed.wait()
+    finally:
+        looping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await looping
+    assert reloads.loaded == [frozenset({"keep", "edit", "fresh"})]  # one reload, the last file
+
+
+async def test_a_directory_that_never_goes_quiet_is_reloaded_after_the_cap(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    reloads = _Reloads(broker)
+    events = broker.reloader.file_changed
+    ticks = iter(range(1000))
+
+    def clock() -> float:  # half a second per look: the cap (DEBOUNCE_MAX_S) comes soon
+        return next(ticks) * 0.5
+
+    async def busy() -> None:
+        while True:
+            events.set()
+            await asyncio.sleep(0)
+
+    _replace(tasks_file, NEW_TASKS)
+    looping = asyncio.create_task(
+        reload_forever(broker.reloader, asyncio.Event(), debounce_s=60.0, monotonic=clock)
+    )
+    noise = asyncio.create_task(busy())
+    try:
+        async with asyncio.timeout(10):
+            await reloads.changed.wait()
+    finally:
+        for task in (noise, looping):
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    assert "fresh" in reloads.loaded[0]
+
+
+def test_a_reload_request_that_raises_is_still_answered(
+    make_broker: MakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = make_broker()
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("replace_plans broke")
+
+    monkeypatch.setattr(broker.ticker, "replace_plans", broken)
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert answer["reason"] == "reload failed: RuntimeError: replace_plans broke"

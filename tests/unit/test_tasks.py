@@ -283,3 +283,9 @@ def test_more_bad_task_definitions_are_config_errors_not_crashes(
     latin.write_bytes(b'[tasks.x]\ncommand = ["echo", "caf\xe9"]\n')
     with pytest.raises(TaskConfigError, match="not valid UTF-8"):
         build_registry((), latin)
+
+
+def test_a_file_nested_too_deeply_is_a_config_error_not_a_crash() -> None:
+    text = "[tasks.a]\ncommand = " + "[" * 3000 + "]" * 3000 + "\n"
+    with pytest.raises(TaskConfigError, match=r"tasks\.toml: nested too deeply"):
+        parse_tasks_toml(text, "tasks.toml")

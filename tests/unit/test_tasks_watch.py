@@ -5,6 +5,7 @@ in a temporary directory; each test waits for the change on an event, with a dea
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -134,3 +135,122 @@ def test_event_records_are_parsed() -> None:
         (3, inotify.IN_MOVED_TO, "tasks.toml"),
         (3, inotify.IN_IGNORED, ""),
     ]
+
+
+async def test_a_swapped_directory_is_watched_again(
+    tmp_path: Path, changes: Callable[[Path], asyncio.Event]
+) -> None:
+    home = tmp_path / "etc"
+    home.mkdir()
+    (home / "tasks.toml").write_text(TASKS)
+    changed = changes(home / "tasks.toml")
+    staged = tmp_path / "etc.new"
+    staged.mkdir()
+    (staged / "tasks.toml").write_text(TASKS + "# new\n")
+    home.rename(tmp_path / "etc.old")  # the watched inode moves away (IN_MOVE_SELF) ...
+    staged.rename(home)  # ... and another directory takes its name
+    await _seen(changed)
+    changed.clear()
+    (home / "tasks.toml").write_text(TASKS + "# edited in the new directory\n")
+    await _seen(changed)  # the watch follows the name, not the old inode
+
+
+async def test_a_deleted_directory_is_a_lost_watch_until_a_resync(tmp_path: Path) -> None:
+    home = tmp_path / "etc"
+    home.mkdir()
+    path = home / "tasks.toml"
+    path.write_text(TASKS)
+    changed = asyncio.Event()
+    states: list[bool] = []
+    lost = asyncio.Event()
+
+    def state(watching: bool) -> None:
+        states.append(watching)
+        if not watching:
+            lost.set()
+
+    watcher = TasksFileWatcher(path, changed.set, state)
+    watcher.start(asyncio.get_running_loop())
+    try:
+        path.unlink()
+        home.rmdir()
+        await _seen(lost)
+        home.mkdir()
+        path.write_text(TASKS)
+        assert watcher.resync() is True  # what SIGHUP and `runbroker reload` call
+        assert states[-1] is True
+        changed.clear()
+        path.write_text(TASKS + "# edited after the directory came back\n")
+        await _seen(changed)
+    finally:
+        watcher.close()
+
+
+class _RecordingLoop:
+    """The two calls a watcher makes of its loop, recorded; events are read by the test."""
+
+    def __init__(self) -> None:
+        self.readers: dict[int, object] = {}
+
+    def add_reader(self, fd: int, callback: object) -> None:
+        self.readers[fd] = callback
+
+    def remove_reader(self, fd: int) -> bool:
+        return self.readers.pop(fd, None) is not None
+
+
+def _watch_by_hand(path: Path) -> tuple[TasksFileWatcher, list[None], _RecordingLoop]:
+    calls: list[None] = []
+    loop = _RecordingLoop()
+    watcher = TasksFileWatcher(path, lambda: calls.append(None))
+    watcher.start(loop)  # type: ignore[arg-type]  # only add_reader and remove_reader
+    return watcher, calls, loop
+
+
+def test_events_for_other_files_of_the_directory_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.toml"
+    path.write_text(TASKS)
+    watcher, calls, _loop = _watch_by_hand(path)
+    try:
+        (tmp_path / "other.toml").write_text(TASKS)  # queued by the kernel at once
+        (tmp_path / "other.toml").rename(tmp_path / "third.toml")
+        watcher._readable()
+        assert calls == []
+        path.write_text(TASKS + "# edited\n")
+        watcher._readable()
+        assert calls == [None]
+    finally:
+        watcher.close()
+
+
+def test_the_configmap_data_symlink_swap_itself_is_what_is_seen(tmp_path: Path) -> None:
+    _configmap_version(tmp_path, "..2026_03_02_08_55_00.1", TASKS)
+    path = tmp_path / "tasks.toml"
+    path.symlink_to("..data/tasks.toml")
+    watcher, calls, _loop = _watch_by_hand(path)
+    try:
+        # The kubelet's swap before it removes the old version directory: no event names
+        # tasks.toml in a watched directory, only ``..data`` does.
+        version = tmp_path / "..2026_03_02_08_56_00.1"
+        version.mkdir()
+        (version / "tasks.toml").write_text(TASKS + "# v2\n")
+        (tmp_path / "..data_tmp").symlink_to(version.name)
+        watcher._readable()
+        assert calls == []
+        os.rename(tmp_path / "..data_tmp", tmp_path / "..data")
+        watcher._readable()
+        assert calls == [None]
+    finally:
+        watcher.close()
+
+
+def test_close_removes_the_reader_and_closes_the_descriptor(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.toml"
+    path.write_text(TASKS)
+    watcher, _calls, loop = _watch_by_hand(path)
+    (fd,) = loop.readers
+    assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC  # not inherited by jobs
+    watcher.close()
+    assert loop.readers == {}
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(fd)

@@ -141,3 +141,53 @@ async def test_a_once_plan_that_is_kept_does_not_fire_again() -> None:
         await time.settle(0)
         assert time.times("default") == [0.0]
         assert ticker.fired == 1
+
+
+async def test_a_plan_a_reload_starts_waits_its_interval_without_the_start_up_fire() -> None:
+    async with ticking(TickPlan("a", interval_s=10.0, fire_on_start=True)) as (ticker, time):
+        await time.settle(1)
+        assert time.times("a") == [0.0]  # RUNBROKER_FIRE_ON_START: at start-up
+        await time.advance(12, loops=1)
+        ticker.replace_plans(
+            [
+                TickPlan("a", interval_s=4.0, fire_on_start=True),  # changed
+                TickPlan("b", interval_s=5.0, fire_on_start=True),  # new
+            ]
+        )
+        await time.settle(2)
+        assert time.times("a") == [0.0, 10.0]  # nothing at 12: no double fire
+        assert time.times("b") == []
+        await time.advance(5, loops=2)
+        assert time.times("a") == [0.0, 10.0, 16.0]
+        assert time.times("b") == [17.0]
+
+
+async def test_a_once_plan_a_reload_adds_does_not_fire() -> None:
+    async with ticking() as (ticker, time):
+        ticker.replace_plans([TickPlan("default", once=True)])
+        await time.settle(0)
+        assert ticker.fired == 0
+
+
+async def test_an_unchanged_interval_plan_keeps_its_loop_and_next_fire() -> None:
+    original = TickPlan("a", interval_s=10.0)
+    async with ticking(original) as (ticker, time):
+        await time.settle(1)
+        await time.advance(15, loops=1)
+        loop_task = ticker._loops[id(original)]
+        due = original.next_fire_at
+        ticker.replace_plans([TickPlan("a", interval_s=10.0)])
+        assert ticker._loops[id(original)] is loop_task  # the same loop, not a new one
+        assert not loop_task.done()
+        assert original.next_fire_at == due
+        await time.advance(5, loops=1)
+        assert time.times("a") == [10.0, 20.0]
+
+
+async def test_an_unchanged_schedule_keeps_its_loop_task() -> None:
+    plan = TickPlan("nightly", schedule=parse_schedule("cron */5 * * * *"))
+    async with ticking(plan) as (ticker, time):
+        await time.settle(1)
+        loop_task = ticker._loops[id(plan)]
+        ticker.replace_plans([TickPlan("nightly", schedule=parse_schedule("cron */5 * * * *"))])
+        assert ticker._loops[id(plan)] is loop_task

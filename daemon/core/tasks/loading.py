@@ -48,7 +48,7 @@ def load_handler(ref: str, where: str) -> Handler:
         raise TaskConfigError(f"{where}: handler must be 'module:function', got {ref!r}")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, but also a SyntaxError or a crash in the module
+    except (Exception, SystemExit) as exc:  # ImportError, a SyntaxError, a crash, sys.exit()
         reason = f"{type(exc).__name__}: {exc}"
         raise TaskConfigError(f"{where}: cannot import {module_name!r}: {reason}") from None
     target: Any = module
@@ -152,6 +152,8 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskConfigError(f"{source}: {exc}") from None
+    except RecursionError:  # arrays or tables nested thousands deep: tomllib recurses
+        raise TaskConfigError(f"{source}: nested too deeply (RecursionError)") from None
     unknown = sorted(set(document) - {"tasks"})
     if unknown:
         raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}")
