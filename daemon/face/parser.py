@@ -107,6 +107,7 @@ def build_parser(
         formatter_class=raw,
     )
     reload.add_argument("--socket")
+
     logs = sub.add_parser(
         "logs",
         help="a run's output: the running run's, live, or a recent one's",
