@@ -20,6 +20,23 @@ from daemon.core.runqueue import Run, RunResult
 RUN_BYTES_MAX = 1024 * 1024
 HISTORY_RUNS_MAX = 32
 HISTORY_BYTES_MAX = 16 * 1024 * 1024
+KEPT_REASON_CHARS = 1000  # a kept result's reason, at most (the journal's bounds count lines)
+
+
+def kept_result(result: RunResult) -> RunResult:
+    """What a finished log keeps of its run's result: nothing unbounded (no handler's
+    ``output``, the reason clipped), so the journal's bounds hold."""
+    reason = result.reason
+    if len(reason) > KEPT_REASON_CHARS:
+        reason = f"{reason[:KEPT_REASON_CHARS]}... ({len(reason)} characters)"
+    return RunResult(
+        ok=result.ok,
+        reason=reason,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        cancelled=result.cancelled,
+        timed_out=result.timed_out,
+    )
 
 
 class Journal:
@@ -54,7 +71,7 @@ class Journal:
         """The run of ``log`` has ``result``: it joins the history, the oldest runs leave."""
         if self.current is log:
             self.current = None
-        log.end(result)
+        log.end(kept_result(result))
         history = self._history
         if not self.history_runs_max:
             return
