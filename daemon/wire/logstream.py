@@ -23,6 +23,7 @@ from daemon.wire.logs_answers import (
     STATE_QUEUED,
     STATE_RUNNING,
     logged_line,
+    logs_end,
     logs_header,
     logs_refusal,
     runs_answer,
@@ -44,14 +45,22 @@ def select(
     id: that run, running, finished (while the journal keeps it) or queued. A task: its
     running run, else its latest finished one, else its first queued one. Neither: the
     running run, else the latest finished one."""
-    kept = f"the journal keeps the running run and the last {journal.history_runs_max} finished"
+    kept = (
+        f"the journal keeps the running run and the last {journal.history_runs_max} finished"
+        " command runs; a Python handler's runs have no output lines"
+    )
     if request.id:
         log = journal.find(request.id)
         if log is not None:
             return log
         run = queue.find(request.id)
-        return run if run is not None else f"no run {clip(request.id)!r} ({kept})"
+        if run is None:
+            return f"no run {clip(request.id)!r} ({kept})"
+        return _handler_refusal(tasks, run.request.task, f"run {run.id} is of task") or run
     task = request.task
+    refusal = _handler_refusal(tasks, task, "task") if task else ""
+    if refusal:
+        return refusal
     log = journal.latest(task or None)
     if log is not None:
         return log
@@ -63,6 +72,14 @@ def select(
     if tasks.get(task) is None:
         return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
     return f"no run of task {clip(task)!r} yet ({kept})"
+
+
+def _handler_refusal(tasks: TaskRegistry, task: str, what: str) -> str:
+    """Why ``logs`` has nothing for a Python handler's task (``""`` for a command's)."""
+    defined = tasks.get(task)
+    if defined is None or defined.handler is None:
+        return ""
+    return f"{what} {clip(task)!r}, which runs a Python handler: it has no output lines to show"
 
 
 class LogReader:
@@ -109,11 +126,12 @@ class LogReader:
         log = self.log
         if log is None:
             return False
-        seq = self.seq
-        if seq < log.first_seq:
-            self.missed += log.first_seq - seq
-            seq = log.first_seq
-        end = log.end_seq if self.stop_seq is None else min(self.stop_seq, log.end_seq)
+        seq, stop = self.seq, self.stop_seq
+        first = log.first_seq if stop is None else min(log.first_seq, stop)
+        if seq < first:  # dropped before this reader got there (not past where it stops)
+            self.missed += first - seq
+            seq = first
+        end = log.end_seq if stop is None else min(stop, log.end_seq)
         pending, run_id, sent = stream.pending, log.run_id, 0
         while seq < end:
             if sent >= budget_bytes:
@@ -130,8 +148,9 @@ class LogReader:
         if log.result is not None:
             pending.append(self._done_line(log))
             stream.finished = True
-        elif self.stop_seq is not None:
-            stream.finished = True  # not following: what was there has been sent
+        elif stop is not None:  # not following: what was there has been sent
+            pending.append(encode_event(**logs_end(run_id, self.missed)))
+            stream.finished = True
         return False
 
     def _done_line(self, log: RunLog) -> bytes:
@@ -202,6 +221,7 @@ def open_logs(
         if request.follow:
             reader.wait_for(chosen)
         else:
+            stream._send(encode_event(**logs_end(chosen.id, 0)))
             stream._finish()
         return reader
     state = STATE_RUNNING if chosen.result is None else STATE_DONE
