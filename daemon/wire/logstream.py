@@ -28,58 +28,14 @@ from daemon.wire.logs_answers import (
     logs_refusal,
     runs_answer,
 )
+from daemon.wire.logs_select import select
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
     EVENT_STARTED,
     ControlRequest,
-    clip,
     done_event,
 )
-
-
-def select(
-    journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
-) -> RunLog | Run | str:
-    """The run ``request`` names (its log, or a queued ``Run``), or why there is none. A run
-    id: that run, running, finished (while the journal keeps it) or queued. A task: its
-    running run, else its latest finished one, else its first queued one. Neither: the
-    running run, else the latest finished one."""
-    kept = (
-        f"the journal keeps the running run and the last {journal.history_runs_max} finished"
-        " command runs; a Python handler's runs have no output lines"
-    )
-    if request.id:
-        log = journal.find(request.id)
-        if log is not None:
-            return log
-        run = queue.find(request.id)
-        if run is None:
-            return f"no run {clip(request.id)!r} ({kept})"
-        return _handler_refusal(tasks, run.request.task, f"run {run.id} is of task") or run
-    task = request.task
-    refusal = _handler_refusal(tasks, task, "task") if task else ""
-    if refusal:
-        return refusal
-    log = journal.latest(task or None)
-    if log is not None:
-        return log
-    if not task:
-        return "no run yet"
-    queued = next((run for run in queue.waiting() if run.request.task == task), None)
-    if queued is not None:
-        return queued
-    if tasks.get(task) is None:
-        return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
-    return f"no run of task {clip(task)!r} yet ({kept})"
-
-
-def _handler_refusal(tasks: TaskRegistry, task: str, what: str) -> str:
-    """Why ``logs`` has nothing for a Python handler's task (``""`` for a command's)."""
-    defined = tasks.get(task)
-    if defined is None or defined.handler is None:
-        return ""
-    return f"{what} {clip(task)!r}, which runs a Python handler: it has no output lines to show"
 
 
 class LogReader:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.journal import Journal
-from daemon.core.runqueue import RunQueue, RunRequest, RunResult
+from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.wire.server import SocketServer
 from tests.unit.test_logs_wire import _connect, _SlowTransport, _turns
@@ -93,3 +93,41 @@ async def test_a_queued_run_read_without_follow_ends_with_an_end_line() -> None:
     header, end = await _answer(_connect(server, b'{"op":"logs","id":"%s"}\n' % queued.id.encode()))
     assert header["state"] == "queued"
     assert end == {"event": "end", "ok": True, "id": queued.id, "dropped_lines": 0}
+
+
+async def test_a_run_that_ended_before_it_started_is_said_so_with_its_reason() -> None:
+    journal, queue = Journal(), RunQueue(4)
+    recent: list[Run] = []
+    journal.recent = recent  # the broker's recent results, newest first (as the app sets)
+    server = _server(journal, queue)
+    queue.submit(RunRequest(task="chatty"))
+    cancelled = queue.cancel_waiting(queue.submit(RunRequest(task="chatty")).id)
+    assert cancelled is not None
+    refused = Run(RunRequest(task="gone"))
+    refused.finish(RunResult(ok=False, reason="unknown task 'gone'"))
+    recent[:0] = [refused, cancelled]
+    for run, reason in [
+        (cancelled, "cancelled: cancelled by request"),
+        (refused, "failed: unknown task 'gone'"),
+    ]:
+        request = b'{"op":"logs","id":"%s"}\n' % run.id.encode()
+        (refusal,) = await _answer(_connect(server, request))
+        assert refusal["reason"] == f"run {run.id} ended before it started: {reason}"
+
+
+async def test_a_handlers_task_is_said_with_its_last_result() -> None:
+    journal, queue = Journal(), RunQueue(4)
+    server = _server(journal, queue)
+    handled = Run(RunRequest(task="quiet"))
+    handled.mark_started()
+    handled.finish(RunResult(ok=True, duration_ms=7))
+    journal.recent = [handled]
+    for request in (
+        b'{"op":"logs","task":"quiet"}\n',
+        b'{"op":"logs","id":"%s"}\n' % handled.id.encode(),
+    ):
+        (refusal,) = await _answer(_connect(server, request))
+        assert refusal["reason"].endswith(
+            "'quiet', which runs a Python handler: it has no output lines;"
+            " its last result: succeeded in 7 ms"
+        )

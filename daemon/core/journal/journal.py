@@ -4,7 +4,7 @@ Bounded three ways: the running run keeps its newest ``run_bytes_max`` bytes (``
 history keeps at most ``history_runs_max`` finished runs, and at most ``history_bytes_max``
 bytes of their lines together (the oldest runs go first). So the journal never holds more than
 ``run_bytes_max + history_bytes_max`` bytes of lines. The executor tells it when a run begins
-and ends; ``runbroker logs`` reads it (``select``).
+and ends; ``runbroker logs`` reads it (``daemon.wire.logs_select``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from daemon.core.journal.ring import RunLog
 from daemon.core.runqueue import Run, RunResult
@@ -57,6 +57,9 @@ class Journal:
         self.history_bytes = 0
         self.evicted_runs = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # the executor's, from begin()
+        # The broker's recent results, newest first (the app's, set by it): what ``logs`` says
+        # of runs it has no lines of (a handler's, one that ended before it started).
+        self.recent: Iterable[Run] = ()
 
     def begin(self, run: Run) -> RunLog:
         """``run`` starts: its lines go to the log returned (the journal's ``current``)."""
