@@ -1,11 +1,12 @@
-"""The daemon's side of ``runbroker logs``: which run a request means, and its lines, from the
+"""The daemon's side of ``runbroker logs``: a run's lines (which run: ``logs_select``), from the
 journal's buffer and then, when following, live, paced by how fast the client reads.
 
 A reader keeps only its position in the run's ``RunLog``: its lines are encoded as the client
 takes them, at most ``FILL_BYTES`` ahead (``AnswerStream._flush``), so a slow reader holds no
 copy and never slows the job; what the buffer dropped before the reader got there is counted
-and said in the ``done`` line's ``dropped_lines``. A run still queued is waited for (as its
-listener) and followed from its start.
+and said in the ``done`` line's ``dropped_lines`` (without follow, a run not ended: the
+``end`` line's). A run still queued is waited for (as its listener) and followed from its
+start.
 """
 
 from __future__ import annotations
