@@ -81,6 +81,7 @@ class Broker:
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
         self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
+        self.journal.recent = self.recent  # what `logs` says of runs without lines
         self.started_at = time.time()
         self.pgrunner: PgRunner | None = None  # with a database, from serve() on
         self.queue.on_finish(self._finished)

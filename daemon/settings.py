@@ -25,6 +25,12 @@ from daemon.setting_values import (
 )
 from daemon.wire.client import DEFAULT_SOCKET
 
+# A run's journal must keep its longest line whole: a line is at most 64 KiB of UTF-8
+# (LINE_LIMIT_BYTES), so at most 65,536 characters, which count at most 8 bytes each when not
+# ASCII (the journal's line_bytes: 512 KiB and 161 bytes with its bookkeeping and mark). A trim
+# keeps seven eighths of the bound: 7/8 of 640 KiB is 560 KiB, the first round size above.
+OUTPUT_RUN_BYTES_MIN = 640 * 1024
+
 ENV_PREFIX = "RUNBROKER_"
 DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")
 
@@ -83,7 +89,7 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     metrics_addr: str | None = None
     # The output journal of `runbroker logs` (daemon.core.journal).
-    output_run_bytes: ByteSize = Field(1024 * 1024, ge=4096, le=1024**3)
+    output_run_bytes: ByteSize = Field(1024 * 1024, ge=0, le=1024**3)  # >= OUTPUT_RUN_BYTES_MIN
     output_history_runs: int = Field(32, ge=0, le=10_000)
     output_history_bytes: ByteSize = Field(16 * 1024 * 1024, ge=0, le=16 * 1024**3)
 
@@ -179,6 +185,11 @@ def load_settings() -> Settings:
         message = str(first["msg"]).removeprefix("Value error, ")
         variable = _ALIASED.get(field_name, field_name)
         raise SettingsError(f"{variable}: {message}") from None
+    if settings.output_run_bytes < OUTPUT_RUN_BYTES_MIN:
+        raise SettingsError(
+            f"RUNBROKER_OUTPUT_RUN_BYTES: must be at least 640KiB ({OUTPUT_RUN_BYTES_MIN}), so that"
+            " a run's longest line (64 KiB) is kept whole, whatever its characters"
+        )
     if settings.output_history_runs and settings.output_run_bytes > settings.output_history_bytes:
         raise SettingsError(
             "RUNBROKER_OUTPUT_RUN_BYTES: must not exceed RUNBROKER_OUTPUT_HISTORY_BYTES "

@@ -123,10 +123,12 @@ class Executor(AttemptRunner):
             run.finish(result)
             log.warning("run.done", **run_log_fields(run), ok=False, reason=result.reason)
             return result
-        # Journaled before "started" is told: a client following the queued run finds it.
-        journal_log = self.journal.begin(run)
+        # Journaled before "started" is told: a client following the queued run finds it. A
+        # handler's run has no output lines: it is not journaled (nor pushes command runs out).
+        journal_log = self.journal.begin(run) if task.command else None
         run.mark_started()
-        journal_log.started_at = run.started_at or 0.0
+        if journal_log is not None:
+            journal_log.started_at = run.started_at or 0.0
         verbose = self._verbose
         if verbose:
             log.info("run.started", **run_log_fields(run))
@@ -135,8 +137,9 @@ class Executor(AttemptRunner):
         try:
             result = await self._follow(run, task, started)
         finally:  # the run has its result by now, however it ended
-            ended = run.result or RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True)
-            self.journal.end(journal_log, ended)
+            if journal_log is not None:
+                shutdown = RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True)
+                self.journal.end(journal_log, run.result or shutdown)
         duration_ms = result.duration_ms
         if result.ok:
             if verbose:

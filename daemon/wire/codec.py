@@ -123,6 +123,8 @@ def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
         raise ProtocolError(f"invalid request: runs must be a number from 0 to {MAX_LISTED_RUNS}")
     if run_id and task:
         raise ProtocolError("invalid request: logs takes an id or a task, not both")
+    if runs and (run_id or task or follow):
+        raise ProtocolError("invalid request: logs with runs lists runs: no id, task or follow")
     if run_id:
         _name(run_id, "id")
     if task:

@@ -7,7 +7,12 @@ The answer is a ``logs`` line (``ok``, and the run: ``id``, ``task``, ``trigger`
 buffer no longer holds), then the run's ``output`` lines from the buffer (each with ``at``,
 when it was read, in seconds since the epoch) and, when following, the live ones; then the
 run's ``done`` line when it has ended (``dropped_lines`` there: lines this client missed by
-reading too slowly). A refusal is a single ``logs`` line with ``ok`` false and a ``reason``.
+reading too slowly). Without ``follow``, a run not ended ends its answer with an ``end`` line
+instead (``id``, and ``dropped_lines``: the lines there were at the request that the buffer
+dropped before this client read them). Every answer ends with one of these terminal lines
+(``done``, ``end``, a refusal, ``runs``): a client that meets the end of the connection first
+was cut off (a reader that stopped reading for a minute is) and must not take it as the run's
+whole output. A refusal is a single ``logs`` line with ``ok`` false and a ``reason``.
 
 With ``"runs": N`` (1 to ``MAX_LISTED_RUNS``) the answer is instead one ``runs`` line: ``runs``,
 the last N finished runs the journal keeps, newest first, each ``id``, ``task``, ``trigger``,
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
 
 EVENT_LOGS = "logs"
 EVENT_RUNS = "runs"
+EVENT_END = "end"  # without follow: the lines there were have been sent
 MAX_LISTED_RUNS = 10_000
 STATE_QUEUED = "queued"
 STATE_RUNNING = "running"
@@ -68,6 +74,10 @@ def logs_refusal(reason: str) -> dict[str, Any]:
 def logged_line(run_id: str, stream: str, line: str, at: float) -> dict[str, Any]:
     """An ``output`` line from the journal: a run's ``output`` event, and when it was read."""
     return {"ok": True, "id": run_id, "stream": stream, "line": line, "at": round(at, 6)}
+
+
+def logs_end(run_id: str, dropped_lines: int) -> dict[str, Any]:
+    return {"event": EVENT_END, "ok": True, "id": run_id, "dropped_lines": dropped_lines}
 
 
 def runs_answer(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import sys
 
 from daemon.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from daemon.wire import client
-from daemon.wire.logs_answers import EVENT_LOGS, EVENT_RUNS, STATE_QUEUED
+from daemon.wire.logs_answers import EVENT_END, EVENT_LOGS, EVENT_RUNS, STATE_QUEUED
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, ControlRequest
 
 TYPE_CHECKING = False
@@ -33,10 +33,14 @@ def _header(event: dict[str, Any], follow: bool, err: TextIO) -> None:
         _say(f"{run_id} is queued; waiting for it to start", err)
 
 
-def _done(event: dict[str, Any], follow: bool, err: TextIO) -> int:
+def _missed(event: dict[str, Any], err: TextIO) -> None:
     missed = event.get("dropped_lines") or 0
     if missed:
         _say(f"{missed} lines dropped: this client read more slowly than the run wrote", err)
+
+
+def _done(event: dict[str, Any], follow: bool, err: TextIO) -> int:
+    _missed(event, err)
     code, text = client._outcome(event, True)
     if event.get("ok"):
         duration = event.get("duration_ms")
@@ -88,6 +92,10 @@ def logs(
             elif kind == EVENT_OUTPUT and not as_json:
                 stream = err if event.get("stream") == "stderr" else out
                 print(event.get("line", ""), file=stream, flush=True)
+            elif kind == EVENT_END:  # not following: all there was has been sent
+                if not as_json:
+                    _missed(event, err)
+                return EXIT_OK
             elif kind == EVENT_DONE:
                 if as_json:
                     return client._outcome(event, True)[0] if request.follow else EXIT_OK
@@ -101,9 +109,13 @@ def logs(
         return EXIT_UNAVAILABLE
     finally:
         conn.close()
-    if found and not request.follow:
-        return EXIT_OK  # a running run's lines so far: all there was to print
-    _say("connection closed before the run's result", err)
+    # Every answer ends with a terminal line: without it, this client was cut off.
+    _say(
+        "connection closed before the run's result"
+        if request.follow or not found
+        else "connection closed before the end of the run's lines",
+        err,
+    )
     return EXIT_UNAVAILABLE
 
 

@@ -1,11 +1,12 @@
-"""The daemon's side of ``runbroker logs``: which run a request means, and its lines, from the
+"""The daemon's side of ``runbroker logs``: a run's lines (which run: ``logs_select``), from the
 journal's buffer and then, when following, live, paced by how fast the client reads.
 
 A reader keeps only its position in the run's ``RunLog``: its lines are encoded as the client
 takes them, at most ``FILL_BYTES`` ahead (``AnswerStream._flush``), so a slow reader holds no
 copy and never slows the job; what the buffer dropped before the reader got there is counted
-and said in the ``done`` line's ``dropped_lines``. A run still queued is waited for (as its
-listener) and followed from its start.
+and said in the ``done`` line's ``dropped_lines`` (without follow, a run not ended: the
+``end`` line's). A run still queued is waited for (as its listener) and followed from its
+start.
 """
 
 from __future__ import annotations
@@ -23,46 +24,19 @@ from daemon.wire.logs_answers import (
     STATE_QUEUED,
     STATE_RUNNING,
     logged_line,
+    logs_end,
     logs_header,
     logs_refusal,
     runs_answer,
 )
+from daemon.wire.logs_select import select
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
     EVENT_STARTED,
     ControlRequest,
-    clip,
     done_event,
 )
-
-
-def select(
-    journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
-) -> RunLog | Run | str:
-    """The run ``request`` names (its log, or a queued ``Run``), or why there is none. A run
-    id: that run, running, finished (while the journal keeps it) or queued. A task: its
-    running run, else its latest finished one, else its first queued one. Neither: the
-    running run, else the latest finished one."""
-    kept = f"the journal keeps the running run and the last {journal.history_runs_max} finished"
-    if request.id:
-        log = journal.find(request.id)
-        if log is not None:
-            return log
-        run = queue.find(request.id)
-        return run if run is not None else f"no run {clip(request.id)!r} ({kept})"
-    task = request.task
-    log = journal.latest(task or None)
-    if log is not None:
-        return log
-    if not task:
-        return "no run yet"
-    queued = next((run for run in queue.waiting() if run.request.task == task), None)
-    if queued is not None:
-        return queued
-    if tasks.get(task) is None:
-        return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
-    return f"no run of task {clip(task)!r} yet ({kept})"
 
 
 class LogReader:
@@ -109,11 +83,12 @@ class LogReader:
         log = self.log
         if log is None:
             return False
-        seq = self.seq
-        if seq < log.first_seq:
-            self.missed += log.first_seq - seq
-            seq = log.first_seq
-        end = log.end_seq if self.stop_seq is None else min(self.stop_seq, log.end_seq)
+        seq, stop = self.seq, self.stop_seq
+        first = log.first_seq if stop is None else min(log.first_seq, stop)
+        if seq < first:  # dropped before this reader got there (not past where it stops)
+            self.missed += first - seq
+            seq = first
+        end = log.end_seq if stop is None else min(stop, log.end_seq)
         pending, run_id, sent = stream.pending, log.run_id, 0
         while seq < end:
             if sent >= budget_bytes:
@@ -130,8 +105,9 @@ class LogReader:
         if log.result is not None:
             pending.append(self._done_line(log))
             stream.finished = True
-        elif self.stop_seq is not None:
-            stream.finished = True  # not following: what was there has been sent
+        elif stop is not None:  # not following: what was there has been sent
+            pending.append(encode_event(**logs_end(run_id, self.missed)))
+            stream.finished = True
         return False
 
     def _done_line(self, log: RunLog) -> bytes:
@@ -202,6 +178,7 @@ def open_logs(
         if request.follow:
             reader.wait_for(chosen)
         else:
+            stream._send(encode_event(**logs_end(chosen.id, 0)))
             stream._finish()
         return reader
     state = STATE_RUNNING if chosen.result is None else STATE_DONE

@@ -5,6 +5,7 @@ which slows neither the job nor the daemon and costs it bounded memory."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -155,3 +156,31 @@ def test_a_reader_that_does_not_read_slows_neither_the_job_nor_the_daemon(
     assert done["ok"] is True
     assert done["dropped_lines"] > 0  # what it missed is counted
     assert len(numbers) + done["dropped_lines"] + header["dropped_lines"] == FLOOD_LINES
+
+
+LONG = """
+[tasks.long]
+command = ["sh", "-c", "echo working; exec sleep 600"]
+interval = "1h"
+"""
+
+
+def test_a_follower_at_shutdown_gets_the_runs_done_line_within_the_budget(
+    start_daemon: StartDaemon,
+) -> None:
+    daemon = start_daemon(tasks_toml=LONG, env={"RUNBROKER_SHUTDOWN_TIMEOUT": "10s"})
+    daemon.log.wait_for("run.started", lambda line: line["task"] == "long")
+    follower = daemon.popen("logs", "long", "--follow")
+    assert follower.stdout is not None
+    assert follower.stdout.readline() == "working\n"  # following the running run
+    asked = time.monotonic()
+    daemon.signal(signal.SIGTERM)
+    rest = follower.stdout.read()
+    assert follower.stderr is not None
+    err = follower.stderr.read()
+    follower.wait(timeout=30)
+    assert time.monotonic() - asked < 10  # within the shutdown budget
+    assert rest == ""
+    assert follower.returncode == 1, err  # the run's result: cancelled at shutdown
+    assert err.splitlines()[-1] == "runbroker: failed: cancelled: scheduler shutting down", err
+    assert daemon.wait() == 0

@@ -75,8 +75,26 @@ def test_following_prints_streams_apart_and_exits_with_the_runs_status(short_dir
 def test_without_follow_a_failed_run_is_printed_and_exit_0(short_dir: Path) -> None:
     code, out, _err, _requests = _logs(short_dir, False, {**HEADER, "state": "done"}, OUT, FAILED)
     assert (code, out) == (0, "out\n")
-    code, out, _err, _requests = _logs(short_dir, False, HEADER, OUT)  # running: what there is
+    end = {"event": "end", "ok": True, "id": "r1a2b3c4d-7", "dropped_lines": 0}
+    code, out, _err, _requests = _logs(short_dir, False, HEADER, OUT, end)  # running: what there is
     assert (code, out) == (0, "out\n")
+
+
+def test_without_follow_the_lines_dropped_while_reading_are_said(short_dir: Path) -> None:
+    end = {"event": "end", "ok": True, "id": "r1a2b3c4d-7", "dropped_lines": 4639}
+    code, out, err, _requests = _logs(short_dir, False, HEADER, OUT, end)
+    assert (code, out) == (0, "out\n")
+    assert err.splitlines() == [
+        "runbroker: 4639 lines dropped: this client read more slowly than the run wrote"
+    ]
+
+
+@pytest.mark.parametrize("state", ["running", "done"])
+def test_a_cut_off_answer_without_its_terminal_line_is_69(short_dir: Path, state: str) -> None:
+    # The daemon cut the connection (a reader stopped for a minute): not the run's whole output.
+    code, out, err, _requests = _logs(short_dir, False, {**HEADER, "state": state}, OUT)
+    assert (code, out) == (69, "out\n")
+    assert "connection closed before the end of the run's lines" in err
 
 
 def test_no_such_run_is_exit_2_and_a_lost_follow_is_69(short_dir: Path) -> None:

@@ -58,6 +58,9 @@ def test_logs_requests_decode(line: bytes, request_: ControlRequest) -> None:
             b'{"op":"logs","id":"r1-1","task":"a"}',
             "invalid request: logs takes an id or a task, not both",
         ),
+        (b'{"op":"logs","runs":5,"follow":true}', "invalid request: logs with runs lists runs"),
+        (b'{"op":"logs","runs":5,"id":"r1-1"}', "invalid request: logs with runs lists runs"),
+        (b'{"op":"logs","runs":5,"task":"a"}', "invalid request: logs with runs lists runs"),
         (b'{"op":"logs","task":"a\\u0000b"}', "invalid request: bad task 'a\\x00b'"),
         (b'{"op":"logs","id":"' + b"r" * 300 + b'"}', "invalid request: bad id"),
     ],
@@ -199,8 +202,9 @@ async def test_without_follow_the_buffered_lines_then_the_end() -> None:
     log.add("stdout", "later")  # after the request: not waited for
     await _turns()
     transport.read_all()
-    header, line = transport.answer()
+    header, line, end = transport.answer()
     assert (header["state"], line["line"]) == ("running", "one")
+    assert end == {"event": "end", "ok": True, "id": log.run_id, "dropped_lines": 0}
     assert transport.closed
     assert log.followers == []
 
@@ -278,6 +282,34 @@ async def test_a_reader_that_does_not_read_holds_no_copy_and_misses_lines_counte
     assert done["event"] == "done"
     assert done["dropped_lines"] == total - header["dropped_lines"] - len(numbers) > 0
     assert transport.closed
+
+
+async def test_without_follow_a_slow_reader_of_a_trimming_run_is_told_what_it_missed() -> None:
+    journal = Journal(run_bytes_max=1024 * 1024)
+    log = _running(journal)
+    for number in range(20_000):
+        log.add("stdout", f"line {number}")
+    asked = log.end_seq  # what there is at the request: all the reader is to be sent
+    transport = _connect(_server(journal), b'{"op":"logs","id":"%s"}\n' % log.run_id.encode())
+    await _turns()
+    assert transport.paused
+    for number in range(20_000, 60_000):  # the run writes on and trims past the request's end
+        log.add("stdout", f"line {number}")
+    assert log.first_seq > asked
+    for _ in range(500):
+        transport.read_all()
+        await _turns()
+        if transport.closed:
+            break
+    transport.read_all()
+    header, *lines, end = transport.answer()
+    numbers = [int(e["line"].split()[1]) for e in lines]
+    assert numbers == sorted(numbers)
+    assert numbers[-1] < asked
+    assert end["event"] == "end"  # not a silent end: the lines missed are counted, up to
+    assert end["dropped_lines"] == asked - header["dropped_lines"] - len(numbers) > 0  # asked
+    assert transport.closed
+    assert log.followers == []
 
 
 async def test_a_reader_that_leaves_stops_following() -> None:

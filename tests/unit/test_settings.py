@@ -144,7 +144,8 @@ def test_lock_dir_overrides_the_socket_directory(monkeypatch: pytest.MonkeyPatch
         ("RUNBROKER_METRICS_ADDR", "bad host!:9464"),
         ("RUNBROKER_OUTPUT_RUN_BYTES", "lots"),
         ("RUNBROKER_OUTPUT_RUN_BYTES", "1MB"),  # binary units only: 1MiB
-        ("RUNBROKER_OUTPUT_RUN_BYTES", "100"),  # below 4 KiB
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "100"),  # below 640 KiB: the longest line must fit
+        ("RUNBROKER_OUTPUT_RUN_BYTES", "256KiB"),
         ("RUNBROKER_OUTPUT_RUN_BYTES", "-1"),
         ("RUNBROKER_OUTPUT_RUN_BYTES", "20MiB"),  # more than the history holds
         ("RUNBROKER_OUTPUT_HISTORY_RUNS", "-1"),
@@ -166,13 +167,13 @@ def test_a_bad_value_is_one_line_naming_the_variable(
         ({}, (1024 * 1024, 32, 16 * 1024 * 1024)),
         (
             {
-                "RUNBROKER_OUTPUT_RUN_BYTES": "256KiB",
+                "RUNBROKER_OUTPUT_RUN_BYTES": "640KiB",
                 "RUNBROKER_OUTPUT_HISTORY_RUNS": "5",
                 "RUNBROKER_OUTPUT_HISTORY_BYTES": "8 MiB",
             },
-            (256 * 1024, 5, 8 * 1024 * 1024),
+            (640 * 1024, 5, 8 * 1024 * 1024),
         ),
-        ({"RUNBROKER_OUTPUT_RUN_BYTES": "65536"}, (65536, 32, 16 * 1024 * 1024)),
+        ({"RUNBROKER_OUTPUT_RUN_BYTES": "655360"}, (655360, 32, 16 * 1024 * 1024)),
         # No history: a run's bytes need not fit it.
         (
             {"RUNBROKER_OUTPUT_HISTORY_RUNS": "0", "RUNBROKER_OUTPUT_RUN_BYTES": "1GiB"},
@@ -332,3 +333,21 @@ def test_an_empty_database_url_still_means_no_database(monkeypatch: pytest.Monke
     assert load_settings().database_dsn() is None
     message = _error(monkeypatch, RUNBROKER_DATABASE_URL="   ")
     assert message == "RUNBROKER_DATABASE_URL: is empty"
+
+
+def test_the_smallest_run_bound_keeps_the_longest_line_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from daemon.core.journal import RunLog
+    from daemon.core.process.lines import LINE_LIMIT_BYTES
+    from daemon.core.runqueue import Run, RunRequest
+    from daemon.settings import OUTPUT_RUN_BYTES_MIN
+
+    message = _error(monkeypatch, RUNBROKER_OUTPUT_RUN_BYTES=str(OUTPUT_RUN_BYTES_MIN - 1))
+    assert message.startswith("RUNBROKER_OUTPUT_RUN_BYTES: must be at least 640KiB (655360)")
+    log = RunLog(Run(RunRequest(task="job")), OUTPUT_RUN_BYTES_MIN)
+    widest = "\u00e9" * (LINE_LIMIT_BYTES // 2)  # 64 KiB of UTF-8, every character wide
+    longest = "a" * (LINE_LIMIT_BYTES - 2) + "\u00e9"  # the most characters, one of them wide
+    for line in ("x" * 1000, widest, "y" * 1000, longest):
+        log.add("stdout", line)
+        assert log.lines()[-1][1] == line  # the newest line is kept, whole

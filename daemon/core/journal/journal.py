@@ -4,7 +4,7 @@ Bounded three ways: the running run keeps its newest ``run_bytes_max`` bytes (``
 history keeps at most ``history_runs_max`` finished runs, and at most ``history_bytes_max``
 bytes of their lines together (the oldest runs go first). So the journal never holds more than
 ``run_bytes_max + history_bytes_max`` bytes of lines. The executor tells it when a run begins
-and ends; ``runbroker logs`` reads it (``select``).
+and ends; ``runbroker logs`` reads it (``daemon.wire.logs_select``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from daemon.core.journal.ring import RunLog
 from daemon.core.runqueue import Run, RunResult
@@ -20,6 +20,23 @@ from daemon.core.runqueue import Run, RunResult
 RUN_BYTES_MAX = 1024 * 1024
 HISTORY_RUNS_MAX = 32
 HISTORY_BYTES_MAX = 16 * 1024 * 1024
+KEPT_REASON_CHARS = 1000  # a kept result's reason, at most (the journal's bounds count lines)
+
+
+def kept_result(result: RunResult) -> RunResult:
+    """What a finished log keeps of its run's result: nothing unbounded (no handler's
+    ``output``, the reason clipped), so the journal's bounds hold."""
+    reason = result.reason
+    if len(reason) > KEPT_REASON_CHARS:
+        reason = f"{reason[:KEPT_REASON_CHARS]}... ({len(reason)} characters)"
+    return RunResult(
+        ok=result.ok,
+        reason=reason,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        cancelled=result.cancelled,
+        timed_out=result.timed_out,
+    )
 
 
 class Journal:
@@ -40,6 +57,9 @@ class Journal:
         self.history_bytes = 0
         self.evicted_runs = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # the executor's, from begin()
+        # The broker's recent results, newest first (the app's, set by it): what ``logs`` says
+        # of runs it has no lines of (a handler's, one that ended before it started).
+        self.recent: Iterable[Run] = ()
 
     def begin(self, run: Run) -> RunLog:
         """``run`` starts: its lines go to the log returned (the journal's ``current``)."""
@@ -54,7 +74,7 @@ class Journal:
         """The run of ``log`` has ``result``: it joins the history, the oldest runs leave."""
         if self.current is log:
             self.current = None
-        log.end(result)
+        log.end(kept_result(result))
         history = self._history
         if not self.history_runs_max:
             return

@@ -21,17 +21,22 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.core.runqueue import Run, RunResult
+from daemon.observe.logs import get_logger
+
+log = get_logger("runbroker.journal")
 
 LineRecord = tuple[str, str, float]  # (stream, line, at)
 Wake = Callable[[], None]  # a follower: told that a line came or that the run ended
 
-# What the bound counts is memory held. A line: its text (a byte a character when it is ASCII,
-# else four, CPython's widest), its str object's header (49 bytes) and its list slot (8).
+# What the bound counts is memory held. A line: its text (a byte a character when it is ASCII),
+# its str object's header (49 bytes) and its list slot (8). A non-ASCII line: up to eight bytes
+# a character, four for its text (CPython's widest) and up to four for the UTF-8 copy that
+# orjson caches inside the str once a client has been sent the line.
 LINE_BYTES = 57
-WIDE_LINE_BYTES = 28  # what a non-ASCII str's header holds more
+WIDE_CHAR_BYTES = 8
+WIDE_LINE_BYTES = 28  # what a non-ASCII str's header holds more, and its UTF-8 copy's NUL
 # A mark: its three list slots, its int and its float.
 MARK_BYTES = 3 * 8 + 28 + 24
-_COMPACT_AT = 1024  # dropped slots at a list's front before it is compacted
 _BLOCK = 256  # lines a trim weighs at once
 _now = time.time
 _NONE: list[Any] = []  # what a log's lists are until its first line: never appended to
@@ -40,7 +45,7 @@ _NONE: list[Any] = []  # what a log's lists are until its first line: never appe
 def line_bytes(line: str) -> int:
     """What one line counts against a bound (without its mark)."""
     count = len(line)
-    return (count if line.isascii() else 4 * count + WIDE_LINE_BYTES) + LINE_BYTES
+    return (count if line.isascii() else WIDE_CHAR_BYTES * count + WIDE_LINE_BYTES) + LINE_BYTES
 
 
 class RunLog:
@@ -55,6 +60,7 @@ class RunLog:
         "_stream",
         "_streams",
         "_times",
+        "_wake_due",
         "bytes",
         "bytes_max",
         "first_seq",
@@ -90,6 +96,7 @@ class RunLog:
         self._stream: str | None = None  # the last mark's, until the end of its loop turn
         self._loop = loop
         self.followers: list[Wake] = _NONE  # the readers that follow (``follow``)
+        self._wake_due = False  # the followers are woken at the end of this loop turn
 
     def add(self, stream: str, line: str) -> None:
         """A line of the run (the hot path: the text appended, nothing else built)."""
@@ -98,13 +105,34 @@ class RunLog:
         self._lines.append(line)
         size = self.bytes + len(line) + LINE_BYTES
         if not line.isascii():
-            size += 3 * len(line) + WIDE_LINE_BYTES
+            size += (WIDE_CHAR_BYTES - 1) * len(line) + WIDE_LINE_BYTES
         self.bytes = size
         if size > self.bytes_max:
             self._trim()
-        if self.followers:
-            for wake in self.followers:
+        if self.followers and not self._wake_due:
+            self._wake_soon()
+
+    def _wake_soon(self) -> None:
+        """Wake the followers once a loop turn, however many lines it read: not at each line."""
+        if self._loop is None:  # without a loop (a test): at once
+            self._tell(self.followers)
+            return
+        self._wake_due = True
+        self._loop.call_soon(self._wake_followers)
+
+    def _wake_followers(self) -> None:
+        self._wake_due = False
+        self._tell(self.followers)
+
+    def _tell(self, followers: list[Wake]) -> None:
+        """Wake each follower; one that raises is let go, never the executor's loop with it
+        (``end`` runs in the executor's ``finally``)."""
+        for wake in tuple(followers):
+            try:
                 wake()
+            except Exception as exc:
+                self.unfollow(wake)
+                log.warning("journal.follower_failed", run_id=self.run_id, error=type(exc).__name__)
 
     def _mark(self, stream: str) -> None:
         if self._lines is _NONE:  # the first line: the log's own lists
@@ -117,14 +145,12 @@ class RunLog:
             self._stream = stream
             self._loop.call_soon(self._stale)
 
-    def _stale(self) -> None:
-        self._stream = None  # the next line, from the next read, gets a mark of its own
+    def _stale(self) -> None:  # the next line, from the next read, gets a mark of its own
+        self._stream = None
 
     def _trim(self) -> None:
-        """Drop the oldest lines (and the marks left with none) down to ``low_water_bytes``:
-        an eighth of the bound at a time, so that a chatty run trims once in a while, not at
-        each line. Whole blocks of lines first, summed at C speed; line by line in the block
-        where the bound falls."""
+        """Drop the oldest lines (and marks) down to ``low_water_bytes``: an eighth of the bound
+        at a time. Whole blocks first, summed at C speed; then line by line."""
         lines, head, seqs, mark = self._lines, self._head, self._seqs, self._mark_head
         size, count, first = self.bytes, len(lines), self.first_seq
         target = self.low_water_bytes
@@ -154,13 +180,17 @@ class RunLog:
             mark = len(seqs)
             self._stream = None
         self.first_seq, self.bytes = first, size
-        if head >= _COMPACT_AT and head * 2 >= count:
-            del lines[:head]
-            head = 0
-        if mark >= _COMPACT_AT // 16 and mark * 2 >= len(seqs):
-            del seqs[:mark], self._streams[:mark], self._times[:mark]
-            mark = 0
         self._head, self._mark_head = head, mark
+        self._compact()
+
+    def _compact(self) -> None:
+        """Let go of the dropped lines and marks (at each trim): the bound counts all held."""
+        head, mark = self._head, self._mark_head
+        if head:
+            del self._lines[:head]
+        if mark:
+            del self._seqs[:mark], self._streams[:mark], self._times[:mark]
+        self._head = self._mark_head = 0
 
     @property
     def low_water_bytes(self) -> int:
@@ -202,11 +232,11 @@ class RunLog:
     def end(self, result: RunResult) -> None:
         """The run has its result: followers are told a last time and let go."""
         self.result = result
+        self._compact()
         followers = self.followers
         if followers:
             self.followers = _NONE
-            for wake in followers:
-                wake()
+            self._tell(followers)
 
     def unfollow(self, wake: Wake) -> None:
         if wake in self.followers:

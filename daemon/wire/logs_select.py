@@ -1,0 +1,79 @@
+"""Which run a ``logs`` request means: a run's log in the journal, a queued run, or why there is
+none (an unknown id or task, a Python handler's task or run, a run that ended before it started:
+said from the broker's recent results, ``Journal.recent``)."""
+
+from __future__ import annotations
+
+from daemon.core.journal import Journal, RunLog
+from daemon.core.runqueue import Run, RunQueue
+from daemon.core.tasks import TaskRegistry
+from daemon.wire.protocol import ControlRequest, clip
+
+
+def select(
+    journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
+) -> RunLog | Run | str:
+    """The run ``request`` names (its log, or a queued ``Run``), or why there is none. A run
+    id: that run, running, finished (while the journal keeps it) or queued. A task: its
+    running run, else its latest finished one, else its first queued one. Neither: the
+    running run, else the latest finished one."""
+    kept = (
+        f"the journal keeps the running run and the last {journal.history_runs_max} finished"
+        " command runs; a Python handler's runs have no output lines"
+    )
+    if request.id:
+        log = journal.find(request.id)
+        if log is not None:
+            return log
+        run = queue.find(request.id)
+        if run is not None:
+            return (
+                _handler_refusal(journal, tasks, run.request.task, f"run {run.id} is of task")
+                or run
+            )
+        ended = next((run for run in journal.recent if run.id == request.id), None)
+        if ended is None:
+            return f"no run {clip(request.id)!r} ({kept})"
+        return _ended_refusal(journal, tasks, ended) or f"no run {clip(request.id)!r} ({kept})"
+    task = request.task
+    refusal = _handler_refusal(journal, tasks, task, "task") if task else ""
+    if refusal:
+        return refusal
+    log = journal.latest(task or None)
+    if log is not None:
+        return log
+    if not task:
+        return "no run yet"
+    queued = next((run for run in queue.waiting() if run.request.task == task), None)
+    if queued is not None:
+        return queued
+    if tasks.get(task) is None:
+        return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
+    return f"no run of task {clip(task)!r} yet ({kept})"
+
+
+def _result_text(run: Run) -> str:
+    result = run.result
+    if result is None:
+        return "running"
+    if result.ok:
+        return f"succeeded in {result.duration_ms} ms"
+    return f"{result.outcome}: {clip(result.reason)}" if result.reason else result.outcome
+
+
+def _handler_refusal(journal: Journal, tasks: TaskRegistry, task: str, what: str) -> str:
+    """Why ``logs`` has nothing for a Python handler's task (``""`` for a command's), with
+    its last result when the broker still has it."""
+    defined = tasks.get(task)
+    if defined is None or defined.handler is None:
+        return ""
+    text = f"{what} {clip(task)!r}, which runs a Python handler: it has no output lines"
+    last = next((run for run in journal.recent if run.request.task == task), None)
+    return text if last is None else f"{text}; its last result: {_result_text(last)}"
+
+
+def _ended_refusal(journal: Journal, tasks: TaskRegistry, run: Run) -> str:
+    """What ``logs`` says of a run the broker knows ended but the journal does not keep."""
+    if run.started_at is None:  # cancelled while queued, or refused at its start
+        return f"run {run.id} ended before it started: {_result_text(run)}"
+    return _handler_refusal(journal, tasks, run.request.task, f"run {run.id} is of task")
