@@ -52,10 +52,8 @@ class RunLog:
     """The output of one run, bounded at ``bytes_max``: the newest lines are kept."""
 
     __slots__ = (
-        "_head",
         "_lines",
         "_loop",
-        "_mark_head",
         "_seqs",
         "_stream",
         "_streams",
@@ -86,13 +84,12 @@ class RunLog:
         self.bytes_max = bytes_max
         self.bytes = 0
         self.first_seq = 0  # the first kept line's number: as many were dropped before it
-        # The lines, from _head on; the marks, from _mark_head on: from line _seqs[i] on, the
-        # stream _streams[i], read at _times[i]. Shared empty lists until the first line.
+        # The kept lines; the marks: from line _seqs[i] on, the stream _streams[i], read at
+        # _times[i]. Shared empty lists until the first line.
         self._lines: list[str] = _NONE
         self._seqs: list[int] = _NONE
         self._streams: list[str] = _NONE
         self._times: list[float] = _NONE
-        self._head = self._mark_head = 0
         self._stream: str | None = None  # the last mark's, until the end of its loop turn
         self._loop = loop
         self.followers: list[Wake] = _NONE  # the readers that follow (``follow``)
@@ -137,7 +134,7 @@ class RunLog:
     def _mark(self, stream: str) -> None:
         if self._lines is _NONE:  # the first line: the log's own lists
             self._lines, self._seqs, self._streams, self._times = [], [], [], []
-        self._seqs.append(self.first_seq + len(self._lines) - self._head)
+        self._seqs.append(self.first_seq + len(self._lines))
         self._streams.append(stream)
         self._times.append(_now())
         self.bytes += MARK_BYTES
@@ -151,7 +148,7 @@ class RunLog:
     def _trim(self) -> None:
         """Drop the oldest lines (and marks) down to ``low_water_bytes``: an eighth of the bound
         at a time. Whole blocks first, summed at C speed; then line by line."""
-        lines, head, seqs, mark = self._lines, self._head, self._seqs, self._mark_head
+        lines, head, seqs, mark = self._lines, 0, self._seqs, 0
         size, count, first = self.bytes, len(lines), self.first_seq
         target = self.low_water_bytes
         while size > target and count - head > _BLOCK:
@@ -180,17 +177,11 @@ class RunLog:
             mark = len(seqs)
             self._stream = None
         self.first_seq, self.bytes = first, size
-        self._head, self._mark_head = head, mark
-        self._compact()
-
-    def _compact(self) -> None:
-        """Let go of the dropped lines and marks (at each trim): the bound counts all held."""
-        head, mark = self._head, self._mark_head
+        # Let go of the dropped lines and marks at once: the bound counts all that is held.
         if head:
-            del self._lines[:head]
+            del lines[:head]
         if mark:
-            del self._seqs[:mark], self._streams[:mark], self._times[:mark]
-        self._head = self._mark_head = 0
+            del seqs[:mark], self._streams[:mark], self._times[:mark]
 
     @property
     def low_water_bytes(self) -> int:
@@ -200,23 +191,23 @@ class RunLog:
     @property
     def end_seq(self) -> int:
         """The number the next line will have: how many lines the run has written so far."""
-        return self.first_seq + len(self._lines) - self._head
+        return self.first_seq + len(self._lines)
 
     @property
     def mark_count(self) -> int:
-        return len(self._seqs) - self._mark_head
+        return len(self._seqs)
 
     @property
     def line_count(self) -> int:
         """How many lines are kept."""
-        return len(self._lines) - self._head
+        return len(self._lines)
 
     def line_at(self, seq: int) -> LineRecord:
         """The kept line numbered ``seq`` (``first_seq <= seq < end_seq``)."""
         if not self.first_seq <= seq < self.end_seq:
             raise IndexError(seq)
-        mark = bisect.bisect_right(self._seqs, seq, self._mark_head) - 1
-        line = self._lines[self._head + seq - self.first_seq]
+        mark = bisect.bisect_right(self._seqs, seq) - 1
+        line = self._lines[seq - self.first_seq]
         return self._streams[mark], line, self._times[mark]
 
     def lines(self) -> list[LineRecord]:
@@ -232,7 +223,6 @@ class RunLog:
     def end(self, result: RunResult) -> None:
         """The run has its result: followers are told a last time and let go."""
         self.result = result
-        self._compact()
         followers = self.followers
         if followers:
             self.followers = _NONE
