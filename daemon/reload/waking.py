@@ -26,19 +26,21 @@ def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
     after that is missed); None without a tasks file or without inotify (logged once)."""
     if reloader.path is None:
         return None
-    if reloader.changed_since_read():  # between reading the tasks at start and now
-        reloader.file_changed.set()  # reloaded by the loop, with or without a watch
     watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set, reloader.watch_state)
+    started: TasksFileWatcher | None = watcher
     try:
         watcher.start(asyncio.get_running_loop())
     except OSError as exc:  # inotify.InotifyUnavailable among them
         log.warning("reload.no_file_watch", reason=str(exc), reload_with="SIGHUP")
-        return None
-    reloader.watch = WATCH_INOTIFY
-    reloader.resync_watch = watcher.resync
-    if reloader.changed_since_read():  # ... or while the watch was being set up
+        started = None
+    else:
+        reloader.watch = WATCH_INOTIFY
+        reloader.resync_watch = watcher.resync
+    # A change between reading the tasks at start and now (the watch sees those after it):
+    # reloaded by the loop, with or without a watch.
+    if reloader.changed_since_read():
         reloader.file_changed.set()
-    return watcher
+    return started
 
 
 async def reload_forever(
