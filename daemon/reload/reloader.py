@@ -31,8 +31,7 @@ from daemon.core.tasks import (
     TaskChanges,
     TaskConfigError,
     TaskRegistry,
-    parse_tasks_toml,
-    with_default,
+    tasks_from_bytes,
 )
 from daemon.core.ticker import Ticker
 from daemon.observe.logs import get_logger
@@ -118,7 +117,7 @@ class TaskReloader:
         self._digest = digest
         importlib.invalidate_caches()  # a handler module added since start-up is found
         try:
-            tasks = with_default(self._parse(data), self.default_command)
+            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
             problem = self._problem(tasks)
             plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
         except TaskConfigError as exc:
@@ -144,13 +143,6 @@ class TaskReloader:
             changed_tasks=list(changes.changed),
         )
         return outcome
-
-    def _parse(self, data: bytes) -> dict[str, Any]:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise TaskConfigError(f"tasks file {self.path}: not valid UTF-8") from None
-        return parse_tasks_toml(text, str(self.path))
 
     def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
         """Put the checked tasks and their plans in place; nothing here refuses."""

@@ -8,8 +8,7 @@ from daemon.core.tasks.loading import (
     build_registry,
     load_handler,
     parse_tasks_toml,
-    read_tasks,
-    with_default,
+    tasks_from_bytes,
 )
 from daemon.core.tasks.registry import (
     MAX_ARGS,
@@ -35,6 +34,5 @@ __all__ = [
     "handler_context",
     "load_handler",
     "parse_tasks_toml",
-    "read_tasks",
-    "with_default",
+    "tasks_from_bytes",
 ]

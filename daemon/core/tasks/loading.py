@@ -182,7 +182,11 @@ def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
         raise TaskConfigError(f"tasks file {tasks_file}: {exc.strerror}") from None
 
 
-def _tasks_of(data: bytes | None, source: str, default_command: tuple[str, ...]) -> dict[str, Task]:
+def tasks_from_bytes(
+    data: bytes | None, source: str, default_command: tuple[str, ...]
+) -> dict[str, Task]:
+    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command;
+    ``TaskConfigError`` naming ``source`` (and the line, for TOML syntax) at the first mistake."""
     tasks: dict[str, Task] = {}
     if data is not None:
         try:
@@ -190,19 +194,10 @@ def _tasks_of(data: bytes | None, source: str, default_command: tuple[str, ...])
         except UnicodeDecodeError:
             raise TaskConfigError(f"tasks file {source}: not valid UTF-8") from None
         tasks = parse_tasks_toml(text, source)
-    return with_default(tasks, default_command)
+    return _with_default(tasks, default_command)
 
 
-def read_tasks(
-    default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
-) -> dict[str, Task]:
-    """The container's tasks: the tasks file (if present) plus ``default`` from the command;
-    ``TaskConfigError`` naming the place (file, and line for TOML syntax) of the first mistake."""
-    data = _file_bytes(tasks_file, file_required)
-    return _tasks_of(data, str(tasks_file), default_command)
-
-
-def with_default(tasks: dict[str, Task], default_command: tuple[str, ...]) -> dict[str, Task]:
+def _with_default(tasks: dict[str, Task], default_command: tuple[str, ...]) -> dict[str, Task]:
     """``tasks`` and the task ``default`` of the command line (when there is one)."""
     if default_command:
         if "default" in tasks:
@@ -216,9 +211,10 @@ def with_default(tasks: dict[str, Task], default_command: tuple[str, ...]) -> di
 def build_registry(
     default_command: tuple[str, ...], tasks_file: Path | None, *, file_required: bool = False
 ) -> TaskRegistry:
-    """``read_tasks`` as the registry every part of the daemon shares, with the digest of the
-    file's bytes the tasks came from (a reload compares it)."""
+    """The container's tasks (the tasks file, if present, plus ``default`` from the command) as
+    the registry every part of the daemon shares, with the digest of the file's bytes the tasks
+    came from (a reload compares it)."""
     data = _file_bytes(tasks_file, file_required)
-    registry = TaskRegistry(_tasks_of(data, str(tasks_file), default_command))
+    registry = TaskRegistry(tasks_from_bytes(data, str(tasks_file), default_command))
     registry.source_digest = None if data is None else hashlib.sha256(data).hexdigest()
     return registry
