@@ -219,8 +219,11 @@ class Broker:
             await asyncio.wait(pending, timeout=1.0)
             if any(not task.done() for task in pending):
                 # Something ignores cancellation (a handler swallowing CancelledError): the
-                # process must still end, as `docker stop` expects.
+                # process must still end, as `docker stop` expects. The run still gets its one
+                # result, and its client the line that tells it, before the process goes.
                 log.error("broker.stuck", pending=sum(not task.done() for task in pending))
+                self.executor.abandon_running()
+                await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
                 os._exit(EXIT_FATAL)
         await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
         if self.metrics_server is not None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from daemon.core.jobenv import shared_environment, with_run
 from daemon.core.journal import Journal
+from daemon.core.own_context import awaited_in_own_context
 from daemon.core.process import ChildSupervisor, SpawnError
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
 from daemon.core.tasks import Task, handler_context
@@ -109,7 +110,7 @@ class AttemptRunner:
                 request.payload,
                 {} if request.job is None else job_context(request),
             )
-            output = await task.handler(context)
+            output = await awaited_in_own_context(task.handler(context))
             if output is not None and not isinstance(output, dict):
                 return RunResult(ok=False, reason="handler returned a non-dict value")
             if output is not None and not _json_safe(output):

@@ -26,29 +26,10 @@ from daemon.observe.logs import get_logger
 
 log = get_logger("runbroker.executor")
 
-ABANDON_WAIT_S = 1.0  # at a forced stop, how long a run's own clean-up may take
 # What cancel_current tells: the running run was asked to stop (it has not stopped yet).
 CANCEL_REQUESTED = "requested"
 CANCEL_ALREADY_REQUESTED = "already requested"
-
-
-async def _until_done(task: asyncio.Task[RunResult], loop: asyncio.AbstractEventLoop) -> None:
-    """Wait for ``task`` to finish, however it finishes (cancelled included); cancelling the
-    waiter leaves ``task`` alone. What ``asyncio.wait({task})`` does, at about half its cost
-    per run (no set, no timeout handling, one future)."""
-    if task.done():
-        return
-    waiter = loop.create_future()
-
-    def wake(_task: object) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    task.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
-        task.remove_done_callback(wake)
+TURN_S = 0.002  # the longest the executor keeps the loop to itself while runs are waiting
 
 
 class Executor(AttemptRunner):
@@ -72,41 +53,74 @@ class Executor(AttemptRunner):
         )
         self.queue = queue
         self.tasks = tasks
-        self._current_task: asyncio.Task[RunResult] | None = None
-        self._loop: asyncio.AbstractEventLoop  # the executor's, from run_forever()
+        self._task: asyncio.Task[None] | None = None  # the executor's own, in run_forever()
+        self._attempting = False  # suspended inside a run's attempt: a cancel reaches the run
+        self._cancels = 0  # cancels cancel_current asked of the executor's task for this run
+        self._stray_cancel = False  # the last attempt left a cancel of the task behind
         self.idle = asyncio.Event()
         self.idle.set()
 
     async def run_forever(self) -> None:
-        """Take runs until the queue is closed and drained."""
-        # The loop is looked up once: on CPython 3.11 every get_running_loop() is a getpid().
-        self._loop = asyncio.get_running_loop()
+        """Take runs until the queue is closed and drained.
+
+        Each attempt runs in the executor's own task, awaited where it stands: a handler that
+        returns without waiting on anything is done in the step that started it, and the next
+        waiting run starts in the same step, up to ``TURN_S``, after which the executor lets the
+        loop turn once (the socket, the ticker and the database get theirs)."""
+        self._task = asyncio.current_task()
+        turn_ends = time.monotonic() + TURN_S
+        turn = False
         while True:
-            run = await self.queue.take()
+            waits = turn or not self.queue.waiting_count()
+            run = await self._next_run(turn)
             if run is None:
                 return
+            if waits:
+                turn_ends = time.monotonic() + TURN_S
             self.idle.clear()
             try:
                 await self.execute(run)
             finally:
                 self.queue.release(run)
                 self.idle.set()
+            turn = self._stray_cancel or (
+                bool(self.queue.waiting_count()) and time.monotonic() >= turn_ends
+            )
+
+    async def _next_run(self, turn: bool) -> Run | None:
+        """The next run (None once the queue is closed and drained), after one turn of the
+        loop when ``turn``. A cancellation that reaches the executor here while no cancel of
+        its task is pending is one a handler made and left behind (``_answer_cancels``): the
+        run it came from has its result, and the executor goes on."""
+        while True:
+            try:
+                if turn:
+                    await asyncio.sleep(0)
+                return await self.queue.take()
+            except asyncio.CancelledError:
+                if self._task is None or self._task.cancelling():
+                    raise
+                turn = False
 
     def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
         """Terminate the running run (if ``run_id`` matches); its result says ``reason``.
 
         Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (the run is still being
         terminated: a command in its grace, a handler that has not stopped yet) or ``""`` when
-        no such run is running. Only the run's result says that it ended."""
+        no such run is running. Only the run's result says that it ended.
+
+        The cancel is the executor task's own: it is asked only while that task is suspended
+        inside the attempt, so it reaches the handler or the command where it waits."""
         current = self.queue.current
-        task = self._current_task
-        if current is None or task is None or task.done():
+        task = self._task
+        if current is None or task is None or not self._attempting:
             return ""
         if run_id is not None and current.id != run_id:
             return ""
         self._cancel_reason = reason
-        if task.cancelling():  # a second cancel must not cut the first one's grace short
+        if self._cancels:  # a second cancel must not cut the first one's grace short
             return CANCEL_ALREADY_REQUESTED
+        self._cancels += 1
         task.cancel()
         return CANCEL_REQUESTED
 
@@ -114,6 +128,24 @@ class Executor(AttemptRunner):
         """At shutdown: terminate the running job with at most ``grace_cap_s`` of grace."""
         self.grace_cap_s = grace_cap_s
         return bool(self.cancel_current(None, REASON_SHUTDOWN_CANCEL))
+
+    def abandon_running(self) -> Run | None:
+        """At a forced stop whose handler ignores cancellation: the running run gets the
+        shutdown's result (its client hears its ``done``), though the handler goes on until
+        the process ends. Returns that run, or None when no run was left without a result."""
+        run = self.queue.current
+        if run is None or not run.finish(
+            RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True)
+        ):
+            return None
+        log.warning(
+            "run.done",
+            **run_log_fields(run),
+            ok=False,
+            reason=REASON_SHUTDOWN_CANCEL,
+            cancelled=True,
+        )
+        return run
 
     async def execute(self, run: Run) -> RunResult:
         try:
@@ -136,7 +168,7 @@ class Executor(AttemptRunner):
         self._cancel_reason = ""
         try:
             result = await self._follow(run, task, started)
-        finally:  # the run has its result by now, however it ended
+        finally:  # the run has its result by now, however it ended (shutdown: see _follow)
             if journal_log is not None:
                 shutdown = RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True)
                 self.journal.end(journal_log, run.result or shutdown)
@@ -156,33 +188,40 @@ class Executor(AttemptRunner):
         return result
 
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
-        """Run the attempt in a task of its own (cancellable without the executor) and wait
-        for it; the run has its result when this returns."""
-        loop = self._loop
-        attempt = self._current_task = loop.create_task(self._finishing(run, task, started))
+        """The attempt, awaited in the executor's task; the run has its result when this
+        returns, or when it raises ``CancelledError``: the executor itself is cancelled (the
+        shutdown's budget ran out), which ends ``run_forever`` once the run has its result."""
         overdue = None if task.soft_timeout_s is None else self._watch_soft_timeout(run, task)
+        self._attempting = True
         try:
-            await _until_done(attempt, loop)  # unlike shield(), not raising if attempt is cancelled
-        except asyncio.CancelledError:
-            # The executor itself is being cancelled (the shutdown budget ran out): stop the
-            # run too, but never wait without bound for a handler that ignores cancellation.
-            attempt.cancel()
-            await asyncio.wait({attempt}, timeout=ABANDON_WAIT_S)
-            run.finish(RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True))
-            raise
+            result = await self._attempt(run, task)
         finally:
+            self._attempting = False
             if overdue is not None:
                 overdue.cancel()
-            self._current_task = None
-        if attempt.cancelled():  # cancelled before the coroutine could see it
-            reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
-            return _recorded(run, RunResult(ok=False, reason=reason, cancelled=True), started)
-        return attempt.result()
+            others = self._answer_cancels()
+        _recorded(run, result, started)
+        if others and result.cancelled and not result.timed_out:
+            raise asyncio.CancelledError  # the executor's own end, after the run's result
+        # A cancel the handler made of the task and did not wait for may still be on its way:
+        # the loop turns before the next run, and _next_run lets it go by.
+        self._stray_cancel = others
+        return result
 
-    async def _finishing(self, run: Run, task: Task, started: float) -> RunResult:
-        """The attempt, and the run's result recorded by the attempt's own last step: a
-        handler that returns at once has its ``done`` written with its ``started``."""
-        return _recorded(run, await self._attempt(run, task), started)
+    def _answer_cancels(self) -> bool:
+        """Take back the cancel requests made of the executor's task during an attempt, now
+        that the attempt has its result: cancel_current's, and any a handler left behind (on
+        Python 3.11 a task group whose child fails while it exits does not take its own back).
+        True when there were more than cancel_current's: the task's owner cancelled it (the
+        run ended by it: the executor ends too), or the handler did (the run ended otherwise)."""
+        executor = self._task
+        cancels, self._cancels = self._cancels, 0
+        if executor is None:
+            return False
+        others = executor.cancelling() - cancels
+        while executor.uncancel() > 0:
+            pass
+        return others > 0
 
 
 def _recorded(run: Run, result: RunResult, started: float) -> RunResult:

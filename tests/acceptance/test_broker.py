@@ -365,8 +365,12 @@ def test_a_handler_that_ignores_cancellation_cannot_hold_the_daemon(
         tasks_toml=tasks,
         env={"PYTHONPATH": str(workdir), "RUNBROKER_SHUTDOWN_TIMEOUT": "2s"},
     )
-    daemon.popen("trigger", "stubborn")
+    running = daemon.popen("trigger", "stubborn")
     daemon.log.wait_for("run.started")
     daemon.signal(signal.SIGTERM)
     assert daemon.wait(timeout_s=15) == 1  # not clean, but ended
     assert daemon.log.events("broker.shutdown_timeout")
+    # The run still got its one result, and its client the line that says so.
+    _out, err = running.communicate(timeout=20)
+    assert running.returncode == 1, err
+    assert err.rstrip().endswith("failed: cancelled: scheduler shutting down"), err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from daemon.core import executor as executor_module
 from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor
 from daemon.core.jobenv import job_environment
 from daemon.core.process import ChildSupervisor
@@ -536,3 +539,163 @@ def test_handler_context_is_the_frozen_run_context() -> None:
     assert [f.name for f in dataclasses.fields(RunContext)] == list(vars(fast))
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.task = "other"  # type: ignore[misc]
+
+
+_SEEN_IN_RUN: contextvars.ContextVar[str] = contextvars.ContextVar("seen_in_run", default="")
+
+
+async def test_what_a_handler_sets_in_its_context_stays_in_its_run() -> None:
+    """Handlers are awaited in the executor's task, each step in a copy of its context: a
+    context variable one run sets (across its awaits) is not what the next run finds."""
+    seen: list[str] = []
+
+    async def setter(run: RunContext) -> dict[str, Any] | None:
+        seen.append(_SEEN_IN_RUN.get())
+        _SEEN_IN_RUN.set(run.run_id)
+        await asyncio.sleep(0)
+        seen.append(_SEEN_IN_RUN.get())  # its own value, after the await
+        return None
+
+    async with executing(_handler_task("setter", setter)) as (queue, _executor):
+        first = queue.submit(RunRequest(task="setter"))
+        second = queue.submit(RunRequest(task="setter"))
+        assert (await _result(first)).ok
+        assert (await _result(second)).ok
+    assert seen == ["", first.id, "", second.id]
+    assert _SEEN_IN_RUN.get() == ""
+
+
+async def test_a_handler_may_use_timeouts_and_task_groups_of_its_own() -> None:
+    """What a handler does with the current task (a timeout of its own, a task group whose
+    child fails) is done to its run alone: the executor goes on with the next run."""
+
+    async def busy(_run: RunContext) -> dict[str, Any] | None:
+        timed_out = False
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.Event().wait()
+        except TimeoutError:
+            timed_out = True
+
+        async def fail() -> None:
+            raise ValueError("child failed")
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(asyncio.Event().wait())
+                group.create_task(fail())
+        except ExceptionGroup as errors:
+            return {"timed_out": timed_out, "errors": [str(e) for e in errors.exceptions]}
+        return None
+
+    async def after(_run: RunContext) -> dict[str, Any] | None:
+        await asyncio.sleep(0.01)
+        return {"after": True}
+
+    async with executing(_handler_task("busy", busy), _handler_task("after", after)) as (
+        queue,
+        _executor,
+    ):
+        first = queue.submit(RunRequest(task="busy"))
+        second = queue.submit(RunRequest(task="after"))
+        result = await _result(first)
+        following = await _result(second)
+    assert (result.ok, result.output) == (True, {"timed_out": True, "errors": ["child failed"]})
+    assert (following.ok, following.output) == (True, {"after": True})
+
+
+async def test_a_cancel_the_handler_swallowed_is_not_left_for_the_next_run() -> None:
+    entered = asyncio.Event()
+
+    async def swallow(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        return {"swallowed": True}
+
+    async def waits(_run: RunContext) -> dict[str, Any] | None:
+        await asyncio.sleep(0.01)
+        return {"waited": True}
+
+    tasks = (_handler_task("swallow", swallow), _handler_task("waits", waits))
+    async with executing(*tasks) as (queue, executor):
+        run = queue.submit(RunRequest(task="swallow"))
+        following = queue.submit(RunRequest(task="waits"))
+        await entered.wait()
+        assert executor.cancel_current(run.id) == CANCEL_REQUESTED
+        assert (await _result(run)).output == {"swallowed": True}
+        result = await _result(following)
+    assert (result.ok, result.cancelled, result.output) == (True, False, {"waited": True})
+
+
+async def test_runs_that_never_wait_still_let_the_loop_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Handlers that return at once run back to back in one step of the executor, but for
+    no longer than TURN_S: then the loop turns (here, with TURN_S 0, after every run)."""
+    monkeypatch.setattr(executor_module, "TURN_S", 0.0)
+    turned = asyncio.Event()
+    seen: list[bool] = []
+
+    async def instant(_run: RunContext) -> dict[str, Any] | None:
+        seen.append(turned.is_set())
+        return None
+
+    async with executing(_handler_task("instant", instant)) as (queue, _executor):
+        runs = [queue.submit(RunRequest(task="instant")) for _ in range(5)]
+        asyncio.get_running_loop().call_soon(turned.set)
+        for run in runs:
+            assert (await _result(run)).ok
+    assert seen[0] is False
+    assert seen[-1] is True
+
+
+async def test_abandoning_a_handler_that_ignores_cancellation_gives_its_run_a_result() -> None:
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def stubborn(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+        return None
+
+    async with executing(_handler_task("stubborn", stubborn)) as (queue, executor):
+        run = queue.submit(RunRequest(task="stubborn"))
+        await entered.wait()
+        assert executor.abandon_running() is run
+        assert executor.abandon_running() is None  # it has its result: once
+        result = await _result(run)
+        assert (result.ok, result.cancelled, result.reason) == (False, True, REASON_SHUTDOWN_CANCEL)
+        release.set()  # the handler's own end changes nothing
+        await executor.idle.wait()
+    assert run.result is result
+
+
+async def test_a_handler_that_cancels_its_own_task_ends_only_its_own_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A handler awaited in the executor's task that cancels that task (and returns before
+    the cancel reaches it), or that leaves a cancel behind, ends its own run at most: the
+    cancel never reaches the next run, and the executor goes on."""
+    monkeypatch.setattr(executor_module, "TURN_S", 60.0)  # no turn of the loop but the stray's
+
+    async def cancels_itself(_run: RunContext) -> dict[str, Any] | None:
+        current = asyncio.current_task()
+        assert current is not None
+        current.cancel()
+        return {"returned": True}
+
+    async def waits(_run: RunContext) -> dict[str, Any] | None:
+        await asyncio.sleep(0.01)
+        return {"waited": True}
+
+    tasks = (_handler_task("cancels", cancels_itself), _handler_task("waits", waits))
+    async with executing(*tasks) as (queue, _executor):
+        runs = [queue.submit(RunRequest(task=name)) for name in ("cancels", "waits") * 2]
+        results = [await _result(run) for run in runs]
+    assert [(r.ok, r.output) for r in results] == [
+        (True, {"returned": True}),
+        (True, {"waited": True}),
+    ] * 2
