@@ -61,15 +61,13 @@ class SocketServer:
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
 
     def flush_later(self, connection: AnswerStream) -> None:
-        """Write ``connection``'s lines one loop turn later, with every other connection's:
-        the executor's next step (a run started, a quick handler's result) joins the write."""
+        """Write ``connection``'s lines at the end of this loop turn's callbacks, with every
+        other connection's. The executor's step that a submission wakes comes first: the run
+        it starts, and a quick handler's result, join the ``queued`` line in one write."""
         self._dirty.append(connection)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.loop.call_soon(self._flush_soon)
-
-    def _flush_soon(self) -> None:
-        self.loop.call_soon(self._flush_dirty)
+            self.loop.call_soon(self._flush_dirty)
 
     def _flush_dirty(self) -> None:
         self._flush_scheduled = False

@@ -466,6 +466,47 @@ class _FakeTransport:
     abort = close
 
 
+class _WritesTransport(_FakeTransport):
+    """A fake transport that keeps each write apart and tells when it is closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed_event = asyncio.Event()
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        self.writes.append(data)
+
+    def close(self) -> None:
+        super().close()
+        self.closed_event.set()
+
+    abort = close
+
+
+async def test_a_quick_handlers_lines_go_out_in_one_write(short_dir: Path) -> None:
+    """A run that starts at once and whose handler returns without waiting: its queued,
+    started and done lines are written together, one write for the whole answer."""
+
+    async def quick(_run: RunContext) -> dict[str, Any] | None:
+        return {"quick": True}
+
+    task = Task(name="default", handler=quick, handler_ref="tests:quick")
+    async with serving(short_dir / "rb.sock", task) as (server, _queue, finished):
+        transport = _WritesTransport()
+        connection = Connection(server)
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.data_received(b"{}\n")
+        async with asyncio.timeout(10):
+            await transport.closed_event.wait()
+        await finished.wait("default")
+    assert len(transport.writes) == 1
+    lines = [json.loads(line) for line in transport.writes[0].splitlines()]
+    assert [line["event"] for line in lines] == ["queued", "started", "done"]
+    assert lines[-1]["output"] == {"quick": True}
+
+
 async def test_unfinished_requests_together_are_bounded(short_dir: Path) -> None:
     """Many clients each holding a partial request cannot take the daemon's memory: the one
     that would pass the bound is refused with a reason; finished requests free their share."""
