@@ -36,6 +36,10 @@ class AnswerServer(Protocol):
 
     def flush_later(self, connection: AnswerStream) -> None: ...
 
+    def forget_deadline(self, connection: AnswerStream) -> None:
+        """The connection's request has ended: its deadline no longer applies."""
+        ...
+
 
 class LineSource(Protocol):
     """Where a connection's lines come from when it does not listen to a run (``logs``)."""
@@ -62,7 +66,7 @@ class AnswerStream(asyncio.Protocol):
     flush_scheduled: bool
     finished: bool  # the last line is queued: close once it is written
     dropped_lines: int
-    deadline: asyncio.TimerHandle | None  # the request's
+    under_deadline: bool  # watched by the server's RequestDeadlines until the request ends
     stalled: asyncio.TimerHandle | None  # the client stopped reading
     closing: bool
     source: LineSource | None  # a logs request's lines
@@ -135,7 +139,7 @@ class AnswerStream(asyncio.Protocol):
     def _finish(self) -> None:
         """The last line is queued: close once it is written."""
         self.finished = True
-        if self.deadline is not None:
+        if self.under_deadline:
             self._stop_deadline()
         if not self.flush_scheduled:
             self._flush()
@@ -156,12 +160,16 @@ class AnswerStream(asyncio.Protocol):
         if transport.get_write_buffer_size() and self.stalled is None:
             self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
 
+    def request_expired(self) -> None:
+        """The request did not arrive in time (``RequestDeadlines``): ``Connection`` answers
+        why; a stream without a request of its own to wait for just ends."""
+        self._abort()
+
     def _abort(self) -> None:
         self.stalled = None
         if self.transport is not None:
             self.transport.abort()
 
     def _stop_deadline(self) -> None:
-        if self.deadline is not None:
-            self.deadline.cancel()
-            self.deadline = None
+        self.under_deadline = False
+        self.server.forget_deadline(self)

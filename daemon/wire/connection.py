@@ -1,6 +1,7 @@
 """One client's connection: its request gathered, checked and answered.
 
-The request is gathered in ``data_received`` under one deadline timer; a peer of another uid
+The request is gathered in ``data_received`` under its deadline (``RequestDeadlines``, one
+timer for every connection); a peer of another uid
 and an oversized request are answered while the rest of their request is read and dropped, so
 that the client learns why. A submit request its task refuses is answered with the refusal
 (``TaskRegistry.admit`` decides) and never queued; an accepted run's events are the answer
@@ -20,6 +21,7 @@ from daemon.observe.logs import get_logger
 from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
+from daemon.wire.deadlines import RequestDeadlines
 from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
@@ -47,7 +49,7 @@ class ConnectionServer(AnswerServer, Protocol):
     journal: Journal
     control: ControlHandler
     allowed_uids: frozenset[int]
-    request_deadline_s: float
+    deadlines: RequestDeadlines
     connections: set[Connection]
     all_closed: asyncio.Event  # set when the last connection has gone
     unfinished_bytes: int
@@ -70,7 +72,7 @@ class Connection(AnswerStream):
         self.flush_scheduled = False
         self.finished = False
         self.dropped_lines = 0
-        self.deadline = None
+        self.under_deadline = False
         self.stalled = None
         self.closing = False
         self.source = None
@@ -80,7 +82,8 @@ class Connection(AnswerStream):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         server = self.server
         server.connections.add(self)
-        self.deadline = server.loop.call_later(server.request_deadline_s, self._deadline)
+        server.deadlines.watch(self)
+        self.under_deadline = True
         sock = transport.get_extra_info("socket")
         uid = peer_uid(sock) if sock is not None else -1
         if uid not in server.allowed_uids:
@@ -126,7 +129,7 @@ class Connection(AnswerStream):
         self.pending.clear()
         if self.source is not None:
             self.source.close()
-        if self.deadline is not None:
+        if self.under_deadline:
             self._stop_deadline()
         if self.stalled is not None:
             self.stalled.cancel()
@@ -154,8 +157,8 @@ class Connection(AnswerStream):
             self.server.unfinished_bytes -= len(self.buffer)
             self.buffer = bytearray()
 
-    def _deadline(self) -> None:
-        self.deadline = None
+    def request_expired(self) -> None:
+        self.under_deadline = False
         if self.state == READING:
             self._forget_buffer()
             self._refuse(REASON_TOO_SLOW, "socket.bad_request", complete=True)
@@ -163,7 +166,7 @@ class Connection(AnswerStream):
             self._finish()
 
     def _request(self, line: bytes) -> None:
-        if self.deadline is not None:
+        if self.under_deadline:
             self._stop_deadline()
         server = self.server
         try:

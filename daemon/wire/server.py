@@ -22,6 +22,7 @@ from daemon.core.tasks import TaskRegistry
 from daemon.wire.answers import CLOSED, AnswerStream
 from daemon.wire.binding import SocketInUse, bind_owner_only
 from daemon.wire.connection import Connection, ControlHandler
+from daemon.wire.deadlines import RequestDeadlines
 from daemon.wire.protocol import REQUEST_DEADLINE_S
 
 __all__ = ["UNFINISHED_BYTES_MAX", "ControlHandler", "SocketInUse", "SocketServer"]
@@ -48,7 +49,7 @@ class SocketServer:
         self.journal = Journal() if journal is None else journal  # what `logs` reads
         self.control = control
         self.allowed_uids = frozenset({0, os.getuid()}) if allowed_uids is None else allowed_uids
-        self.request_deadline_s = request_deadline_s
+        self.deadlines = RequestDeadlines(request_deadline_s)
         self._server: asyncio.Server | None = None
         self._lock_fd: int | None = None
         self.connections: set[Connection] = set()
@@ -74,6 +75,9 @@ class SocketServer:
         dirty, self._dirty = self._dirty, []
         for connection in dirty:
             connection._flush()
+
+    def forget_deadline(self, connection: AnswerStream) -> None:
+        self.deadlines.forget(connection)
 
     async def start(self) -> None:
         sock, self._lock_fd = bind_owner_only(self.path)
@@ -104,6 +108,7 @@ class SocketServer:
             for connection in list(self.connections):
                 connection.state = CLOSED
                 connection._abort()
+        self.deadlines.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         if self._lock_fd is not None:

@@ -1,0 +1,77 @@
+"""The request deadline of every connection still sending its request, under one timer.
+
+A timer of its own per connection cost a timer started and one cancelled for every request,
+nearly all of which arrive within a millisecond. Every connection's deadline is the same
+duration after it was accepted, so the connections, kept in the order they came, are in the
+order of their deadlines: one timer, set for the earliest, finds the ones whose time is up
+from the front, and is set again for the next. A request that is complete leaves the order
+(``forget``) and costs nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+__all__ = ["Expiring", "RequestDeadlines"]
+
+# A timer may fire up to a millisecond early (the loop's clock has that resolution): a
+# deadline that near is due, rather than a timer set again for what is left of it.
+_EARLY_S = 0.001
+
+
+class Expiring(Protocol):
+    def request_expired(self) -> None:
+        """Its request did not arrive in time."""
+        ...
+
+
+class RequestDeadlines:
+    """``watch`` a connection as it is accepted, ``forget`` it once its request is complete;
+    one still watched ``deadline_s`` later is told ``request_expired``."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+        self.loop: asyncio.AbstractEventLoop | None = None  # the serving loop, once watching
+        self._due: dict[Expiring, float] = {}  # in the order watched: the order of deadlines
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self, who: Expiring) -> None:
+        """Start ``who``'s deadline (once: a connection is watched as it is accepted)."""
+        loop = self.loop
+        if loop is None:  # looked up once: on CPython 3.11 each lookup is a getpid()
+            loop = self.loop = asyncio.get_running_loop()
+        due = loop.time() + self.deadline_s
+        self._due[who] = due
+        if self._timer is None:
+            self._timer = loop.call_at(due, self._expire)
+
+    def forget(self, who: Expiring) -> None:
+        self._due.pop(who, None)
+
+    def watched(self) -> int:
+        return len(self._due)
+
+    def _expire(self) -> None:
+        self._timer = None
+        loop = self.loop
+        assert loop is not None
+        now = loop.time() + _EARLY_S
+        expired: list[Expiring] = []
+        for who, due in self._due.items():
+            if due > now:
+                break
+            expired.append(who)
+        for who in expired:
+            del self._due[who]
+        for who in expired:
+            who.request_expired()
+        if self._due and self._timer is None:
+            self._timer = loop.call_at(next(iter(self._due.values())), self._expire)
+
+    def close(self) -> None:
+        """Stop the timer; what is still watched is never told."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._due.clear()
