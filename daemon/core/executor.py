@@ -57,8 +57,6 @@ class Executor(AttemptRunner):
         self._attempting = False  # suspended inside a run's attempt: a cancel reaches the run
         self._cancels = 0  # cancels cancel_current asked of the executor's task for this run
         self._stray_cancel = False  # the last attempt left a cancel of the task behind
-        self.idle = asyncio.Event()
-        self.idle.set()
 
     async def run_forever(self) -> None:
         """Take runs until the queue is closed and drained.
@@ -77,15 +75,18 @@ class Executor(AttemptRunner):
                 return
             if waits:
                 turn_ends = time.monotonic() + TURN_S
-            self.idle.clear()
             try:
                 await self.execute(run)
             finally:
                 self.queue.release(run)
-                self.idle.set()
             turn = self._stray_cancel or (
                 bool(self.queue.waiting_count()) and time.monotonic() >= turn_ends
             )
+
+    @property
+    def idle(self) -> bool:
+        """No run is being executed."""
+        return self.queue.current is None
 
     async def _next_run(self, turn: bool) -> Run | None:
         """The next run (None once the queue is closed and drained), after one turn of the

@@ -138,6 +138,8 @@ class TaskRegistry:
                 raise TaskRefused(f"{removed} (this container defines {self.listing()})")
             reason = f"unknown task {_shown(request.task)}: this container defines {self.listing()}"
             raise TaskRefused(reason)
+        if not request.args and not request.env:
+            return task  # nothing for the task's policy to refuse
         refusal = task.refusal(request)
         if refusal is not None:
             raise TaskRefused(refusal)
