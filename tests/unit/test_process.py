@@ -262,6 +262,13 @@ async def test_a_job_inherits_only_stdin_stdout_and_stderr(short_dir: Path) -> N
     assert len(fds) <= 4, f"the job inherited descriptors: {fds}"
 
 
+async def test_a_jobs_stdin_is_dev_null_at_its_end() -> None:
+    lines: Lines = []
+    outcome = await _run(["sh", "-c", "readlink /proc/self/fd/0; read -r x; echo read=$?"], lines)
+    assert outcome == CommandOutcome(0)
+    assert [line for _stream, line in lines] == ["/dev/null", "read=1"]
+
+
 async def test_the_job_starts_with_default_signal_dispositions() -> None:
     """Python ignores SIGPIPE (``yes | head`` would never end), the daemon may ignore more and
     block some: a job inherits none of it."""

@@ -27,8 +27,9 @@ class Poller:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._callbacks: dict[int, Callable[[], None]] = {}
 
-    def watch(self, fd: int, callback: Callable[[], None]) -> None:
-        loop = asyncio.get_running_loop()
+    def watch(self, fd: int, callback: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+        """Call ``callback`` whenever ``fd`` is readable; ``loop`` is the running one (looked
+        up by the caller once for all its descriptors: on CPython 3.11 a lookup is a getpid)."""
         if self._loop is not loop or self._epoll is None:
             self._start(loop)
         assert self._epoll is not None
@@ -61,17 +62,18 @@ class Child:
 
     def __init__(self, pid: int, pipes: dict[int, LineSplitter], poller: Poller) -> None:
         self.pid = pid
-        self.loop = asyncio.get_running_loop()
-        self.exited: asyncio.Future[None] = self.loop.create_future()
-        self.drained: asyncio.Future[None] = self.loop.create_future()
+        self.loop = loop = asyncio.get_running_loop()
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.drained: asyncio.Future[None] = loop.create_future()
         self.pipes = pipes
         self.poller = poller
         self.has_exited = False
         self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
-        poller.watch(self.pidfd, self._on_exit)
+        poller.watch(self.pidfd, self._on_exit, loop)
+        # The pipes stay blocking (two fcntl calls each to change): this is their one reader
+        # and the poller reads one only when it is readable, so a read never waits.
         for fd in pipes:
-            os.set_blocking(fd, False)
-            poller.watch(fd, functools.partial(self._on_output, fd))
+            poller.watch(fd, functools.partial(self._on_output, fd), loop)
 
     def _on_exit(self) -> None:
         self._close_pidfd()  # waitpid by pid now: it cannot be reused before it is collected
