@@ -31,8 +31,10 @@ def _format_s(seconds: float) -> str:
 
 class AttemptRunner:
     """How the executor carries out an attempt (``Executor`` is one: it adds the queue and
-    the cancelling). ``_cancel_reason`` and ``grace_cap_s`` are the executor's to set: why
-    the running attempt is being cancelled, and how much grace a shutdown leaves it."""
+    the cancelling). ``_cancel_reason``, ``_stopping`` and ``grace_cap_s`` are the executor's
+    to set: why the running attempt is being cancelled, whether the executor itself is being
+    stopped (a cancel of the runs' task that is neither), and how much grace a shutdown
+    leaves the attempt."""
 
     def __init__(
         self,
@@ -52,7 +54,14 @@ class AttemptRunner:
         # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
         self._verbose = log_enabled(logging.INFO)
         self._cancel_reason = ""
+        self._stopping = False
+        self._deadline: asyncio.Timeout | None = None  # the running attempt's, if its task has one
         self.grace_cap_s: float | None = None
+
+    def _timed_out(self) -> bool:
+        """The running attempt's timeout has fired (its cancel is on its way, or being
+        answered: a command in its grace, a handler in its clean-up)."""
+        return self._deadline is not None and self._deadline.expired()
 
     def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
         if task.soft_timeout_s is None:
@@ -68,26 +77,36 @@ class AttemptRunner:
         return asyncio.get_running_loop().call_later(soft_s, overdue)
 
     async def _attempt(self, run: Run, task: Task) -> RunResult:
-        deadline: asyncio.Timeout | None = None
+        self._deadline = deadline = None
         try:
             if task.timeout_s is None:
                 return await self._invoke(run, task)
             async with asyncio.timeout(task.timeout_s) as deadline:
+                self._deadline = deadline
                 return await self._invoke(run, task)
         except asyncio.CancelledError as exc:
-            current = asyncio.current_task()
-            if self._cancel_reason or (current is not None and current.cancelling()):
+            if self._cancel_reason or self._stopping:
                 reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
                 return RunResult(ok=False, reason=reason, cancelled=True)
-            # Nobody cancelled this run: the handler raised CancelledError itself.
+            if deadline is not None and deadline.expired():
+                # The timeout's cancel came out as itself: a cancel a handler left on the task
+                # was taken along with it.
+                return self._timed_out_result(task)
+            # Nobody cancelled this run: the handler raised CancelledError itself (or cancelled
+            # its task, which is the executor's: its own run fails, not the executor).
             return self._crashed(run, exc)
         except BaseException as exc:
             # A crashing handler fails its run, never the executor: not sys.exit(), not
             # KeyboardInterrupt, not GeneratorExit or a BaseException of its own.
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
-                reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
-                return RunResult(ok=False, reason=reason, timed_out=True)
+                return self._timed_out_result(task)
             return self._crashed(run, exc)
+        finally:
+            self._deadline = None
+
+    def _timed_out_result(self, task: Task) -> RunResult:
+        reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
+        return RunResult(ok=False, reason=reason, timed_out=True)
 
     def _crashed(self, run: Run, exc: BaseException) -> RunResult:
         log.warning(

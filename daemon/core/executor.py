@@ -53,18 +53,32 @@ class Executor(AttemptRunner):
         )
         self.queue = queue
         self.tasks = tasks
-        self._task: asyncio.Task[None] | None = None  # the executor's own, in run_forever()
+        self._task: asyncio.Task[None] | None = None  # where the runs execute (run_forever's)
         self._attempting = False  # suspended inside a run's attempt: a cancel reaches the run
         self._cancels = 0  # cancels cancel_current asked of the executor's task for this run
         self._stray_cancel = False  # the last attempt left a cancel of the task behind
 
     async def run_forever(self) -> None:
-        """Take runs until the queue is closed and drained.
+        """Take runs until the queue is closed and drained; cancelled, end after the running
+        run's result.
 
-        Each attempt runs in the executor's own task, awaited where it stands: a handler that
-        returns without waiting on anything is done in the step that started it, and the next
-        waiting run starts in the same step, up to ``TURN_S``, after which the executor lets the
-        loop turn once (the socket, the ticker and the database get theirs)."""
+        The runs execute in a task of the executor's own, each attempt awaited where it stands:
+        a handler that returns without waiting on anything is done in the step that started
+        it, and the next waiting run starts in the same step, up to ``TURN_S``, after which the
+        loop turns once (the socket, the ticker and the database get theirs). Handlers share
+        that task, so the caller's cancel reaches it only as ``_stopping``: a cancel that a
+        handler makes of its task, or leaves behind, ends that handler's run at most."""
+        runs = asyncio.get_running_loop().create_task(self._execute_runs())
+        try:
+            await asyncio.wait({runs})  # a cancel of this wait leaves the runs' task alone
+        except asyncio.CancelledError:
+            self._stopping = True
+            runs.cancel()
+            await asyncio.wait({runs})
+            raise
+        runs.result()  # what ended it, raised here
+
+    async def _execute_runs(self) -> None:
         self._task = asyncio.current_task()
         turn_ends = time.monotonic() + TURN_S
         turn = False
@@ -75,6 +89,7 @@ class Executor(AttemptRunner):
                 return
             if waits:
                 turn_ends = time.monotonic() + TURN_S
+            self._stray_cancel = False
             try:
                 await self.execute(run)
             finally:
@@ -90,17 +105,18 @@ class Executor(AttemptRunner):
 
     async def _next_run(self, turn: bool) -> Run | None:
         """The next run (None once the queue is closed and drained), after one turn of the
-        loop when ``turn``. A cancellation that reaches the executor here while no cancel of
-        its task is pending is one a handler made and left behind (``_answer_cancels``): the
-        run it came from has its result, and the executor goes on."""
+        loop when ``turn``. A cancellation that reaches the runs' task here, unless the
+        executor is stopping, is one a handler made of it and left behind: the run it came
+        from has its result, and the executor goes on."""
         while True:
             try:
                 if turn:
                     await asyncio.sleep(0)
                 return await self.queue.take()
             except asyncio.CancelledError:
-                if self._task is None or self._task.cancelling():
+                if self._stopping:
                     raise
+                self._take_back_cancels()
                 turn = False
 
     def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
@@ -119,7 +135,9 @@ class Executor(AttemptRunner):
         if run_id is not None and current.id != run_id:
             return ""
         self._cancel_reason = reason
-        if self._cancels:  # a second cancel must not cut the first one's grace short
+        if self._cancels or self._timed_out():
+            # A second cancel (or one after the task's timeout has fired) must not cut the
+            # first one's grace, or the handler's clean-up, short.
             return CANCEL_ALREADY_REQUESTED
         self._cancels += 1
         task.cancel()
@@ -189,9 +207,9 @@ class Executor(AttemptRunner):
         return result
 
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
-        """The attempt, awaited in the executor's task; the run has its result when this
-        returns, or when it raises ``CancelledError``: the executor itself is cancelled (the
-        shutdown's budget ran out), which ends ``run_forever`` once the run has its result."""
+        """The attempt, awaited in the runs' task; the run has its result when this returns,
+        or when it raises ``CancelledError``: the executor is stopping (its caller cancelled
+        it: the shutdown's budget ran out), which ends the runs once this one has its result."""
         overdue = None if task.soft_timeout_s is None else self._watch_soft_timeout(run, task)
         self._attempting = True
         try:
@@ -200,29 +218,26 @@ class Executor(AttemptRunner):
             self._attempting = False
             if overdue is not None:
                 overdue.cancel()
-            others = self._answer_cancels()
+            self._cancels = 0
+            # What the handler left on the task is taken back; a cancel it made and did not
+            # wait for may still be on its way: the loop turns before the next run, and
+            # _next_run lets it go by.
+            self._stray_cancel = self._take_back_cancels()
         _recorded(run, result, started)
-        if others and result.cancelled and not result.timed_out:
+        if self._stopping:
             raise asyncio.CancelledError  # the executor's own end, after the run's result
-        # A cancel the handler made of the task and did not wait for may still be on its way:
-        # the loop turns before the next run, and _next_run lets it go by.
-        self._stray_cancel = others
         return result
 
-    def _answer_cancels(self) -> bool:
-        """Take back the cancel requests made of the executor's task during an attempt, now
-        that the attempt has its result: cancel_current's, and any a handler left behind (on
-        Python 3.11 a task group whose child fails while it exits does not take its own back).
-        True when there were more than cancel_current's: the task's owner cancelled it (the
-        run ended by it: the executor ends too), or the handler did (the run ended otherwise)."""
+    def _take_back_cancels(self) -> bool:
+        """Take back every cancel request made of the runs' task: cancel_current's, answered
+        by the run's result, and any a handler left behind (on Python 3.11 a task group whose
+        child fails while it exits does not take its own back); True when there were any."""
         executor = self._task
-        cancels, self._cancels = self._cancels, 0
-        if executor is None:
+        if executor is None or not executor.cancelling():
             return False
-        others = executor.cancelling() - cancels
         while executor.uncancel() > 0:
             pass
-        return others > 0
+        return True
 
 
 def _recorded(run: Run, result: RunResult, started: float) -> RunResult:

@@ -64,10 +64,12 @@ class RequestDeadlines:
             expired.append(who)
         for who in expired:
             del self._due[who]
-        for who in expired:
-            who.request_expired()
-        if self._due and self._timer is None:
-            self._timer = loop.call_at(next(iter(self._due.values())), self._expire)
+        try:
+            for who in expired:
+                who.request_expired()
+        finally:  # whatever one of them raised, the others still have their deadlines
+            if self._due and self._timer is None:
+                self._timer = loop.call_at(next(iter(self._due.values())), self._expire)
 
     def close(self) -> None:
         """Stop the timer; what is still watched is never told."""

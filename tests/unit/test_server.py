@@ -487,19 +487,24 @@ class _WritesTransport(_FakeTransport):
 
 async def test_a_quick_handlers_lines_go_out_in_one_write(short_dir: Path) -> None:
     """A run that starts at once and whose handler returns without waiting: its queued,
-    started and done lines are written together, one write for the whole answer."""
+    started and done lines are written together, one write for the whole answer, one loop
+    turn after the request (the executor's step the request wakes runs first)."""
 
     async def quick(_run: RunContext) -> dict[str, Any] | None:
         return {"quick": True}
 
     task = Task(name="default", handler=quick, handler_ref="tests:quick")
     async with serving(short_dir / "rb.sock", task) as (server, _queue, finished):
-        transport = _WritesTransport()
-        connection = Connection(server)
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        connection.data_received(b"{}\n")
-        async with asyncio.timeout(10):
-            await transport.closed_event.wait()
+        for turn in ("warm-up", "measured"):  # the first: the executor is waiting for runs
+            transport = _WritesTransport()
+            connection = Connection(server)
+            connection.connection_made(transport)  # type: ignore[arg-type]
+            connection.data_received(b"{}\n")
+            if turn == "measured":
+                await asyncio.sleep(0)  # one turn of the loop, not a wait for time
+                assert len(transport.writes) == 1
+            async with asyncio.timeout(10):
+                await transport.closed_event.wait()
         await finished.wait("default")
     assert len(transport.writes) == 1
     lines = [json.loads(line) for line in transport.writes[0].splitlines()]

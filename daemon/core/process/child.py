@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import os
 import select
@@ -70,9 +71,12 @@ class Child:
         self.has_exited = False
         self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
         poller.watch(self.pidfd, self._on_exit, loop)
-        # The pipes stay blocking (two fcntl calls each to change): this is their one reader
-        # and the poller reads one only when it is readable, so a read never waits.
         for fd in pipes:
+            # Non-blocking, though the poller reads a pipe only when epoll says it is
+            # readable: should a copy of a read end outlive this child (a process forked by
+            # a handler's thread), a registration left behind under a reused number must not
+            # block PID 1 in a read. One F_SETFL (os.set_blocking would ask F_GETFL first).
+            fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
             poller.watch(fd, functools.partial(self._on_output, fd), loop)
 
     def _on_exit(self) -> None:
