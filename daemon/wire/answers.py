@@ -16,6 +16,7 @@ from typing import Protocol
 
 from daemon.core.runqueue import Event, Run
 from daemon.wire.codec import encode_fields
+from daemon.wire.deadlines import RequestDeadlines
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
 
 BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
@@ -34,11 +35,9 @@ class AnswerServer(Protocol):
     loop: asyncio.AbstractEventLoop
     draining: bool  # the daemon is stopping: a connection ends once its client has closed
 
-    def flush_later(self, connection: AnswerStream) -> None: ...
+    deadlines: RequestDeadlines  # every connection's until its request has ended
 
-    def forget_deadline(self, connection: AnswerStream) -> None:
-        """The connection's request has ended: its deadline no longer applies."""
-        ...
+    def flush_later(self, connection: AnswerStream) -> None: ...
 
 
 class LineSource(Protocol):
@@ -66,7 +65,6 @@ class AnswerStream(asyncio.Protocol):
     flush_scheduled: bool
     finished: bool  # the last line is queued: close once it is written
     dropped_lines: int
-    under_deadline: bool  # watched by the server's RequestDeadlines until the request ends
     stalled: asyncio.TimerHandle | None  # the client stopped reading
     closing: bool
     source: LineSource | None  # a logs request's lines
@@ -139,8 +137,7 @@ class AnswerStream(asyncio.Protocol):
     def _finish(self) -> None:
         """The last line is queued: close once it is written."""
         self.finished = True
-        if self.under_deadline:
-            self._stop_deadline()
+        self._stop_deadline()
         if not self.flush_scheduled:
             self._flush()
 
@@ -171,5 +168,5 @@ class AnswerStream(asyncio.Protocol):
             self.transport.abort()
 
     def _stop_deadline(self) -> None:
-        self.under_deadline = False
-        self.server.forget_deadline(self)
+        """The request has ended (or the connection): its deadline no longer applies."""
+        self.server.deadlines.forget(self)

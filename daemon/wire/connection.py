@@ -21,7 +21,6 @@ from daemon.observe.logs import get_logger
 from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
-from daemon.wire.deadlines import RequestDeadlines
 from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
@@ -49,7 +48,6 @@ class ConnectionServer(AnswerServer, Protocol):
     journal: Journal
     control: ControlHandler
     allowed_uids: frozenset[int]
-    deadlines: RequestDeadlines
     connections: set[Connection]
     all_closed: asyncio.Event  # set when the last connection has gone
     unfinished_bytes: int
@@ -72,7 +70,6 @@ class Connection(AnswerStream):
         self.flush_scheduled = False
         self.finished = False
         self.dropped_lines = 0
-        self.under_deadline = False
         self.stalled = None
         self.closing = False
         self.source = None
@@ -83,7 +80,6 @@ class Connection(AnswerStream):
         server = self.server
         server.connections.add(self)
         server.deadlines.watch(self)
-        self.under_deadline = True
         sock = transport.get_extra_info("socket")
         uid = peer_uid(sock) if sock is not None else -1
         if uid not in server.allowed_uids:
@@ -129,8 +125,7 @@ class Connection(AnswerStream):
         self.pending.clear()
         if self.source is not None:
             self.source.close()
-        if self.under_deadline:
-            self._stop_deadline()
+        self._stop_deadline()
         if self.stalled is not None:
             self.stalled.cancel()
         self.server.connections.discard(self)
@@ -158,7 +153,6 @@ class Connection(AnswerStream):
             self.buffer = bytearray()
 
     def request_expired(self) -> None:
-        self.under_deadline = False
         if self.state == READING:
             self._forget_buffer()
             self._refuse(REASON_TOO_SLOW, "socket.bad_request", complete=True)
@@ -166,8 +160,7 @@ class Connection(AnswerStream):
             self._finish()
 
     def _request(self, line: bytes) -> None:
-        if self.under_deadline:
-            self._stop_deadline()
+        self._stop_deadline()
         server = self.server
         try:
             request = decode_request(line)

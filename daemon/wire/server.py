@@ -76,9 +76,6 @@ class SocketServer:
         for connection in dirty:
             connection._flush()
 
-    def forget_deadline(self, connection: AnswerStream) -> None:
-        self.deadlines.forget(connection)
-
     async def start(self) -> None:
         sock, self._lock_fd = bind_owner_only(self.path)
         self.loop = asyncio.get_running_loop()
