@@ -206,6 +206,7 @@ class Broker:
         running = self.executor.shutdown_running(grace_cap_s)
         log.info("broker.draining", cancelled_queued=cancelled, running=running)
         clean = True
+        stuck = False
         with contextlib.suppress(asyncio.CancelledError):
             await ticker_task
         waiting = [executor_task] + ([pg_task] if pg_task is not None else [])
@@ -223,9 +224,10 @@ class Broker:
                 # result, and its client the line that tells it, before the process goes.
                 log.error("broker.stuck", pending=sum(not task.done() for task in pending))
                 self.executor.abandon_running()
-                await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
-                os._exit(EXIT_FATAL)
+                stuck = True
         await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
+        if stuck:
+            os._exit(EXIT_FATAL)
         if self.metrics_server is not None:
             await self.metrics_server.close()
         self.children.reap_orphans()
