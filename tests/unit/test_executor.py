@@ -603,6 +603,12 @@ async def test_a_handler_may_use_timeouts_and_task_groups_of_its_own() -> None:
     assert (following.ok, following.output) == (True, {"after": True})
 
 
+async def _waits_a_moment(_run: RunContext) -> dict[str, Any] | None:
+    """A handler that waits on the loop once before it returns."""
+    await asyncio.sleep(0.01)
+    return {"waited": True}
+
+
 async def test_a_cancel_the_handler_swallowed_is_not_left_for_the_next_run() -> None:
     entered = asyncio.Event()
 
@@ -612,11 +618,7 @@ async def test_a_cancel_the_handler_swallowed_is_not_left_for_the_next_run() -> 
             await asyncio.Event().wait()
         return {"swallowed": True}
 
-    async def waits(_run: RunContext) -> dict[str, Any] | None:
-        await asyncio.sleep(0.01)
-        return {"waited": True}
-
-    tasks = (_handler_task("swallow", swallow), _handler_task("waits", waits))
+    tasks = (_handler_task("swallow", swallow), _handler_task("waits", _waits_a_moment))
     async with executing(*tasks) as (queue, executor):
         run = queue.submit(RunRequest(task="swallow"))
         following = queue.submit(RunRequest(task="waits"))
@@ -689,11 +691,7 @@ async def test_a_handler_that_cancels_its_own_task_ends_only_its_own_run(
         current.cancel()
         return {"returned": True}
 
-    async def waits(_run: RunContext) -> dict[str, Any] | None:
-        await asyncio.sleep(0.01)
-        return {"waited": True}
-
-    tasks = (_handler_task("cancels", cancels_itself), _handler_task("waits", waits))
+    tasks = (_handler_task("cancels", cancels_itself), _handler_task("waits", _waits_a_moment))
     async with executing(*tasks) as (queue, _executor):
         runs = [queue.submit(RunRequest(task=name)) for name in ("cancels", "waits") * 2]
         results = [await _result(run) for run in runs]
@@ -788,11 +786,7 @@ async def test_a_cancel_a_handler_leaves_for_later_does_not_end_the_executor() -
         asyncio.get_running_loop().call_soon(done_first.set)
         return {"first": True}
 
-    async def waits(_run: RunContext) -> dict[str, Any] | None:
-        await asyncio.sleep(0.01)
-        return {"waited": True}
-
-    tasks = (_handler_task("timer", leaves_a_timer), _handler_task("waits", waits))
+    tasks = (_handler_task("timer", leaves_a_timer), _handler_task("waits", _waits_a_moment))
     async with executing(*tasks) as (queue, _executor):
         assert (await _result(queue.submit(RunRequest(task="timer")))).ok
         await done_first.wait()  # the cancel has reached the executor, waiting for a run
