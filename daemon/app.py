@@ -219,9 +219,8 @@ class Broker:
                 task.cancel()
             await asyncio.wait(pending, timeout=1.0)
             if any(not task.done() for task in pending):
-                # Something ignores cancellation (a handler swallowing CancelledError): the
-                # process must still end, as `docker stop` expects. The run still gets its one
-                # result, and its client the line that tells it, before the process goes.
+                # A handler swallows CancelledError: the process must still end, as `docker stop`
+                # expects, once the run has its one result and its client the line telling it.
                 log.error("broker.stuck", pending=sum(not task.done() for task in pending))
                 self.executor.abandon_running()
                 stuck = True
