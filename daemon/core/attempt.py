@@ -8,6 +8,7 @@ timeout, or cancellation. A handler's crash never takes the executor down.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 
 from daemon.core.jobenv import shared_environment, with_run
 from daemon.core.journal import Journal
-from daemon.core.own_context import awaited_in_own_context
+from daemon.core.own_context import attempt_context, awaited_in, end_attempt
 from daemon.core.process import ChildSupervisor, SpawnError
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
 from daemon.core.tasks import Task, handler_context
@@ -56,6 +57,7 @@ class AttemptRunner:
         self._cancel_reason = ""
         self._stopping = False
         self._deadline: asyncio.Timeout | None = None  # the running attempt's, if its task has one
+        self._handler_context: contextvars.Context | None = None  # the running handler's
         self.grace_cap_s: float | None = None
 
     def _timed_out(self) -> bool:
@@ -78,6 +80,7 @@ class AttemptRunner:
 
     async def _attempt(self, run: Run, task: Task) -> RunResult:
         self._deadline = deadline = None
+        self._handler_context = None
         try:
             if task.timeout_s is None:
                 return await self._invoke(run, task)
@@ -102,19 +105,21 @@ class AttemptRunner:
                 return self._timed_out_result(task)
             return self._crashed(run, exc)
         finally:
-            self._deadline = None
+            self._deadline = self._handler_context = None
 
     def _timed_out_result(self, task: Task) -> RunResult:
         reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
         return RunResult(ok=False, reason=reason, timed_out=True)
 
     def _crashed(self, run: Run, exc: BaseException) -> RunResult:
-        log.warning(
-            "run.crashed",
-            **run_log_fields(run),
-            error_type=type(exc).__name__,
-            exc_info=exc,
-        )
+        fields = {**run_log_fields(run), "error_type": type(exc).__name__, "exc_info": exc}
+        # Logged in the handler's own context: what it bound there (structlog's context
+        # variables) is on the line.
+        context = self._handler_context
+        if context is None:
+            log.warning("run.crashed", **fields)
+        else:
+            context.run(log.warning, "run.crashed", **fields)
         return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
 
     async def _invoke(self, run: Run, task: Task) -> RunResult:
@@ -129,7 +134,11 @@ class AttemptRunner:
                 request.payload,
                 {} if request.job is None else job_context(request),
             )
-            output = await awaited_in_own_context(task.handler(context))
+            self._handler_context = own = attempt_context()
+            try:
+                output = await awaited_in(task.handler(context), own)
+            finally:
+                end_attempt()  # a cancel asked for from its context is refused from now on
             if output is not None and not isinstance(output, dict):
                 return RunResult(ok=False, reason="handler returned a non-dict value")
             if output is not None and not _json_safe(output):

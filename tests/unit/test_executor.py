@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from daemon.core import executor as executor_module
 from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor
@@ -864,3 +866,101 @@ async def test_the_owners_cancel_ends_the_executor_though_the_handler_swallowed_
     assert run.result is not None
     assert run.result.output == {"finished": True}
     assert waiting.result is None  # not started: the caller's shutdown decides its result
+
+
+@pytest.mark.parametrize("left_by", ["task", "timer"])
+@pytest.mark.parametrize("next_kind", ["handler", "command"])
+async def test_a_cancel_a_finished_run_asks_for_never_reaches_the_next_run(
+    next_kind: str, left_by: str, tmp_path: Any
+) -> None:
+    """A task a handler left behind, or a timer it left (a home-made timeout it did not
+    cancel: a timer runs in a copy of the context it was set in), cancels "its" task (the
+    executor's) while the next run is running: the cancel is refused, as a finished task
+    would refuse it, and the next run, a handler or a command, ends as it would have."""
+    fire, fired, running, release = (asyncio.Event() for _ in range(4))
+    refused: list[bool] = []
+    left: list[asyncio.Task[None]] = []
+    timers: list[tuple[asyncio.Task[Any], contextvars.Context]] = []
+
+    async def leaves_a_canceller(_run: RunContext) -> dict[str, Any] | None:
+        current = asyncio.current_task()
+        assert current is not None
+
+        async def cancel_later() -> None:
+            await fire.wait()
+            refused.append(not current.cancel())
+            fired.set()
+
+        if left_by == "task":
+            left.append(asyncio.create_task(cancel_later()))
+        else:
+            timers.append((current, contextvars.copy_context()))
+        return {"first": True}
+
+    async def waits_for_release(_run: RunContext) -> dict[str, Any] | None:
+        running.set()
+        await release.wait()
+        return {"released": True}
+
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    script = f"echo up; read line < {fifo}; echo got $line"
+    following: Task
+    if next_kind == "handler":
+        following = _handler_task("next", waits_for_release)
+    else:
+        following = _sh("next", script)
+    recorder = Recorder()
+    async with executing(_handler_task("first", leaves_a_canceller), following) as (queue, _):
+        assert (await _result(queue.submit(RunRequest(task="first")))).output == {"first": True}
+        run = queue.submit(RunRequest(task="next"), recorder)
+        if next_kind == "handler":
+            await running.wait()
+        else:
+            await recorder.saw("line:up").wait()
+        if left_by == "task":
+            fire.set()
+            await fired.wait()
+            await left[0]
+        else:
+            ((executors_task, timer_context),) = timers
+            refused.append(not timer_context.run(executors_task.cancel))
+        if next_kind == "handler":
+            release.set()
+        else:
+            writer = await asyncio.to_thread(os.open, fifo, os.O_WRONLY)
+            os.write(writer, b"ok\n")
+            os.close(writer)
+        result = await _result(run)
+    assert refused == [True]
+    assert (result.ok, result.cancelled) == (True, False)
+    if next_kind == "handler":
+        assert result.output == {"released": True}
+    else:
+        assert recorder.lines == ["up", "got ok"]
+
+
+async def test_what_a_crashing_handler_bound_in_its_context_is_on_its_crash_line() -> None:
+    """structlog's context variables a handler binds are on its run's ``run.crashed`` line,
+    and on no line of the next run."""
+
+    async def binds_then_fails(_run: RunContext) -> dict[str, Any] | None:
+        structlog.contextvars.bind_contextvars(order_id="o-17")
+        await asyncio.sleep(0)
+        raise ValueError("no such order")
+
+    tasks = (_handler_task("binds", binds_then_fails), _handler_task("fails", _binds_nothing))
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as lines:
+        async with executing(*tasks) as (queue, _):
+            assert not (await _result(queue.submit(RunRequest(task="binds")))).ok
+            assert not (await _result(queue.submit(RunRequest(task="fails")))).ok
+    crashed = [line for line in lines if line["event"] == "run.crashed"]
+    assert [(line["task"], line.get("order_id")) for line in crashed] == [
+        ("binds", "o-17"),
+        ("fails", None),
+    ]
+    assert all("order_id" not in line for line in lines if line["event"] != "run.crashed")
+
+
+async def _binds_nothing(_run: RunContext) -> dict[str, Any] | None:
+    raise ValueError("plain failure")
