@@ -165,6 +165,40 @@ def test_parse_duration_sums_components(
     assert parse_duration("-" + text) == -parse_duration(text)
 
 
+_UNIT_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+def _exact_ns(whole: str, fraction: str, unit: str) -> Fraction:
+    kept = fraction[:30]
+    value = Fraction(int(whole or "0")) + Fraction(int(kept or "0"), 10 ** len(kept))
+    return value * _UNIT_NS[unit]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text("0123456789", max_size=12),
+            st.none() | st.text("0123456789", max_size=40),
+            st.sampled_from(sorted(_UNIT_NS)),
+        ).filter(lambda part: bool(part[0] or part[1])),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_parse_duration_is_the_exact_decimal_value_rounded_once(
+    parts: list[tuple[str, str | None, str]],
+) -> None:
+    """Any decimal components (more than 30 fraction digits are cut, as they cannot change a
+    nanosecond) give the float nearest their exact sum, or out of range past Go's int64."""
+    text = "".join(w + ("" if f is None else "." + f) + unit for w, f, unit in parts)
+    exact_ns = sum(_exact_ns(whole, fraction or "", unit) for whole, fraction, unit in parts)
+    if exact_ns > MAX_NS:
+        with pytest.raises(ValueError, match="out of range"):
+            parse_duration(text)
+    else:
+        assert parse_duration(text) == float(exact_ns / 10**9)
+
+
 # --- format_duration ----------------------------------------------------------------
 
 
@@ -188,6 +222,9 @@ def test_parse_duration_sums_components(
         (-5400.0, "-1h30m"),
         (86400.0, "24h"),
         (MAX_DURATION_S, "2562047h47m16.854775807s"),
+        (1 / 1024, f"976.562{MICRO}s"),  # 976562.5 ns exactly: the tie goes to even
+        (3 / 1024, "2.929688ms"),  # 2929687.5 ns
+        (-1 / 1024, f"-976.562{MICRO}s"),
     ],
 )
 def test_format_duration_is_go_like(seconds: float, text: str) -> None:
@@ -212,6 +249,12 @@ def test_duration_round_trip_for_any_float_is_within_half_a_nanosecond(seconds: 
     back = parse_duration(text)
     assert abs(back - seconds) <= 0.5e-9 + math.ulp(seconds)
     assert format_duration(back) == text  # the text form is canonical
+
+
+@given(st.floats(-MAX_DURATION_S, MAX_DURATION_S, allow_nan=False, allow_infinity=False))
+def test_format_duration_rounds_the_exact_value_half_to_even(seconds: float) -> None:
+    nanoseconds = max(-MAX_NS, min(MAX_NS, round(Fraction(seconds) * 10**9)))
+    assert parse_duration(format_duration(seconds)) == nanoseconds / 10**9
 
 
 # --- parse_interval: the rules --------------------------------------------------------
