@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from daemon.core.jobenv import shared_environment, with_run
 from daemon.core.journal import Journal
-from daemon.core.own_context import attempt_context, awaited_in, end_attempt
+from daemon.core.own_context import awaited_in
 from daemon.core.process import ChildSupervisor, SpawnError
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
 from daemon.core.tasks import Task, handler_context
@@ -134,11 +134,8 @@ class AttemptRunner:
                 request.payload,
                 {} if request.job is None else job_context(request),
             )
-            self._handler_context = own = attempt_context()
-            try:
-                output = await awaited_in(task.handler(context), own)
-            finally:
-                end_attempt()  # a cancel asked for from its context is refused from now on
+            self._handler_context = own = contextvars.copy_context()
+            output = await awaited_in(task.handler(context), own)
             if output is not None and not isinstance(output, dict):
                 return RunResult(ok=False, reason="handler returned a non-dict value")
             if output is not None and not _json_safe(output):

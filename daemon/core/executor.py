@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from daemon.core.attempt import AttemptRunner
 from daemon.core.journal import Journal
-from daemon.core.own_context import RunsTask
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
@@ -54,7 +53,7 @@ class Executor(AttemptRunner):
         )
         self.queue = queue
         self.tasks = tasks
-        self._task: RunsTask | None = None  # where the runs execute (run_forever's)
+        self._task: asyncio.Task[None] | None = None  # where the runs execute (run_forever's)
         self._attempting = False  # suspended inside a run's attempt: a cancel reaches the run
         self._cancels = 0  # cancels cancel_current asked of the executor's task for this run
         self._stray_cancel = False  # the last attempt left a cancel of the task behind
@@ -68,19 +67,19 @@ class Executor(AttemptRunner):
         it, and the next waiting run starts in the same step, up to ``TURN_S``, after which the
         loop turns once (the socket, the ticker and the database get theirs). Handlers share
         that task, so the caller's cancel reaches it only as ``_stopping``: a cancel that a
-        handler makes of its task, or leaves behind, ends that handler's run at most, and one
-        asked for from its context once its run has ended is refused (``RunsTask``)."""
-        self._task = runs = RunsTask(self._execute_runs(), asyncio.get_running_loop())
+        handler makes of its task, or leaves behind, ends that handler's run at most."""
+        runs = asyncio.get_running_loop().create_task(self._execute_runs())
         try:
             await asyncio.wait({runs})  # a cancel of this wait leaves the runs' task alone
         except asyncio.CancelledError:
             self._stopping = True
-            runs.cancel_by_executor()
+            runs.cancel()
             await asyncio.wait({runs})
             raise
         runs.result()  # what ended it, raised here
 
     async def _execute_runs(self) -> None:
+        self._task = asyncio.current_task()
         turn_ends = time.monotonic() + TURN_S
         turn = False
         while True:
@@ -141,7 +140,7 @@ class Executor(AttemptRunner):
             # first one's grace, or the handler's clean-up, short.
             return CANCEL_ALREADY_REQUESTED
         self._cancels += 1
-        task.cancel_by_executor()
+        task.cancel()
         return CANCEL_REQUESTED
 
     def shutdown_running(self, grace_cap_s: float) -> bool:
