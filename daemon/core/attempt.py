@@ -80,7 +80,6 @@ class AttemptRunner:
 
     async def _attempt(self, run: Run, task: Task) -> RunResult:
         self._deadline = deadline = None
-        self._handler_context = None
         try:
             if task.timeout_s is None:
                 return await self._invoke(run, task)
