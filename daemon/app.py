@@ -67,6 +67,8 @@ class Broker:
             tasks,
             self.children,
             default_grace_s=settings.grace_s,
+            output_log_mode=settings.output_log,
+            output_hold_s=settings.output_hold_s,
             journal=self.journal,
         )
         self.server = SocketServer(

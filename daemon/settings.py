@@ -92,8 +92,11 @@ class Settings(BaseSettings):
     output_run_bytes: ByteSize = Field(1024 * 1024, ge=0, le=1024**3)  # >= OUTPUT_RUN_BYTES_MIN
     output_history_runs: int = Field(32, ge=0, le=10_000)
     output_history_bytes: ByteSize = Field(16 * 1024 * 1024, ge=0, le=16 * 1024**3)
+    # A job's lines in the daemon's own log; how long a reader may hold a job's output back.
+    output_log: Literal["json", "raw", "off"] = "json"
+    output_hold_s: Duration = Field(5.0, alias="RUNBROKER_OUTPUT_HOLD", ge=0, le=3600)
 
-    @field_validator("log_format", "log_level", mode="before")
+    @field_validator("log_format", "log_level", "output_log", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

@@ -19,11 +19,16 @@ from daemon.core.journal import Journal
 from daemon.core.own_context import awaited_in
 from daemon.core.process import ChildSupervisor, SpawnError
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
+from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import Task, handler_context
 from daemon.observe.logs import get_logger, log_enabled
+from daemon.observe.output_log import LineWriter, OutputLog, OutputLogMode
 from daemon.wire import protocol
 
 log = get_logger("runbroker.executor")
+
+OUTPUT_LOG_DEFAULT: OutputLogMode = "json"  # RUNBROKER_OUTPUT_LOG's default
+OUTPUT_HOLD_DEFAULT_S = 5.0  # RUNBROKER_OUTPUT_HOLD's default
 
 
 def _format_s(seconds: float) -> str:
@@ -43,7 +48,8 @@ class AttemptRunner:
         *,
         default_grace_s: float,
         base_env: Mapping[str, str] | None,
-        log_output: bool,
+        output_log_mode: OutputLogMode | None,
+        output_hold_s: float,
         journal: Journal | None = None,
     ) -> None:
         self.children = children
@@ -51,7 +57,9 @@ class AttemptRunner:
         self.default_grace_s = default_grace_s
         self.base_env = dict(os.environ if base_env is None else base_env)
         self._shared_env = shared_environment(self.base_env)
-        self.log_output = log_output
+        # None: a job's lines are not in the daemon's log (``runbroker once``, daemon.testing).
+        self.output_log = OutputLog(output_log_mode) if output_log_mode is not None else None
+        self.output_hold_s = output_hold_s  # how long a reader may hold a job's output back
         # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
         self._verbose = log_enabled(logging.INFO)
         self._cancel_reason = ""
@@ -146,20 +154,27 @@ class AttemptRunner:
             cap_s = self.grace_cap_s
             return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
 
-        log_output = self.log_output and self._verbose
         journal_log = self.journal.current
-        keep = journal_log.add if journal_log is not None else None
-        listeners = run.listeners  # tested at each line, without a call (see Run.listeners)
+        keep = journal_log.add_lines if journal_log is not None else None
+        listeners = run.listeners  # tested at each read, without a call (see Run.listeners)
+        run.flow = flow = OutputFlow(self.output_hold_s)
+        if journal_log is not None:
+            journal_log.flow = flow
+        output_log = self.output_log
+        write_log: LineWriter | None = None  # made at the first read: most runs print nothing
 
-        def sink(stream: str, line: str) -> None:
+        def sink(stream: str, lines: list[str]) -> None:
+            nonlocal output_log, write_log
             if keep is not None:
-                keep(stream, line)
+                keep(stream, lines)
             if listeners:
-                run.emit_fields(protocol.EVENT_OUTPUT, protocol.output_event(run.id, stream, line))
-            if log_output:
-                log.info(
-                    "run.output", run_id=run.id, task=run.request.task, stream=stream, line=line
+                run.emit_fields(
+                    protocol.EVENT_OUTPUT, protocol.output_lines_event(run.id, stream, lines)
                 )
+            if output_log is not None:
+                write_log, output_log = output_log.writer(run_log_fields(run)), None
+            if write_log is not None:
+                write_log(stream, lines)
 
         try:
             outcome = await self.children.run_command(
@@ -167,6 +182,7 @@ class AttemptRunner:
                 with_run(self._shared_env, run),
                 sink,
                 grace_s=grace_s,
+                valve=flow,
             )
         except SpawnError as exc:
             return RunResult(ok=False, reason=str(exc))

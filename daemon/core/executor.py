@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 
-from daemon.core.attempt import AttemptRunner
+from daemon.core.attempt import OUTPUT_HOLD_DEFAULT_S, OUTPUT_LOG_DEFAULT, AttemptRunner
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import (
@@ -23,6 +23,7 @@ from daemon.core.runqueue import (
 )
 from daemon.core.tasks import Task, TaskRefused, TaskRegistry
 from daemon.observe.logs import get_logger
+from daemon.observe.output_log import OutputLogMode
 
 log = get_logger("runbroker.executor")
 
@@ -41,14 +42,16 @@ class Executor(AttemptRunner):
         *,
         default_grace_s: float,
         base_env: Mapping[str, str] | None = None,
-        log_output: bool = True,
+        output_log_mode: OutputLogMode | None = OUTPUT_LOG_DEFAULT,
+        output_hold_s: float = OUTPUT_HOLD_DEFAULT_S,
         journal: Journal | None = None,
     ) -> None:
         super().__init__(
             children,
             default_grace_s=default_grace_s,
             base_env=base_env,
-            log_output=log_output,
+            output_log_mode=output_log_mode,
+            output_hold_s=output_hold_s,
             journal=journal,
         )
         self.queue = queue

@@ -60,7 +60,8 @@ class _Output:
             return
         stream = sys.stderr if event.fields.get("stream") == "stderr" else sys.stdout
         try:
-            print(event.fields.get("line", ""), file=stream, flush=True)
+            stream.write("\n".join(event.fields["lines"]) + "\n")
+            stream.flush()
         except BrokenPipeError:
             self.closed = True
 
@@ -75,7 +76,7 @@ async def run_single(
     """One run through the same executor the daemon uses, in this process."""
     queue = RunQueue(capacity=1)
     executor = Executor(
-        queue, tasks, ChildSupervisor(), default_grace_s=settings.grace_s, log_output=False
+        queue, tasks, ChildSupervisor(), default_grace_s=settings.grace_s, output_log_mode=None
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -230,6 +230,10 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_OUTPUT_RUN_BYTES  output `logs` keeps of a run, its last lines (1MiB)
   RUNBROKER_OUTPUT_HISTORY_RUNS  finished runs whose output is kept (32)
   RUNBROKER_OUTPUT_HISTORY_BYTES  their output together, at most (16MiB)
+  RUNBROKER_OUTPUT_LOG        a job's lines in this log: json (a run.output event each),
+                              raw (as written, for jobs that log JSON) or off (json)
+  RUNBROKER_OUTPUT_HOLD       how long a reader that fell behind may hold a job's output
+                              back before it loses lines (5s; 0: never)
 Durations are Go-style: 90s, 1h30m, 250ms.
 
 SIGHUP, a change of the tasks file on disk and `runbroker reload` reload the tasks file, all

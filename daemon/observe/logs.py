@@ -21,6 +21,10 @@ from structlog.typing import FilteringBoundLogger, Processor
 
 LogFormat = Literal["auto", "json", "console"]
 
+# Where ``configure_logging`` sends lines, and whether for people: the job output log
+# (``output_log``) writes its JSON lines there itself.
+_configured: tuple[TextIO, bool] | None = None
+
 
 def _renderer(use_console: bool) -> Processor:
     if use_console:
@@ -36,6 +40,7 @@ def configure_logging(
     """Install one processor chain for structlog and stdlib logging; safe to call again.
 
     Lines go to ``stream`` (default stdout; ``runbroker once`` keeps stdout for the job)."""
+    global _configured
     out = sys.stdout if stream is None else stream
     level_no = logging.getLevelNamesMapping()[level.upper()]
     timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
@@ -46,6 +51,7 @@ def configure_logging(
         timestamper,
     ]
     is_console = log_format == "console" or (log_format == "auto" and out.isatty())
+    _configured = (out, is_console)
     exception_processors: list[Processor] = (
         []
         if is_console
@@ -83,6 +89,16 @@ def configure_logging(
     root.handlers[:] = [handler]
     root.setLevel(level_no)
     logging.captureWarnings(True)
+
+
+def json_log_stream() -> TextIO | None:
+    """Where the log's JSON lines go while ``configure_logging``'s set-up is in force in the
+    JSON format; None in the console format, or when events are captured (tests)."""
+    if _configured is None or _configured[1]:
+        return None
+    if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
+        return None
+    return _configured[0]
 
 
 def get_logger(name: str) -> FilteringBoundLogger:

@@ -143,7 +143,7 @@ def start_handler(
         ChildSupervisor(),
         default_grace_s=0.0,  # a handler has no grace: cancelling it is immediate
         base_env={},
-        log_output=False,
+        output_log_mode=None,
     )
     request = _request(task, trigger, tuple(args), env, payload, job, attempt, scheduled_for)
     return HandlerRun(executor, queue, request)

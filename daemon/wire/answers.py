@@ -1,9 +1,13 @@
 """How a connection's answer lines reach its client: the writing half of the connection.
 
 The run's events are written to the transport as they come, the lines of one loop iteration in
-one write (``SocketServer.flush_later``). Output waiting for a slow reader is bounded at
-``BUFFERED_BYTES_MAX``, beyond which output lines are dropped and counted, never the lifecycle
-events; a client that stops reading for ``WRITE_TIMEOUT_S`` is cut off.
+one write (``SocketServer.flush_later``). A client that falls ``HOLD_BYTES`` behind holds the
+run's output back (``OutputFlow``: the job's pipes are not read, as with a pipe to a slow
+reader) until it has caught up, for at most the flow's bound; one that has not caught up by
+then is let go and loses output lines until it has (counted, and said in ``done``'s
+``dropped_lines``), never the lifecycle events. Output waiting for a reader is bounded at
+``BUFFERED_BYTES_MAX`` whatever happens; a client that stops reading for ``WRITE_TIMEOUT_S`` is
+cut off.
 
 A ``runbroker logs`` client reads from a ``LineSource`` instead (``logstream``): its lines are
 pulled as the client reads, at most ``FILL_BYTES`` ahead of it, so a slow one holds no copy.
@@ -12,16 +16,21 @@ pulled as the client reads, at most ``FILL_BYTES`` ahead of it, so a slow one ho
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from daemon.core.runqueue import Event, Run
-from daemon.wire.codec import encode_fields
+from daemon.observe.logs import get_logger
+from daemon.wire.codec import encode_fields, encode_output
 from daemon.wire.deadlines import RequestDeadlines
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
 
 BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
+HOLD_BYTES = 1024 * 1024  # a client this far behind holds the run's output back
 WRITE_TIMEOUT_S = 60.0  # a client that reads nothing for this long is cut off
 FILL_BYTES = 256 * 1024  # a line source's lines written ahead of what its client has read
+
+log = get_logger("runbroker.server")
 
 # READING: gathering the request. DRAINING: answered (refused) before the request was all
 # read: what the client still sends is read and dropped until its end, so that a client still
@@ -68,6 +77,9 @@ class AnswerStream(asyncio.Protocol):
     stalled: asyncio.TimerHandle | None  # the client stopped reading
     closing: bool
     source: LineSource | None  # a logs request's lines
+    batch: bool  # the client asked for a read's output lines as one line (``lines``)
+    holding: Run | None  # the run whose output this client holds back
+    lagging: bool  # let go for holding too long: output is dropped until the client catches up
 
     def pause_writing(self) -> None:
         # The client stopped reading: cut it off unless it resumes in time.
@@ -78,8 +90,24 @@ class AnswerStream(asyncio.Protocol):
         if self.stalled is not None and not self.closing:
             self.stalled.cancel()
             self.stalled = None
+        self.lagging = False  # caught up
+        if self.holding is not None:
+            self.release_hold()
         if self.source is not None:
             self.wake()
+
+    def release_hold(self) -> None:
+        run, self.holding = self.holding, None
+        if run is not None and run.flow is not None:
+            run.flow.release(self.let_go)
+
+    def let_go(self) -> None:
+        """Held the run's output back for too long (``OutputFlow``): lose lines from now on,
+        until caught up."""
+        run, self.holding = self.holding, None
+        self.lagging = True
+        if run is not None:
+            log.info("output.reader_behind", run_id=run.id, dropping=True)
 
     def wake(self) -> None:
         """Lines are ready at the source: write them in the next flush."""
@@ -95,18 +123,32 @@ class AnswerStream(asyncio.Protocol):
         kind = event.kind
         fields = event.fields
         if kind == EVENT_OUTPUT:
-            assert self.transport is not None
-            backlog = self.transport.get_write_buffer_size() + self.pending_bytes
-            if backlog >= BUFFERED_BYTES_MAX:
-                self.dropped_lines += 1
-                return
-        elif kind == EVENT_DONE:
+            self._output(run, fields["lines"], fields)
+            return
+        if kind == EVENT_DONE:
+            if self.holding is not None:
+                self.release_hold()
             if self.dropped_lines:
                 fields = {**fields, "dropped_lines": self.dropped_lines}
             self._send(encode_fields(kind, fields))
             self._finish()
             return
         self._send(encode_fields(kind, fields))
+
+    def _output(self, run: Run, lines: list[str], fields: Mapping[str, Any]) -> None:
+        """A read's output lines: sent, the run held back past ``HOLD_BYTES``, or dropped
+        (counted) by a client that was let go or is at ``BUFFERED_BYTES_MAX``."""
+        assert self.transport is not None
+        backlog = self.transport.get_write_buffer_size() + self.pending_bytes
+        if self.lagging or backlog >= BUFFERED_BYTES_MAX:
+            self.dropped_lines += len(lines)
+            return
+        data = encode_output(fields, self.batch)
+        self._send(data)
+        if backlog + len(data) >= HOLD_BYTES and self.holding is None:
+            flow = run.flow
+            if flow is not None and flow.hold(self.let_go):
+                self.holding = run
 
     def _send(self, line: bytes) -> None:
         self.pending.append(line)
@@ -129,6 +171,8 @@ class AnswerStream(asyncio.Protocol):
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
             pending.clear()
             self.pending_bytes = 0
+            if self.holding is not None and self.stalled is None:
+                self.release_hold()  # the transport took it all without pausing: caught up
         if more and self.stalled is None:  # not paused by the transport: go on next turn
             self.wake()
         if self.finished and not self.closing:

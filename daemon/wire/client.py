@@ -8,7 +8,6 @@ set-up costs more than the round trip to the daemon): the C module ``_socket`` d
 from __future__ import annotations
 
 import _socket
-import json
 import os
 import sys
 import time
@@ -21,12 +20,11 @@ from daemon.exits import EXIT_OK as EXIT_OK
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
+from daemon.wire.printer import Printer, dropped_text
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
-    EVENT_OVERDUE,
     EVENT_QUEUED,
-    EVENT_STARTED,
     REASON_FORBIDDEN,
     TEMPFAIL_REASONS,
     ControlRequest,
@@ -38,11 +36,12 @@ from daemon.wire.protocol import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any, TextIO
 
 DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
 CONNECT_TIMEOUT_S = 5.0
+RECV_BYTES = 256 * 1024
 
 
 def socket_path_from_env() -> str:
@@ -93,14 +92,21 @@ class Connection:
         else:
             self.sock.close()
 
-    def events(self, deadline: float | None) -> Iterator[dict[str, Any]]:
-        """Answer lines as dicts until the server closes; unknown lines are skipped."""
+    def events(
+        self, deadline: float | None, before_wait: Callable[[], None] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Answer lines as dicts until the server closes; unknown lines are skipped.
+        ``before_wait`` is called before each wait for more (to flush what was printed: a
+        read's lines are written together, and shown before the client waits)."""
         while True:
-            while b"\n" in self.buffer:
-                line, self.buffer = self.buffer.split(b"\n", 1)
-                event = decode_event(line)
-                if event is not None:
-                    yield event
+            if b"\n" in self.buffer:
+                *lines, self.buffer = self.buffer.split(b"\n")
+                for line in lines:
+                    event = decode_event(line)
+                    if event is not None:
+                        yield event
+            if before_wait is not None:
+                before_wait()
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -108,7 +114,7 @@ class Connection:
                 self.sock.settimeout(remaining)
             else:
                 self.sock.settimeout(None)
-            chunk = self.sock.recv(65536)
+            chunk = self.sock.recv(RECV_BYTES)
             if not chunk:
                 return
             self.buffer += chunk
@@ -146,26 +152,6 @@ def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
     return EXIT_FAILED, f"failed: {reason}"
 
 
-def _print_human(event: dict[str, Any], err: TextIO, accepted: bool) -> None:
-    kind = event.get("event")
-    if kind == EVENT_QUEUED:
-        print(
-            f"runbroker: queued {event.get('id', '')} (position {event.get('position', '?')})",
-            file=err,
-        )
-    elif kind == EVENT_STARTED:
-        print(f"runbroker: started {event.get('id', '')}", file=err)
-    elif kind == EVENT_OVERDUE:
-        print(f"runbroker: overdue: {event.get('reason', '')}", file=err)
-    elif kind == EVENT_DONE:
-        if event.get("ok"):
-            duration = event.get("duration_ms")
-            suffix = f" in {duration} ms" if duration else ""
-            print(f"runbroker: done{suffix}", file=err)
-        else:
-            print(f"runbroker: {_outcome(event, accepted)[1]}", file=err)
-
-
 def trigger(
     path: str,
     request: SubmitRequest,
@@ -181,44 +167,49 @@ def trigger(
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     deadline = time.monotonic() + timeout_s if timeout_s else None
+    batched = SubmitRequest(request.task, request.args, request.env, batch=True)
     try:
-        conn = connect(path, request)
+        conn = connect(path, batched)
     except Unreachable as exc:
         print(exc, file=err)
         return EXIT_UNAVAILABLE
     run_id = ""
     accepted = False  # a run exists once the daemon has said anything but a refusal
+    printer = Printer(out, err)
     try:
-        for event in conn.events(deadline):
+        for event in conn.events(deadline, printer.flush):
             kind = event.get("event")
             run_id = str(event.get("id", run_id))
+            if kind == EVENT_OUTPUT and not as_json:
+                printer.output(event)
+                continue
             if as_json:
-                print(json.dumps(event, ensure_ascii=False), file=out, flush=True)
-            elif kind == EVENT_OUTPUT:
-                stream = err if event.get("stream") == "stderr" else out
-                print(event.get("line", ""), file=stream, flush=True)
+                printer.json(event)
+                if kind == EVENT_DONE and dropped_text(event):
+                    print(f"runbroker: {dropped_text(event)}", file=printer.to(err))
             else:
-                _print_human(event, err, accepted)
+                printer.lifecycle(event, _outcome(event, accepted)[1])
             if kind == EVENT_QUEUED and detach:
                 if not as_json:
-                    print(run_id, file=out)
+                    print(run_id, file=printer.to(out))
                 return EXIT_OK
             if kind == EVENT_DONE:
                 return _outcome(event, accepted)[0]
             accepted = True
     except TimeoutError:
-        print(f"runbroker: gave up waiting; run {run_id or '?'} goes on", file=err)
+        print(f"runbroker: gave up waiting; run {run_id or '?'} goes on", file=printer.to(err))
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=err)
+        print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=printer.to(err))
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # our own output was closed, not the daemon's socket: the caller exits quietly
     except OSError as exc:
-        print(f"runbroker: connection lost: {exc.strerror or exc}", file=err)
+        print(f"runbroker: connection lost: {exc.strerror or exc}", file=printer.to(err))
         return EXIT_UNAVAILABLE
     finally:
         conn.close()
+        printer.flush()
     print("runbroker: connection closed before the run's result", file=err)
     return EXIT_UNAVAILABLE
 

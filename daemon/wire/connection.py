@@ -73,6 +73,9 @@ class Connection(AnswerStream):
         self.stalled = None
         self.closing = False
         self.source = None
+        self.batch = False
+        self.holding = None
+        self.lagging = False
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -125,6 +128,8 @@ class Connection(AnswerStream):
         self.pending.clear()
         if self.source is not None:
             self.source.close()
+        if self.holding is not None:
+            self.release_hold()
         self._stop_deadline()
         if self.stalled is not None:
             self.stalled.cancel()
@@ -170,6 +175,7 @@ class Connection(AnswerStream):
         if isinstance(request, ControlRequest):
             self.state = STREAMING
             if request.op == "logs":
+                self.batch = request.batch
                 self.source = open_logs(self, server.journal, server.queue, server.tasks, request)
                 return
             self._send(encode_event(**server.control(request)))
@@ -200,6 +206,7 @@ class Connection(AnswerStream):
             self._refuse(refused.reason, complete=True)
             return
         self.state = STREAMING
+        self.batch = request.batch
         try:
             server.queue.submit(run_request, self.on_event)
         except Rejected as exc:

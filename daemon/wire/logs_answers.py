@@ -71,9 +71,10 @@ def logs_refusal(reason: str) -> dict[str, Any]:
     return {"event": EVENT_LOGS, "ok": False, "reason": reason}
 
 
-def logged_line(run_id: str, stream: str, line: str, at: float) -> dict[str, Any]:
-    """An ``output`` line from the journal: a run's ``output`` event, and when it was read."""
-    return {"ok": True, "id": run_id, "stream": stream, "line": line, "at": round(at, 6)}
+def logged_lines(run_id: str, stream: str, lines: list[str], at: float) -> dict[str, Any]:
+    """Journal lines read together, and when: one ``output`` line with ``lines`` for a client
+    that asked for batches (``batch``), else an ``output`` line for each (``line``, ``at``)."""
+    return {"ok": True, "id": run_id, "stream": stream, "lines": lines, "at": round(at, 6)}
 
 
 def logs_end(run_id: str, dropped_lines: int) -> dict[str, Any]:

@@ -7,12 +7,12 @@ Like ``client``, standard library only and no asyncio: a cold ``docker exec`` st
 
 from __future__ import annotations
 
-import json
 import sys
 
 from daemon.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from daemon.wire import client
 from daemon.wire.logs_answers import EVENT_END, EVENT_LOGS, EVENT_RUNS, STATE_QUEUED
+from daemon.wire.printer import Printer, dropped_text
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, ControlRequest
 
 TYPE_CHECKING = False
@@ -34,9 +34,9 @@ def _header(event: dict[str, Any], follow: bool, err: TextIO) -> None:
 
 
 def _missed(event: dict[str, Any], err: TextIO) -> None:
-    missed = event.get("dropped_lines") or 0
+    missed = dropped_text(event)
     if missed:
-        _say(f"{missed} lines dropped: this client read more slowly than the run wrote", err)
+        _say(missed, err)
 
 
 def _done(event: dict[str, Any], follow: bool, err: TextIO) -> int:
@@ -63,52 +63,56 @@ def logs(
     there is no such run; 69 unreachable."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    batched = ControlRequest(
+        request.op, request.id, request.task, request.follow, request.runs, batch=True
+    )
     try:
-        conn = client.connect(path, request)
+        conn = client.connect(path, batched)
     except client.Unreachable as exc:
         print(exc, file=err)
         return EXIT_UNAVAILABLE
     found = False
+    printer = Printer(out, err)
     try:
-        for event in conn.events(None):
+        for event in conn.events(None, printer.flush):
             kind = event.get("event")
             if as_json:
-                print(json.dumps(event, ensure_ascii=False), file=out, flush=True)
+                printer.json(event)
             if kind == EVENT_RUNS:
                 if not as_json:
-                    print(runs_table(event.get("runs") or []), file=out)
+                    print(runs_table(event.get("runs") or []), file=printer.to(out))
                 return EXIT_OK
             if kind == EVENT_LOGS and not event.get("ok"):
-                _say(str(event.get("reason", "no such run")), err)
+                _say(str(event.get("reason", "no such run")), printer.to(err))
                 return EXIT_USAGE
             if kind == EVENT_DONE and not found:  # answered before the request was served
                 code, text = client._outcome(event, False)
-                _say(client.FORBIDDEN_TEXT if code == EXIT_UNAVAILABLE else text, err)
+                _say(client.FORBIDDEN_TEXT if code == EXIT_UNAVAILABLE else text, printer.to(err))
                 return code
             if kind == EVENT_LOGS:
                 found = True
                 if not as_json:
-                    _header(event, request.follow, err)
+                    _header(event, request.follow, printer.to(err))
             elif kind == EVENT_OUTPUT and not as_json:
-                stream = err if event.get("stream") == "stderr" else out
-                print(event.get("line", ""), file=stream, flush=True)
+                printer.output(event)
             elif kind == EVENT_END:  # not following: all there was has been sent
-                if not as_json:
-                    _missed(event, err)
+                _missed(event, printer.to(err))
                 return EXIT_OK
             elif kind == EVENT_DONE:
                 if as_json:
+                    _missed(event, printer.to(err))
                     return client._outcome(event, True)[0] if request.follow else EXIT_OK
-                return _done(event, request.follow, err)
+                return _done(event, request.follow, printer.to(err))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # our own output was closed: the caller exits quietly
     except OSError as exc:
-        _say(f"connection lost: {exc.strerror or exc}", err)
+        _say(f"connection lost: {exc.strerror or exc}", printer.to(err))
         return EXIT_UNAVAILABLE
     finally:
         conn.close()
+        printer.flush()
     # Every answer ends with a terminal line: without it, this client was cut off.
     _say(
         "connection closed before the run's result"

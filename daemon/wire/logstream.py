@@ -16,14 +16,15 @@ from typing import Any
 
 from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import Event, Run, RunQueue
+from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import TaskRegistry
 from daemon.wire.answers import AnswerStream
-from daemon.wire.codec import encode_event, encode_fields
+from daemon.wire.codec import encode_event, encode_fields, encode_output
 from daemon.wire.logs_answers import (
     STATE_DONE,
     STATE_QUEUED,
     STATE_RUNNING,
-    logged_line,
+    logged_lines,
     logs_end,
     logs_header,
     logs_refusal,
@@ -32,11 +33,12 @@ from daemon.wire.logs_answers import (
 from daemon.wire.logs_select import select
 from daemon.wire.protocol import (
     EVENT_DONE,
-    EVENT_OUTPUT,
     EVENT_STARTED,
     ControlRequest,
     done_event,
 )
+
+SEGMENT_LINES = 1024  # the most lines of one output line for a client that takes batches
 
 
 class LogReader:
@@ -44,6 +46,8 @@ class LogReader:
 
     def __init__(self, stream: AnswerStream, journal: Journal, follow: bool) -> None:
         self.stream = stream
+        self.holding: OutputFlow | None = None  # the run's flow, while this reader holds it
+        self.let_go = False  # held too long: holds nothing more until it has caught up
         self.journal = journal
         self.follow = follow
         self.log: RunLog | None = None
@@ -58,8 +62,40 @@ class LogReader:
         if not self.follow:
             self.stop_seq = log.end_seq
         elif log.result is None:
-            log.follow(self.stream.wake)
+            log.follow(self.on_lines)
         self.stream.wake()
+
+    def on_lines(self) -> None:
+        """The run wrote lines (or ended): hold its output back while this reader is so far
+        behind that the bound would soon drop lines it has not read; then write."""
+        log = self.log
+        if log is not None:
+            self._hold_or_release(log)
+        self.stream.wake()
+
+    def _hold_or_release(self, log: RunLog) -> None:
+        behind, kept = log.end_seq - self.seq, log.line_count
+        if behind * 4 <= kept or log.result is not None:
+            self.let_go = False
+            self._release()
+        elif (
+            behind * 2 > kept
+            and log.bytes * 2 >= log.bytes_max
+            and self.holding is None
+            and not self.let_go
+            and log.flow is not None
+            and log.flow.hold(self._let_go)
+        ):
+            self.holding = log.flow
+
+    def _release(self) -> None:
+        flow, self.holding = self.holding, None
+        if flow is not None:
+            flow.release(self._let_go)
+
+    def _let_go(self) -> None:
+        self.holding = None
+        self.let_go = True
 
     def wait_for(self, run: Run) -> None:
         self.queued = run
@@ -89,17 +125,20 @@ class LogReader:
             self.missed += first - seq
             seq = first
         end = log.end_seq if stop is None else min(stop, log.end_seq)
-        pending, run_id, sent = stream.pending, log.run_id, 0
-        while seq < end:
-            if sent >= budget_bytes:
-                break
-            stream_name, line, at = log.line_at(seq)
-            data = encode_fields(EVENT_OUTPUT, logged_line(run_id, stream_name, line, at))
+        pending, run_id, sent, batch = stream.pending, log.run_id, 0, stream.batch
+        while seq < end and sent < budget_bytes:
+            stream_name, at, lines = log.segment(seq, end, SEGMENT_LINES)
+            data = encode_output(logged_lines(run_id, stream_name, lines, at), batch)
+            while sent + len(data) > budget_bytes and len(lines) > 1:  # at most a line over
+                lines = lines[: max(1, len(lines) * (budget_bytes - sent) // len(data))]
+                data = encode_output(logged_lines(run_id, stream_name, lines, at), batch)
             pending.append(data)
             sent += len(data)
-            seq += 1
+            seq += len(lines)
         self.seq = seq
         stream.pending_bytes += sent
+        if self.holding is not None:
+            self._hold_or_release(log)
         if seq < end:
             return True
         if log.result is not None:
@@ -126,8 +165,9 @@ class LogReader:
         return encode_fields(EVENT_DONE, fields)
 
     def close(self) -> None:
+        self._release()
         if self.log is not None:
-            self.log.unfollow(self.stream.wake)
+            self.log.unfollow(self.on_lines)
         if self.queued is not None:
             self.queued.unsubscribe(self.on_run_event)
             self.queued = None

@@ -60,19 +60,25 @@ class SubmitRequest:
 
     A plain immutable value class: ``dataclasses`` and ``typing.NamedTuple`` cost a cold client
     more than everything else it imports.
+
+    ``batch``: the client takes a read's output lines as one ``output`` line with ``lines``
+    (runbroker's own client asks for it; other clients get an ``output`` line for each line).
+    How the answer is framed, not what runs: equality leaves it out.
     """
 
-    __slots__ = ("args", "env", "task")
+    __slots__ = ("args", "batch", "env", "task")
 
     def __init__(
         self,
         task: str = "default",
         args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        batch: bool = False,
     ) -> None:
         self.task = task
         self.args = tuple(args)
         self.env = dict(env) if env else {}
+        self.batch = batch
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SubmitRequest) and (self.task, self.args, self.env) == (
@@ -91,18 +97,26 @@ class SubmitRequest:
 class ControlRequest:
     """``op`` is ``status``, ``health``, ``reload``, ``cancel`` (which names a run ``id``) or
     ``logs`` (a run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run
-    ends; ``runs``: instead, a list of the last finished runs, at most that many)."""
+    ends; ``runs``: instead, a list of the last finished runs, at most that many; ``batch``: as
+    a ``SubmitRequest``'s, for the lines of ``logs``)."""
 
-    __slots__ = ("follow", "id", "op", "runs", "task")
+    __slots__ = ("batch", "follow", "id", "op", "runs", "task")
 
     def __init__(
-        self, op: str, id: str = "", task: str = "", follow: bool = False, runs: int = 0
+        self,
+        op: str,
+        id: str = "",
+        task: str = "",
+        follow: bool = False,
+        runs: int = 0,
+        batch: bool = False,
     ) -> None:
         self.op = op
         self.id = id
         self.task = task
         self.follow = follow
         self.runs = runs
+        self.batch = batch
 
     def _key(self) -> tuple[str, str, str, bool, int]:
         return (self.op, self.id, self.task, self.follow, self.runs)
@@ -131,7 +145,7 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        for key in ("id", "task", "follow", "runs"):
+        for key in ("id", "task", "follow", "runs", "batch"):
             if getattr(request, key):
                 body[key] = getattr(request, key)
     else:
@@ -142,6 +156,8 @@ def encode_request(request: Request) -> bytes:
             body["args"] = list(request.args)
         if request.env:
             body["env"] = request.env
+        if request.batch:
+            body["batch"] = True
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"
 
 
@@ -163,6 +179,12 @@ def started_event(run_id: str, task: str) -> dict[str, Any]:
 
 def output_event(run_id: str, stream: str, line: str) -> dict[str, Any]:
     return {"ok": True, "id": run_id, "stream": stream, "line": line}
+
+
+def output_lines_event(run_id: str, stream: str, lines: list[str]) -> dict[str, Any]:
+    """The lines of one read of a run's pipe: an ``output`` event a line on the wire, or one
+    ``output`` line with ``lines`` for a client that asked for batches (``batch``)."""
+    return {"ok": True, "id": run_id, "stream": stream, "lines": lines}
 
 
 def overdue_event(run_id: str, reason: str) -> dict[str, Any]:

@@ -280,12 +280,12 @@ class Journal:
         self.term = asyncio.Event()
 
     def __call__(self, run: Run, event: Event) -> None:
-        detail = str(event.fields.get("line", event.fields.get("reason", "")))
-        self.entries.append((run.id, event.kind, detail))
-        if detail == "ready":
-            self.ready.set()
-        if detail in ("term", "got-term"):
-            self.term.set()
+        for detail in event.fields.get("lines", [str(event.fields.get("reason", ""))]):
+            self.entries.append((run.id, event.kind, detail))
+            if detail == "ready":
+                self.ready.set()
+            if detail in ("term", "got-term"):
+                self.term.set()
 
     def index(self, run_id: str, kind: str, detail: str | None = None) -> int:
         for position, (rid, k, d) in enumerate(self.entries):

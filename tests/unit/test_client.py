@@ -89,7 +89,7 @@ def test_success_streams_output_and_exits_0(short_dir: Path) -> None:
     with fake_daemon(path, *answers) as requests:
         code, out, err = _trigger(path, request)
     assert code == client.EXIT_OK
-    assert requests == [{"task": "report", "args": ["a1"], "env": {"LEVEL": "2"}}]
+    assert requests == [{"task": "report", "args": ["a1"], "env": {"LEVEL": "2"}, "batch": True}]
     assert out == "hello\n"
     assert err.splitlines() == [
         "runbroker: queued r1 (position 1)",
@@ -97,6 +97,74 @@ def test_success_streams_output_and_exits_0(short_dir: Path) -> None:
         "careful",
         "runbroker: done in 12 ms",
     ]
+
+
+def _batch(stream: str, *lines: str) -> dict[str, Any]:
+    return {"event": "output", "ok": True, "id": "r1", "stream": stream, "lines": list(lines)}
+
+
+class Writes(io.StringIO):
+    """A stream that records each write and each flush, in order, across two streams."""
+
+    def __init__(self, name: str, record: list[str]) -> None:
+        super().__init__()
+        self.name_, self.record = name, record
+
+    def write(self, text: str) -> int:
+        self.record.append(f"{self.name_}:{text}")
+        return super().write(text)
+
+    def flush(self) -> None:
+        self.record.append(f"{self.name_}:flush")
+        super().flush()
+
+
+def test_batched_output_is_written_a_read_at_a_time_in_order_across_streams(
+    short_dir: Path,
+) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": True, "id": "r1", "exit_code": 0}
+    answers = [QUEUED, STARTED, _batch("stdout", "a", "b"), _batch("stderr", "e"), done]
+    answers.insert(4, _batch("stdout", "c"))
+    record: list[str] = []
+    out, err = Writes("out", record), Writes("err", record)
+    with fake_daemon(path, *answers):
+        code = client.trigger(str(path), SubmitRequest(), out=out, err=err)
+    assert code == client.EXIT_OK
+    assert out.getvalue() == "a\nb\nc\n"
+    assert err.getvalue().splitlines()[2:] == ["e", "runbroker: done"]
+    # One write for a read's lines; the other stream flushed before a stream is written to.
+    writes = [entry for entry in record if entry not in ("out:\n", "err:\n")]
+    a_b, e, c = writes.index("out:a\nb"), writes.index("err:e"), writes.index("out:c")
+    assert a_b < e < c
+    assert "out:flush" in writes[a_b:e]
+    assert "err:flush" in writes[e:c]
+
+
+def test_json_prints_a_batch_as_an_output_line_for_each_line(short_dir: Path) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": True, "id": "r1"}
+    with fake_daemon(path, QUEUED, _batch("stderr", "x", "y"), done):
+        code, out, _err = _trigger(path, as_json=True)
+    assert code == client.EXIT_OK
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert printed[1:3] == [
+        {"event": "output", "ok": True, "id": "r1", "stream": "stderr", "line": "x"},
+        {"event": "output", "ok": True, "id": "r1", "stream": "stderr", "line": "y"},
+    ]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_lines_the_daemon_dropped_are_said_in_words_with_the_count(
+    short_dir: Path, as_json: bool
+) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": True, "id": "r1", "exit_code": 0, "dropped_lines": 1234}
+    with fake_daemon(path, QUEUED, STARTED, _batch("stdout", "kept"), done):
+        code, _out, err = _trigger(path, as_json=as_json)
+    assert code == client.EXIT_OK  # the run's own status: it succeeded
+    said = "runbroker: 1234 lines dropped: this client read more slowly than the run wrote"
+    assert said in err.splitlines()
 
 
 def test_a_failed_run_exits_1_with_its_reason(short_dir: Path) -> None:
@@ -299,7 +367,8 @@ def test_cli_trigger_builds_the_request(
     with fake_daemon(path, QUEUED, done) as requests:
         code = cli.main([*argv, "--socket", str(path), "--json"])
     assert code == 0
-    assert requests == [{"task": "report", "args": ["a1", "a2"], "env": {"K": "v=w"}}]
+    expected = {"task": "report", "args": ["a1", "a2"], "env": {"K": "v=w"}, "batch": True}
+    assert requests == [expected]
     assert [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()] == [
         "queued",
         "done",

@@ -59,9 +59,9 @@ class Recorder:
         self.events.append((event.kind, dict(event.fields)))
         self.saw(event.kind).set()
         if event.kind == "output":
-            line = str(event.fields["line"])
-            self.lines.append(line)
-            self.saw(f"line:{line}").set()
+            for line in event.fields["lines"]:
+                self.lines.append(line)
+                self.saw(f"line:{line}").set()
 
     def kinds(self) -> list[str]:
         return [kind for kind, _fields in self.events]
@@ -368,7 +368,12 @@ async def test_command_output_is_streamed_as_events() -> None:
     async with executing(_sh("talk", "echo out; echo err >&2")) as (queue, _):
         recorder = Recorder()
         assert (await _result(queue.submit(RunRequest(task="talk"), recorder))).ok
-    outputs = [(f["stream"], f["line"]) for kind, f in recorder.events if kind == "output"]
+    outputs = [
+        (f["stream"], line)
+        for kind, f in recorder.events
+        if kind == "output"
+        for line in f["lines"]
+    ]
     assert sorted(outputs) == [("stderr", "err"), ("stdout", "out")]
     assert recorder.kinds()[-1] == "done"
 

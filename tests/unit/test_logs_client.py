@@ -61,7 +61,7 @@ def test_following_prints_streams_apart_and_exits_with_the_runs_status(short_dir
     code, out, err, requests = _logs(
         short_dir, True, dropped, OUT, ERR, {**FAILED, "dropped_lines": 3}
     )
-    assert requests == [{"op": "logs", "task": "chatty", "follow": True}]
+    assert requests == [{"op": "logs", "task": "chatty", "follow": True, "batch": True}]
     assert code == 1
     assert out == "out\n"
     assert err.splitlines() == [

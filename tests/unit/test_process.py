@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import select
 import signal
 import socket
+import unittest.mock
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,12 +17,29 @@ import uvloop
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError, describe_returncode
+from daemon.core.process import (
+    ChildSupervisor,
+    CommandOutcome,
+    OutputSink,
+    SpawnError,
+    describe_returncode,
+)
 from daemon.core.process.lines import LINE_LIMIT_BYTES, LineSplitter
 from daemon.core.process.reaper import UNCLAIMED_ZOMBIE_S, zombie_children
 from tests.unit.conftest import JOB_ENV, wait_readable
 
 Lines = list[tuple[str, str]]
+
+
+def each_line(sink: Callable[[str, str], None]) -> OutputSink:
+    """An output sink that takes a read's lines, from one that takes a line at a time."""
+
+    def each(stream: str, lines: list[str]) -> None:
+        for line in lines:
+            sink(stream, line)
+
+    return each
+
 
 # A shell runs a TERM trap only once its foreground child has ended, so "ready" is printed by
 # that child itself: when it is seen, the signal to the group ends the child and the trap runs.
@@ -37,7 +57,7 @@ async def _run(argv: list[str], lines: Lines | None = None) -> CommandOutcome:
         return await supervisor.run_command(
             argv,
             JOB_ENV,
-            lambda stream, line: sink_lines.append((stream, line)),
+            each_line(lambda stream, line: sink_lines.append((stream, line))),
             grace_s=_grace,
         )
 
@@ -101,7 +121,7 @@ async def test_multibyte_characters_survive_the_cut_at_the_limit() -> None:
 def _split(*chunks: bytes) -> list[str]:
     """The lines (and pieces) a stream of ``chunks`` gives, ended by EOF."""
     pieces: list[str] = []
-    splitter = LineSplitter("stdout", lambda _stream, line: pieces.append(line))
+    splitter = LineSplitter("stdout", lambda _stream, lines: pieces.extend(lines))
     for chunk in chunks:
         splitter.feed(chunk)
     splitter.close()
@@ -125,6 +145,35 @@ def test_a_cut_inside_a_character_does_not_break_it() -> None:
     assert "\ufffd" not in "".join(pieces)
     assert "".join(pieces[:-1]) == "ab" + "\u20ac" * 30_000
     assert pieces[-1] == "next"
+
+
+def test_the_lines_of_one_read_reach_the_sink_together() -> None:
+    calls: list[list[str]] = []
+    splitter = LineSplitter("stdout", lambda _stream, lines: calls.append(lines))
+    splitter.feed(b"one\ntwo\r\nthr")
+    splitter.feed(b"ee\nfour\n")
+    splitter.feed(b"five")
+    splitter.close()
+    assert calls == [["one", "two"], ["three", "four"], ["five"]]
+
+
+@given(
+    st.lists(st.text(st.characters(blacklist_characters="\r\n"), max_size=40), max_size=20),
+    st.lists(st.integers(min_value=0, max_value=400), max_size=10),
+)
+def test_long_lines_in_pieces_reassemble_in_order_whatever_the_chunks(
+    texts: list[str], cuts: list[int]
+) -> None:
+    # A small limit: many lines are cut, often inside a character, in any read.
+    data = b"".join(text.encode() + b"\n" for text in texts)
+    edges = [0, *sorted(cut for cut in cuts if cut < len(data)), len(data)]
+    chunks = [data[a:b] for a, b in itertools.pairwise(edges)]
+    with unittest.mock.patch("daemon.core.process.lines.LINE_LIMIT_BYTES", 16):
+        pieces = _split(*chunks)
+    assert "".join(pieces) == "".join(texts)  # nothing lost, nothing replaced, in order
+    assert len(pieces) >= len(texts)
+    assert all(len(piece.encode()) <= 16 + 3 for piece in pieces)  # a carried character
+    assert sum(1 for piece in pieces if not piece) == sum(1 for text in texts if not text)
 
 
 @given(st.lists(st.binary(max_size=300), max_size=30))
@@ -152,7 +201,7 @@ async def test_group_leftovers_are_terminated_when_the_leader_exits(short_dir: P
             outcome = await supervisor.run_command(
                 ["sh", "-c", 'sleep 60 & echo $!; read x < "$1"', "job", str(fifo)],
                 JOB_ENV,
-                sink,
+                each_line(sink),
                 grace_s=_grace,
             )
         assert outcome == CommandOutcome(0)
@@ -178,7 +227,7 @@ async def test_cancelling_terminates_the_group_and_delivers_last_words() -> None
     script = f"sleep 60 & echo child $!; trap 'echo bye; exit 3' TERM; {BUSY_LOOP}"
     supervisor = ChildSupervisor()
     task = asyncio.create_task(
-        supervisor.run_command(["sh", "-c", script], JOB_ENV, sink, grace_s=_grace)
+        supervisor.run_command(["sh", "-c", script], JOB_ENV, each_line(sink), grace_s=_grace)
     )
     try:
         async with asyncio.timeout(20):
@@ -205,7 +254,7 @@ async def test_term_ignoring_command_is_killed_after_the_grace() -> None:
     script = f"trap 'echo got-term' TERM; {BUSY_LOOP}"
     supervisor = ChildSupervisor()
     task = asyncio.create_task(
-        supervisor.run_command(["sh", "-c", script], JOB_ENV, sink, grace_s=lambda: 0.3)
+        supervisor.run_command(["sh", "-c", script], JOB_ENV, each_line(sink), grace_s=lambda: 0.3)
     )
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(20):
@@ -298,7 +347,10 @@ async def test_a_program_found_in_path_is_searched_again_once_it_is_gone(short_d
     async def run() -> CommandOutcome:
         async with asyncio.timeout(20):
             return await supervisor.run_command(
-                ["job"], env, lambda stream, line: lines.append((stream, line)), grace_s=_grace
+                ["job"],
+                env,
+                each_line(lambda stream, line: lines.append((stream, line))),
+                grace_s=_grace,
             )
 
     assert await run() == CommandOutcome(0)
@@ -317,7 +369,10 @@ async def test_kill_all_kills_every_group() -> None:
 
     task = asyncio.create_task(
         supervisor.run_command(
-            ["sh", "-c", "trap '' TERM; echo ready; exec sleep 60"], JOB_ENV, sink, grace_s=_grace
+            ["sh", "-c", "trap '' TERM; echo ready; exec sleep 60"],
+            JOB_ENV,
+            each_line(sink),
+            grace_s=_grace,
         )
     )
     async with asyncio.timeout(20):
@@ -406,7 +461,7 @@ def test_reaper_never_takes_a_zombie_the_supervisor_owns(short_dir: Path) -> Non
             return await supervisor.run_command(
                 ["sh", "-c", 'echo $$; read x < "$1"; exit 7', "job", str(fifo)],
                 JOB_ENV,
-                sink,
+                each_line(sink),
                 grace_s=_grace,
             )
 

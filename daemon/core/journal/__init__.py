@@ -11,7 +11,8 @@ from daemon.core.journal.journal import (
     RUN_BYTES_MAX,
     Journal,
 )
-from daemon.core.journal.ring import MARK_BYTES, LineRecord, RunLog, Wake, line_bytes
+from daemon.core.journal.ring import LineRecord, RunLog, Wake
+from daemon.core.journal.sizes import MARK_BYTES, line_bytes
 
 __all__ = [
     "HISTORY_BYTES_MAX",

@@ -20,7 +20,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from daemon.core.journal.sizes import (
+    LINE_BYTES,
+    MARK_BYTES,
+    line_bytes,
+)
 from daemon.core.runqueue import Run, RunResult
+from daemon.core.runqueue.flow import OutputFlow
 from daemon.observe.logs import get_logger
 
 log = get_logger("runbroker.journal")
@@ -28,24 +34,9 @@ log = get_logger("runbroker.journal")
 LineRecord = tuple[str, str, float]  # (stream, line, at)
 Wake = Callable[[], None]  # a follower: told that a line came or that the run ended
 
-# What the bound counts is memory held. A line: its text (a byte a character when it is ASCII),
-# its str object's header (49 bytes) and its list slot (8). A non-ASCII line: up to eight bytes
-# a character, four for its text (CPython's widest) and up to four for the UTF-8 copy that
-# orjson caches inside the str once a client has been sent the line.
-LINE_BYTES = 57
-WIDE_CHAR_BYTES = 8
-WIDE_LINE_BYTES = 28  # what a non-ASCII str's header holds more, and its UTF-8 copy's NUL
-# A mark: its three list slots, its int and its float.
-MARK_BYTES = 3 * 8 + 28 + 24
 _BLOCK = 256  # lines a trim weighs at once
 _now = time.time
 _NONE: list[Any] = []  # what a log's lists are until its first line: never appended to
-
-
-def line_bytes(line: str) -> int:
-    """What one line counts against a bound (without its mark)."""
-    count = len(line)
-    return (count if line.isascii() else WIDE_CHAR_BYTES * count + WIDE_LINE_BYTES) + LINE_BYTES
 
 
 class RunLog:
@@ -62,6 +53,7 @@ class RunLog:
         "bytes",
         "bytes_max",
         "first_seq",
+        "flow",
         "followers",
         "result",
         "run_id",
@@ -93,16 +85,23 @@ class RunLog:
         self._stream: str | None = None  # the last mark's, until the end of its loop turn
         self._loop = loop
         self.followers: list[Wake] = _NONE  # the readers that follow (``follow``)
+        self.flow: OutputFlow | None = None  # who holds the running run's output back
         self._wake_due = False  # the followers are woken at the end of this loop turn
 
     def add(self, stream: str, line: str) -> None:
-        """A line of the run (the hot path: the text appended, nothing else built)."""
-        if stream is not self._stream:  # another stream, or the first line of a loop turn
+        """One line of the run."""
+        self.add_lines(stream, [line])
+
+    def add_lines(self, stream: str, lines: list[str]) -> None:
+        """The lines of one read of the run's pipe (the hot path: appended, counted at C
+        speed, nothing built for each)."""
+        if stream is not self._stream:  # another stream, or the first read of a loop turn
             self._mark(stream)
-        self._lines.append(line)
-        size = self.bytes + len(line) + LINE_BYTES
-        if not line.isascii():
-            size += (WIDE_CHAR_BYTES - 1) * len(line) + WIDE_LINE_BYTES
+        self._lines.extend(lines)
+        if all(map(str.isascii, lines)):
+            size = self.bytes + sum(map(len, lines)) + LINE_BYTES * len(lines)
+        else:
+            size = self.bytes + sum(map(line_bytes, lines))
         self.bytes = size
         if size > self.bytes_max:
             self._trim()
@@ -206,9 +205,19 @@ class RunLog:
         """The kept line numbered ``seq`` (``first_seq <= seq < end_seq``)."""
         if not self.first_seq <= seq < self.end_seq:
             raise IndexError(seq)
-        mark = bisect.bisect_right(self._seqs, seq) - 1
-        line = self._lines[seq - self.first_seq]
-        return self._streams[mark], line, self._times[mark]
+        stream, at, lines = self.segment(seq, seq + 1, 1)
+        return stream, lines[0], at
+
+    def segment(self, seq: int, end: int, most: int) -> tuple[str, float, list[str]]:
+        """Kept lines from ``seq`` on (``first_seq <= seq < end <= end_seq``), at most ``most``,
+        all under one mark: their stream, when they were read, and a copy of their text."""
+        seqs = self._seqs
+        mark = bisect.bisect_right(seqs, seq) - 1
+        stop = min(end, seq + most)
+        if mark + 1 < len(seqs):
+            stop = min(stop, seqs[mark + 1])
+        first = self.first_seq
+        return self._streams[mark], self._times[mark], self._lines[seq - first : stop - first]
 
     def lines(self) -> list[LineRecord]:
         """The kept lines, oldest first (a copy)."""
@@ -223,6 +232,7 @@ class RunLog:
     def end(self, result: RunResult) -> None:
         """The run has its result: followers are told a last time and let go."""
         self.result = result
+        self.flow = None
         followers = self.followers
         if followers:
             self.followers = _NONE

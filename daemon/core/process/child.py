@@ -15,6 +15,11 @@ from daemon.core.process.lines import LineSplitter
 
 DRAIN_AFTER_EXIT_S = 1.0
 READ_CHUNK_BYTES = 64 * 1024
+# A job's pipes hold this much (Linux's default is 64 KiB): a job that writes a burst goes on
+# while the daemon reads, as it would into a file. Unprivileged, Linux allows up to
+# /proc/sys/fs/pipe-max-size (1 MiB by default); a refusal keeps the default.
+PIPE_BYTES = 1024 * 1024
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class Poller:
@@ -36,6 +41,16 @@ class Poller:
         assert self._epoll is not None
         self._callbacks[fd] = callback
         self._epoll.register(fd, select.EPOLLIN)
+
+    def pause(self, fd: int) -> None:
+        """Stop watching ``fd`` for now (its callback is kept for ``resume``). Unregistered, not
+        modified to no events: epoll reports a hang-up whatever the events asked for."""
+        if self._epoll is not None and fd in self._callbacks:
+            self._epoll.unregister(fd)
+
+    def resume(self, fd: int) -> None:
+        if self._epoll is not None and fd in self._callbacks:
+            self._epoll.register(fd, select.EPOLLIN)
 
     def forget_closed(self, fd: int) -> None:
         """``fd`` is being closed: its registration goes with it."""
@@ -69,6 +84,11 @@ class Child:
         self.pipes = pipes
         self.poller = poller
         self.has_exited = False
+        # Paused while a reader holds the output back (``pause_output``); a run being ended
+        # is never held (``stop_holding``).
+        self.paused = False
+        self.holdable = True
+        self._resumed: asyncio.Future[None] | None = None
         self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
         poller.watch(self.pidfd, self._on_exit, loop)
         for fd in pipes:
@@ -77,6 +97,8 @@ class Child:
             # a handler's thread), a registration left behind under a reused number must not
             # block PID 1 in a read. One F_SETFL (os.set_blocking would ask F_GETFL first).
             fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
             poller.watch(fd, functools.partial(self._on_output, fd), loop)
 
     def _on_exit(self) -> None:
@@ -120,12 +142,45 @@ class Child:
         if not self.pipes and not self.drained.done():
             self.drained.set_result(None)
 
+    def pause_output(self) -> None:
+        """A reader holds the output back: the pipes are not read (the job blocks once they
+        are full, as it would writing into a pipe)."""
+        if self.paused or not self.holdable:
+            return
+        self.paused = True
+        for fd in self.pipes:
+            self.poller.pause(fd)
+
+    def resume_output(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        for fd in self.pipes:
+            self.poller.resume(fd)
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None and not resumed.done():
+            resumed.set_result(None)
+
+    def stop_holding(self) -> None:
+        """The run is being ended: its output is read whatever its readers, from now on."""
+        self.holdable = False
+        self.resume_output()
+
     async def last_words(self) -> None:
         """What the pipes still hold once the leader is gone, as far as it comes within
-        ``DRAIN_AFTER_EXIT_S`` (a process left holding them must not keep the run open)."""
-        if not self.drained.done():
-            with contextlib.suppress(TimeoutError):
+        ``DRAIN_AFTER_EXIT_S`` of reading (a process left holding them must not keep the run
+        open); a time the output is held by a reader (itself bounded) does not count."""
+        while not self.drained.done():
+            if self.paused:
+                if self._resumed is None:
+                    self._resumed = self.loop.create_future()
+                await asyncio.shield(self._resumed)
+                continue
+            try:
                 await asyncio.wait_for(asyncio.shield(self.drained), DRAIN_AFTER_EXIT_S)
+            except TimeoutError:
+                if not self.paused:
+                    return
 
     def collect(self) -> int:
         """The exit status of the (exited) child, reaped now: a returncode as subprocess's."""

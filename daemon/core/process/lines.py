@@ -8,14 +8,21 @@ from collections.abc import Callable
 
 LINE_LIMIT_BYTES = 64 * 1024
 
-OutputSink = Callable[[str, str], None]  # (stream, line)
+OutputSink = Callable[[str, list[str]], None]  # (stream, the lines of one read, in order)
 _UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
 
 
 class LineSplitter:
-    """Bytes of one stream in, lines out: a line longer than ``LINE_LIMIT_BYTES`` arrives in
-    pieces, a character cut by a piece's end is carried to the next, ``\\r\\n`` counts as an end
-    of line, and what is left at the end of the stream is a last line."""
+    """Bytes of one stream in, lines out, a list for each read: a line longer than
+    ``LINE_LIMIT_BYTES`` arrives in pieces, a character cut by a piece's end is carried to the
+    next, ``\\r\\n`` counts as an end of line, and what is left at the end of the stream is a
+    last line.
+
+    Why a list a read: a chatty job's pipe gives thousands of lines a read, and everything
+    downstream (the journal, the clients, the daemon's log) takes them at C speed as a batch,
+    where a call a line would cost more than the job spends writing it. A read whose lines are
+    all under the limit is decoded and split in one go; only a read with a long line takes the
+    line-by-line path."""
 
     __slots__ = ("_buffer", "_cut", "_decoder", "_name", "_sink")
 
@@ -24,20 +31,46 @@ class LineSplitter:
         self._sink = sink
         self._buffer = b""
         self._cut = False  # the last piece was cut at the limit
-        self._decoder: codecs.IncrementalDecoder | None = None  # made by the first bytes
+        self._decoder: codecs.IncrementalDecoder | None = None  # made by the first long line
 
     def feed(self, data: bytes) -> None:
         buffer = self._buffer + data if self._buffer else data
+        end = buffer.rfind(b"\n")
+        limit = LINE_LIMIT_BYTES
+        if (
+            self._cut
+            or len(buffer) - end - 1 > limit
+            or (end > limit and max(map(len, buffer[:end].split(b"\n"))) > limit)
+        ):
+            lines = self._split_long(buffer)
+        elif end < 0:
+            self._buffer = buffer
+            return
+        else:
+            self._buffer = buffer[end + 1 :]
+            # A newline never falls inside a character, nor inside an invalid sequence: the
+            # lines decoded together are the lines decoded one by one.
+            text = buffer[:end].decode("utf-8", "replace")
+            lines = text.split("\n")
+            if "\r" in text:
+                lines = [line.removesuffix("\r") for line in lines]
+        if lines:
+            self._sink(self._name, lines)
+
+    def _split_long(self, buffer: bytes) -> list[str]:
+        """The lines of ``buffer`` one by one, a long one in pieces of the limit (what is left
+        after the last newline, under the limit, is kept for the next read)."""
         if self._decoder is None:
             self._decoder = _UTF8_DECODER("replace")
-        name, sink, decode = self._name, self._sink, self._decoder.decode
+        decode = self._decoder.decode
         limit = LINE_LIMIT_BYTES
+        lines: list[str] = []
         start = 0
         while True:
             end = buffer.find(b"\n", start)
             stop = len(buffer) if end < 0 else end
             while stop - start > limit:  # a long line, in pieces of the limit
-                sink(name, decode(buffer[start : start + limit]))
+                lines.append(decode(buffer[start : start + limit]))
                 self._cut = True
                 start += limit
             if end < 0:
@@ -46,18 +79,21 @@ class LineSplitter:
                 # The cut fell just before this line's end: no empty piece.
                 text = decode(b"", True)
                 if text:
-                    sink(name, text)
+                    lines.append(text)
             else:
                 text = decode(buffer[start:end], True)
-                sink(name, text[:-1] if text.endswith("\r") else text)
+                lines.append(text.removesuffix("\r"))
             self._cut = False
             start = end + 1
         self._buffer = buffer[start:]
+        return lines
 
     def close(self) -> None:
-        if self._decoder is None:
-            return  # the stream said nothing
-        text = self._decoder.decode(self._buffer, True)
-        self._buffer = b""
+        buffer, self._buffer = self._buffer, b""
+        if self._cut and self._decoder is not None:
+            text = self._decoder.decode(buffer, True)  # with the character the last cut split
+            self._cut = False
+        else:
+            text = buffer.decode("utf-8", "replace")
         if text:
-            self._sink(self._name, text)
+            self._sink(self._name, [text])

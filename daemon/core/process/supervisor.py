@@ -16,6 +16,7 @@ from daemon.core.process.child import Child, Poller
 from daemon.core.process.lines import LineSplitter, OutputSink
 from daemon.core.process.reaper import OrphanReaper
 from daemon.core.process.spawn import Spawner
+from daemon.core.process.valve import OutputValve
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,11 @@ class ChildSupervisor:
         sink: OutputSink,
         *,
         grace_s: Callable[[], float],
+        valve: OutputValve | None = None,
     ) -> CommandOutcome:
         """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
-        cannot start.
+        cannot start. ``valve``: the readers of the output that may hold it back (the pipes are
+        not read while one does), connected to the child for its life.
 
         Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
         ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
@@ -81,6 +84,8 @@ class ChildSupervisor:
                 err_read: LineSplitter("stderr", sink),
             }
             child = Child(pid, splitters, self._poller)
+            if valve is not None:
+                valve.connect(child.pause_output, child.resume_output)
             try:
                 await child.exited
             except asyncio.CancelledError:
@@ -99,6 +104,8 @@ class ChildSupervisor:
             await child.last_words()
             return describe_returncode(returncode)
         finally:
+            if valve is not None:
+                valve.disconnect()
             if child is None:  # the pidfd or the readers could not be had
                 os.close(out_read)
                 os.close(err_read)
@@ -112,6 +119,7 @@ class ChildSupervisor:
 
     async def _terminate(self, child: Child, grace_s: float) -> None:
         pgid = child.pid
+        child.stop_holding()  # a run being ended is not held back by its readers
         _signal_group(pgid, signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(child.exit_future()), grace_s)

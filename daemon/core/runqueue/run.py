@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.runqueue.records import Event, RunRequest, RunResult, RunState
 from daemon.observe.logs import get_logger
 from daemon.wire import protocol
@@ -63,6 +64,7 @@ class Run:
         self._done: asyncio.Event | None = None  # made by the first wait(): most runs have none
         self._listeners: list[Listener] = []
         self._watcher = watcher
+        self.flow: OutputFlow | None = None  # a command run's: who holds its output back
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
