@@ -18,7 +18,14 @@ from daemon.core.jobenv import shared_environment, with_run
 from daemon.core.journal import Journal
 from daemon.core.own_context import awaited_in
 from daemon.core.process import ChildSupervisor, SpawnError
-from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunResult, job_context, run_log_fields
+from daemon.core.runqueue import (
+    REASON_SHUTDOWN_CANCEL,
+    Run,
+    RunResult,
+    job_context,
+    output_log_fields,
+    run_log_fields,
+)
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import Task, handler_context
 from daemon.observe.logs import get_logger, log_enabled
@@ -172,7 +179,7 @@ class AttemptRunner:
                     protocol.EVENT_OUTPUT, protocol.output_lines_event(run.id, stream, lines)
                 )
             if output_log is not None:
-                write_log, output_log = output_log.writer(run_log_fields(run)), None
+                write_log, output_log = output_log.writer(output_log_fields(run)), None
             if write_log is not None:
                 write_log(stream, lines)
 

@@ -1,8 +1,9 @@
 """The daemon's own record of every job's output (``RUNBROKER_OUTPUT_LOG``).
 
-- ``json`` (the default): one ``run.output`` event a line, at ``info``, with the run's fields
-  (``run_id``, ``task``, ``trigger``; ``job`` and ``attempt`` for a database job), ``stream``
-  and ``line``: the shape of every other JSON log line. Written a read of the pipe at a time,
+- ``json`` (the default): one ``run.output`` event a line, at ``info``, with ``run_id``,
+  ``task`` (and ``job``, ``attempt`` for a database job), ``timestamp``, ``stream`` and
+  ``line``: what a log search needs, and no more, since a chatty job's log is mostly these
+  lines (its ``trigger`` is on its ``run.started``). Written a read of the pipe at a time,
   each line encoded by orjson and joined at C speed: the structlog chain costs about 30 us a
   line, which a chatty job would wait for. In the console format (a TTY) lines go through
   structlog, for people.
@@ -65,15 +66,21 @@ def _write_raw(stream: str, lines: list[str]) -> None:
 
 def _json_writer(out: TextIO, fields: Mapping[str, str]) -> LineWriter:
     # Every line of the run is this head, its time and stream, the line's text, and "}\n".
-    known = orjson.dumps({"event": "run.output", "level": "info", "logger": LOGGER_NAME, **fields})
+    known = orjson.dumps({"event": "run.output", "level": "info", **fields})
     head = known[:-1] + b',"timestamp":"'
     middle = {name: f'","stream":"{name}","line":'.encode() for name in ("stdout", "stderr")}
+    binary = getattr(out, "buffer", None)  # the bytes under the text: no decode, no encode
 
     def write(stream: str, lines: list[str]) -> None:
         first = head + _timestamp().encode() + middle[stream]
-        body = (b"}\n" + first).join(map(orjson.dumps, lines))
-        out.write((first + body + b"}\n").decode())
-        out.flush()
+        data = first + (b"}\n" + first).join(map(orjson.dumps, lines)) + b"}\n"
+        if binary is None:
+            out.write(data.decode())
+            out.flush()
+            return
+        out.flush()  # what the log's other lines left in the text layer goes first
+        binary.write(data)
+        binary.flush()
 
     return write
 

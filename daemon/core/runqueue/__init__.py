@@ -22,7 +22,14 @@ from daemon.core.runqueue.records import (
     Trigger,
     job_context,
 )
-from daemon.core.runqueue.run import Listener, Run, Watcher, new_run_id, run_log_fields
+from daemon.core.runqueue.run import (
+    Listener,
+    Run,
+    Watcher,
+    new_run_id,
+    output_log_fields,
+    run_log_fields,
+)
 
 __all__ = [
     "REASON_CLOSED",
@@ -42,5 +49,6 @@ __all__ = [
     "Watcher",
     "job_context",
     "new_run_id",
+    "output_log_fields",
     "run_log_fields",
 ]

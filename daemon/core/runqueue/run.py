@@ -40,6 +40,14 @@ def run_log_fields(run: Run) -> dict[str, str]:
     return fields
 
 
+def output_log_fields(run: Run) -> dict[str, str]:
+    """What a ``run.output`` log line carries of its run: ``run_log_fields`` but the trigger,
+    which the run's other lines say (a chatty job's log is mostly these lines)."""
+    fields = run_log_fields(run)
+    del fields["trigger"]
+    return fields
+
+
 _id_counter = itertools.count(1)
 _id_prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFFFF:06x}"
 
