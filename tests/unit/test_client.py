@@ -306,6 +306,19 @@ def test_cli_trigger_builds_the_request(
     ]
 
 
+@pytest.mark.parametrize("abbreviation", [[], ["--det"]])  # the fast path, then argparse
+def test_cli_trigger_takes_values_that_start_with_a_dash(
+    short_dir: Path, abbreviation: list[str]
+) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": True, "id": "r1"}
+    argv = ["trigger", "report", "--arg", "--flag", "--arg", "-x", "--env", "K=-v", *abbreviation]
+    with fake_daemon(path, QUEUED, done) as requests:
+        code = cli.main([*argv, "--socket", str(path)])
+    assert code == 0
+    assert requests == [{"task": "report", "args": ["--flag", "-x"], "env": {"K": "-v"}}]
+
+
 @pytest.mark.parametrize(
     ("argv", "answer", "code", "printed"),
     [
