@@ -16,6 +16,7 @@ import time
 # The exit codes this client returns (the command line's contract); re-exported for its callers.
 from daemon.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from daemon.exits import EXIT_FAILED as EXIT_FAILED
+from daemon.exits import EXIT_GAVE_UP as EXIT_GAVE_UP
 from daemon.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from daemon.exits import EXIT_OK as EXIT_OK
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
@@ -208,7 +209,7 @@ def trigger(
             accepted = True
     except TimeoutError:
         print(f"runbroker: gave up waiting; run {run_id or '?'} goes on", file=err)
-        return EXIT_FAILED
+        return EXIT_GAVE_UP
     except KeyboardInterrupt:
         print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=err)
         return EXIT_INTERRUPTED
