@@ -39,12 +39,20 @@ STATE_RUNNING = "running"
 STATE_DONE = "done"
 
 # What ``daemon.core.runqueue.new_run_id`` makes: ``r``, the daemon's pid and start time in
-# hex, ``-`` and a counter. An argument of this form names a run; any other names a task.
+# hex (at least seven digits), ``-`` and a counter. An argument of this form names a run; any
+# other names a task. Seven digits keep short task names such as ``red-1`` names.
 _RUN_ID = re.compile(r"r[0-9a-f]{7,}-[0-9]+")
+_SHORT_RUN_ID = re.compile(r"r[0-9a-f]{1,6}-[0-9]+")
+RUN_ID_FORM = "r, at least seven hex digits, -, a number"
 
 
 def looks_like_run_id(text: str) -> bool:
     return _RUN_ID.fullmatch(text) is not None
+
+
+def looks_like_a_short_run_id(text: str) -> bool:
+    """A name a user may have meant as a run id, with too few hex digits to be one."""
+    return _SHORT_RUN_ID.fullmatch(text) is not None
 
 
 def logs_header(

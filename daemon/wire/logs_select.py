@@ -7,6 +7,7 @@ from __future__ import annotations
 from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import TaskRegistry
+from daemon.wire.logs_answers import RUN_ID_FORM, looks_like_a_short_run_id
 from daemon.wire.protocol import ControlRequest, clip
 
 
@@ -48,8 +49,15 @@ def select(
     if queued is not None:
         return queued
     if tasks.get(task) is None:
-        return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
+        return _unknown_task(tasks, task)
     return f"no run of task {clip(task)!r} yet ({kept})"
+
+
+def _unknown_task(tasks: TaskRegistry, task: str) -> str:
+    hint = ""
+    if looks_like_a_short_run_id(task):
+        hint = f" (nor a run id, which is {RUN_ID_FORM})"
+    return f"unknown task {clip(task)!r}{hint}: this container defines {tasks.listing()}"
 
 
 def _result_text(run: Run) -> str:

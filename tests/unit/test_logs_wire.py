@@ -214,6 +214,11 @@ async def test_an_unknown_run_or_task_is_refused_with_a_reason() -> None:
     for request, reason in [
         (b'{"op":"logs","id":"r1234567-1"}', "no run 'r1234567-1'"),
         (b'{"op":"logs","task":"nope"}', "unknown task 'nope': this container defines chatty"),
+        (
+            b'{"op":"logs","task":"rabc-1"}',
+            "unknown task 'rabc-1' (nor a run id, which is r, at least seven hex digits, -, "
+            "a number): this container defines chatty",
+        ),
         (b'{"op":"logs","task":"chatty"}', "no run of task 'chatty' yet"),
         (b'{"op":"logs"}', "no run yet"),
     ]:
