@@ -62,12 +62,34 @@ def _main(words: list[str]) -> int:
         _flush_output()
         raise
     _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit
+    if words[:1] != ["run"] and _reader_gone():
+        return _closed_output()
     return code
 
 
 def _flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+
+
+def _reader_gone() -> bool:
+    """Our stdout is a pipe whose reader has closed it (``runbroker status | head -1``, head
+    done) although every write fit in the pipe and none failed: the kernel reports POLLERR on
+    a pipe's write end without readers. A reader that is still there (``| cat``) is not waited
+    for."""
+    import os
+    import select
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+    except (OSError, ValueError, AttributeError):  # closed, or not a real file (a capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR is reported whatever the mask
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def _closed_output() -> int:

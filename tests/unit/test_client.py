@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -449,3 +450,37 @@ def test_cli_reload_exit_codes(
     with fake_daemon(path, {"event": "done", **answer}):
         assert cli.main(["reload", "--socket", str(path)]) == code
     assert said in capsys.readouterr().err
+
+
+class _ReaderLeavesAfterFlush(io.TextIOWrapper):
+    """Our stdout: a pipe whose reader reads nothing more and exits once our output is in
+    the pipe, as ``head -1`` does after the first line of output that fit the pipe."""
+
+    def __init__(self, write_end: int, read_end: int | None) -> None:
+        super().__init__(io.FileIO(write_end, "w"), encoding="utf-8")
+        self.read_end = read_end
+
+    def flush(self) -> None:
+        super().flush()
+        if self.read_end is not None and not self.closed:
+            os.close(self.read_end)
+            self.read_end = None
+
+
+@pytest.mark.parametrize("reader_leaves", [True, False])
+def test_a_reader_gone_after_the_output_fit_the_pipe_ends_141(
+    monkeypatch: pytest.MonkeyPatch, reader_leaves: bool
+) -> None:
+    read_end, write_end = os.pipe()
+    stdout = _ReaderLeavesAfterFlush(write_end, read_end if reader_leaves else None)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        code = cli.main(["version"])
+        if not reader_leaves:  # a reader still there (| cat) gets it all and exit 0
+            assert os.read(read_end, 100).startswith(b"runbroker ")
+    finally:
+        monkeypatch.undo()
+        stdout.close()
+        if not reader_leaves:
+            os.close(read_end)
+    assert code == (cli.EXIT_BROKEN_PIPE if reader_leaves else 0)
