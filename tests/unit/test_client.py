@@ -483,4 +483,4 @@ def test_a_reader_gone_after_the_output_fit_the_pipe_ends_141(
         stdout.close()
         if not reader_leaves:
             os.close(read_end)
-    assert code == (cli.EXIT_BROKEN_PIPE if reader_leaves else 0)
+    assert code == (client.EXIT_BROKEN_PIPE if reader_leaves else 0)
