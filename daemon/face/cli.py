@@ -117,8 +117,6 @@ def _dispatch(words: list[str]) -> int:
         from daemon.pg.admin import commands as jobs_cli
 
         return jobs_cli.main(words[1:]) if words[0] == "jobs" else jobs_cli.migrate_main(words[1:])
-    from daemon.face.parser import parse_words
-
     subparsers: dict[str, argparse.ArgumentParser] = {}
     args, extra = parse_words(words, subparsers)
     if extra:  # argparse would report them with the top-level usage, not the subcommand's
@@ -155,6 +153,20 @@ def _dispatch(words: list[str]) -> int:
         return once_main(args.task, skip=args.skip)
     print(f"runbroker {__version__}")
     return EXIT_OK
+
+
+def parse_words(
+    words: list[str], subparsers: dict[str, argparse.ArgumentParser] | None = None
+) -> tuple[argparse.Namespace, list[str]]:
+    """The whole command line, as ``parse_known_args``; a trigger's value flags first take
+    their next word whatever it looks like (``fastargs.attach_values``)."""
+    from daemon.face.parser import build_parser
+
+    if words[:1] == ["trigger"]:
+        from daemon.face.fastargs import attach_values
+
+        words = ["trigger", *attach_values(words[1:])]
+    return build_parser(subparsers).parse_known_args(words)
 
 
 def _fast_trigger(words: list[str]) -> int | None:
