@@ -7,8 +7,8 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.face.fastargs import parse_trigger
 from daemon.face.cli import parse_words
+from daemon.face.fastargs import parse_trigger
 from daemon.face.parser import duration_arg
 
 tokens = st.sampled_from(
