@@ -15,14 +15,17 @@ from typing import Any
 
 from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
+    CONTROL_FIELDS,
     CONTROL_OPS,
     EVENT_DONE,
+    LOGS_FIELDS,
     MAX_ARGS,
     MAX_ENV,
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
     REASON_TOO_LARGE,
     REASON_UNDECODABLE,
+    SUBMIT_FIELDS,
     ControlRequest,
     ProtocolError,
     Request,
@@ -98,8 +101,11 @@ def decode_request(line: bytes) -> Request:
                 raise ProtocolError("cancel needs an id")
             _name(run_id, "id")
         if op == "logs":
+            _known_fields(obj, LOGS_FIELDS, "a logs request")
             return _logs_request(obj, run_id)
+        _known_fields(obj, CONTROL_FIELDS, f"op {op!r}")
         return ControlRequest(op=op, id=run_id)
+    _known_fields(obj, SUBMIT_FIELDS, "a run request")
     task = _name(obj["task"], "task") if "task" in obj else "default"
     args = obj.get("args")
     env = obj.get("env")
@@ -107,6 +113,17 @@ def decode_request(line: bytes) -> Request:
         task,
         _string_list(args, "args") if args is not None else (),
         _string_map(env, "env") if env is not None else None,
+    )
+
+
+def _known_fields(obj: dict[str, Any], known: frozenset[str], what: str) -> None:
+    """Refuse a field the request does not take, naming it and those it does take."""
+    if obj.keys() <= known:
+        return
+    unknown = next(key for key in obj if key not in known)
+    raise ProtocolError(
+        f"invalid request: unknown field {clip(unknown)!r} ({what} takes "
+        f"{', '.join(sorted(known))})"
     )
 
 

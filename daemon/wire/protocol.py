@@ -45,6 +45,12 @@ REASON_USER_CANCEL = "cancelled by request"
 # A client may try again later (exit 75): the daemon is busy, full or stopping.
 TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY})
 CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
+# The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
+# would otherwise run the default task, or the task without its args). ``batch`` asks for
+# output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
+SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
+CONTROL_FIELDS = frozenset({"op", "id"})
+LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
 
 
 class ProtocolError(ValueError):
