@@ -63,11 +63,7 @@ class Broker:
             settings.output_run_bytes, settings.output_history_runs, settings.output_history_bytes
         )
         self.executor = Executor(
-            self.queue,
-            tasks,
-            self.children,
-            default_grace_s=settings.grace_s,
-            journal=self.journal,
+            self.queue, tasks, self.children, default_grace_s=settings.grace_s, journal=self.journal
         )
         self.server = SocketServer(
             settings.socket,
@@ -76,6 +72,7 @@ class Broker:
             self.control,
             request_deadline_s=settings.request_timeout_s,
             journal=self.journal,
+            max_connections=settings.max_connections,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
