@@ -22,6 +22,7 @@ from daemon.exits import EXIT_OK as EXIT_OK
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
+from daemon.wire.peer import trust_server
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
@@ -120,6 +121,7 @@ def connect(path: str, request: Request) -> Connection:
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:
         sock.connect(path)
+        trust_server(sock)  # before the request says anything: a daemon of ours or root's
         sock.sendall(encode_request(request))
     except OSError as exc:
         sock.close()
