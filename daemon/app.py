@@ -78,6 +78,7 @@ class Broker:
             self.control,
             request_deadline_s=settings.request_timeout_s,
             journal=self.journal,
+            max_connections=settings.max_connections,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)

@@ -62,12 +62,34 @@ def _main(words: list[str]) -> int:
         _flush_output()
         raise
     _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit
+    if words[:1] != ["run"] and _reader_gone():
+        return _closed_output()
     return code
 
 
 def _flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+
+
+def _reader_gone() -> bool:
+    """Our stdout is a pipe whose reader has closed it (``runbroker status | head -1``, head
+    done) although every write fit in the pipe and none failed: the kernel reports POLLERR on
+    a pipe's write end without readers. A reader that is still there (``| cat``) is not waited
+    for."""
+    import os
+    import select
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+    except (OSError, ValueError, AttributeError):  # closed, or not a real file (a capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR is reported whatever the mask
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def _closed_output() -> int:
@@ -95,10 +117,8 @@ def _dispatch(words: list[str]) -> int:
         from daemon.pg.admin import commands as jobs_cli
 
         return jobs_cli.main(words[1:]) if words[0] == "jobs" else jobs_cli.migrate_main(words[1:])
-    from daemon.face.parser import build_parser
-
     subparsers: dict[str, argparse.ArgumentParser] = {}
-    args, extra = build_parser(subparsers).parse_known_args(words)
+    args, extra = parse_words(words, subparsers)
     if extra:  # argparse would report them with the top-level usage, not the subcommand's
         subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "run":
@@ -133,6 +153,20 @@ def _dispatch(words: list[str]) -> int:
         return once_main(args.task, skip=args.skip)
     print(f"runbroker {__version__}")
     return EXIT_OK
+
+
+def parse_words(
+    words: list[str], subparsers: dict[str, argparse.ArgumentParser] | None = None
+) -> tuple[argparse.Namespace, list[str]]:
+    """The whole command line, as ``parse_known_args``; a trigger's value flags first take
+    their next word whatever it looks like (``fastargs.attach_values``)."""
+    from daemon.face.parser import build_parser
+
+    if words[:1] == ["trigger"]:
+        from daemon.face.fastargs import attach_values
+
+        words = ["trigger", *attach_values(words[1:])]
+    return build_parser(subparsers).parse_known_args(words)
 
 
 def _fast_trigger(words: list[str]) -> int | None:

@@ -1,7 +1,7 @@
 """``runbroker logs [RUN_ID|TASK] [--follow]``: a run's output, from the daemon's journal.
 
-Which run: an argument of a run id's form (``r`` and hex digits, ``-``, a number: what
-``trigger`` and ``status`` show) is that run; any other argument is a task (its running run,
+Which run: an argument of a run id's form (``r``, at least seven hex digits, ``-``, a number:
+what ``trigger`` and ``status`` show) is that run; any other argument is a task (its running run,
 else its latest finished one); none is the running run, else the latest finished one.
 ``--task`` names a task whatever its name looks like. ``--runs N`` lists the last N finished
 runs instead.

@@ -150,10 +150,11 @@ waiting.
 
 exit codes:
   0    the run succeeded
-  1    the run failed or was cancelled (or --timeout passed)
+  1    the run failed or was cancelled
   2    usage error, or a request the daemon refuses (unknown task, args or env not allowed)
   69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
   75   rejected: the run queue is full, the daemon is busy or shutting down; retry later
+  124  --timeout passed: gave up waiting; the run goes on
   130  interrupted (Ctrl-C); the run goes on
   141  the reader of the output went away (| head); the run goes on
 
@@ -215,6 +216,7 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_GRACE             SIGTERM to SIGKILL for a job (5s)
   RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (25s)
   RUNBROKER_REQUEST_TIMEOUT   a client must send its request within this (30s)
+  RUNBROKER_MAX_CONNECTIONS   connections held at once, below the descriptor limit (1024)
   RUNBROKER_DATABASE_URL      PostgreSQL (unset: no database); never logged
   RUNBROKER_DATABASE_URL_FILE the same, read from a file (or /run/secrets/runbroker_database_url)
   RUNBROKER_POLL_INTERVAL     database fallback poll (1m)

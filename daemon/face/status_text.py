@@ -6,6 +6,7 @@ know (a newer daemon's) are shown as they are rather than dropped.
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,7 @@ _DATABASE_KNOWN = frozenset(
         "claims_total",
         "lease_reclaims_total",
         "schedule_lag_s",
+        "unusable_jobs",
     }
 )
 
@@ -108,7 +110,9 @@ def _database_lines(database: dict[str, Any]) -> list[str]:
         state.append("disabled (scheduler.enabled)")
     if database.get("paused"):
         state.append("paused (scheduler.paused)")
-    state.append("claiming" if database.get("claiming") else "not claiming")
+    # Claiming needs the database: while it is down nothing is claimed, whatever the flag says.
+    claiming = database.get("claiming") and database.get("up")
+    state.append("claiming" if claiming else "not claiming")
     lines = [f"database: {', '.join(state)}; replica {database.get('owner', '?')}"]
     lag = database.get("schedule_lag_s")
     lines.append(
@@ -118,9 +122,17 @@ def _database_lines(database: dict[str, Any]) -> list[str]:
         f"unwritten results {database.get('unwritten_results', 0)}, "
         f"schedule lag {human_duration(lag) if isinstance(lag, int | float) else '-'}"
     )
+    for job in database.get("unusable_jobs") or []:
+        name, error = (job.get("job"), job.get("error")) if isinstance(job, dict) else (job, "")
+        lines.append(f"  job {name} cannot run: {error}")
     extra = {key: value for key, value in database.items() if key not in _DATABASE_KNOWN}
-    lines.extend(f"  {key}: {value}" for key, value in sorted(extra.items()))
+    lines.extend(f"  {key}: {_as_text(value)}" for key, value in sorted(extra.items()))
     return lines
+
+
+def _as_text(value: object) -> str:
+    """A field this version does not know, as it came on the wire (JSON), not a Python repr."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def reload_summary(changes: dict[str, Any]) -> str:

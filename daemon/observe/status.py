@@ -56,9 +56,10 @@ SCHEDULE_STALL_S = 60.0
 
 
 def _iso(timestamp: float | None) -> str | None:
+    """To the millisecond: ``status`` computes "2.3s ago" from it."""
     if timestamp is None:
         return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")
 
 
 def _run_summary(run: Run) -> dict[str, Any]:

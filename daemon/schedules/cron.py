@@ -1,13 +1,13 @@
 """``cron EXPR``: five cron fields or an ``@`` macro, in an IANA zone (daily and weekly
 schedules are cron expressions too, see ``daemon.schedules.daily``).
 
-They run through ``cronsim``, which follows Debian cron across DST changes: a wall time in
-the spring-forward gap runs right after the gap, a fixed wall time in the autumn
-overlap runs once (at its first occurrence), while jobs with ``*`` in the minute or
-hour field follow the clock as it is (an hourly job runs in both repeated hours).
-Known cronsim 2.8 quirks, left as they are: a ``*``-minute job restricted to an hour
-that a midnight change skips (America/Santiago) runs once at the end of the gap, and
-``*`` jobs can miss wall times next to Lord Howe's 30-minute DST changes.
+They follow Debian cron across offset changes. A fixed-time job (no ``*`` at the start of
+its minute or hour field) runs a wall time the clock skips right after the jump, and a
+wall time the clock shows twice once, at its first pass: ``cronsim`` computes these. A
+wildcard job (``*``, ``*/N`` there) follows the clock as it is: a skipped wall time does
+not run, a repeated one runs on both passes (an hourly job runs in both repeated hours);
+``daemon.schedules.wallclock`` computes these, as cronsim misses wall times next to
+30-minute changes (Lord Howe) and runs skipped ones after midnight changes (Santiago).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from cronsim import CronSim, CronSimError
 
 from daemon.schedules.base import SPACE, Schedule, as_utc, lower_ascii, split_first
 from daemon.schedules.every import EverySchedule, parse_every
+from daemon.schedules.wallclock import next_wildcard
 
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*/,#-]+")
 _CRON_MACROS = {
@@ -45,6 +46,8 @@ class CronSchedule(Schedule):
 
     def next_after(self, t: datetime) -> datetime | None:
         after = as_utc(t)
+        if _is_wildcard(self.expr):
+            return next_wildcard(self.expr, self.zone, after)
         try:
             candidates = CronSim(self.expr, after.astimezone(self.zone))
             for _ in range(_MAX_CANDIDATES):
@@ -63,6 +66,12 @@ class CronSchedule(Schedule):
         except Exception:  # the explanation is a nicety; never fail for it
             summary = f"cron {self.expr}"
         return f"{summary} ({self.tz})"
+
+
+def _is_wildcard(expr: str) -> bool:
+    """Debian cron's wildcard job: its minute or hour field starts with ``*``."""
+    minute, hour = expr.split(maxsplit=2)[:2]
+    return minute.startswith("*") or hour.startswith("*")
 
 
 def parse_cron(spec: str, tz: str, zone: ZoneInfo, expr: str) -> CronSchedule | EverySchedule:

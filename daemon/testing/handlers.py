@@ -18,6 +18,7 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult, Trigger
 from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
+from daemon.testing.logs import plain_tracebacks
 
 __all__ = ["Handler", "HandlerResult", "HandlerRun", "RunContext", "run_handler", "start_handler"]
 
@@ -128,6 +129,7 @@ def start_handler(
 ) -> HandlerRun:
     """Start ``handler``'s run on the daemon's executor and return it running; see
     ``run_handler`` for the arguments. Call from a running event loop."""
+    plain_tracebacks()
     env = dict(env or {})
     definition = Task(
         name=task,

@@ -5,54 +5,46 @@ is at the path, a live daemon's socket too): an flock beside it serialises daemo
 is never stolen, a stale one is replaced, and a path that is not a socket is never deleted. The
 mode is 0600 before ``bind`` so there is no window where it is wider. Peers whose uid is neither
 root nor ours are refused (SO_PEERCRED, ``peer_uid``).
+
+The socket's directory may be one that others can write to (a sticky ``/tmp``): what another
+user put there is never trusted. The lock file is opened without following a symlink
+(``O_NOFOLLOW``) and must be a regular file of ours with one link; a socket at the path must
+be ours too. Anything else is a clear refusal naming the path and its owner, never a file of
+someone else's choosing created or locked by this daemon.
 """
 
 from __future__ import annotations
 
-import _socket
 import errno
 import fcntl
 import os
 import socket
 import stat
-import struct
 from pathlib import Path
 
 from daemon.observe.logs import get_logger
+from daemon.wire.peer import peer_uid
+
+__all__ = ["SocketInUse", "bind_owner_only", "peer_uid"]
 
 log = get_logger("runbroker.server")
-
-_PEERCRED = struct.Struct("3i")
 
 
 class SocketInUse(Exception):
     """Another daemon owns the socket, or the path is not ours to replace."""
 
 
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the peer of the connected unix socket ``sock`` (SO_PEERCRED).
-
-    uvloop's transport hands out a stand-in whose every method builds a full ``socket.socket``
-    from the descriptor (three syscalls to learn what it is); a bare ``_socket.socket`` told
-    what it is, then detached, asks only the one question."""
-    probe = _socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, sock.fileno())
-    try:
-        raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    finally:
-        probe.detach()  # the descriptor stays the transport's
-    _pid, uid, _gid = _PEERCRED.unpack(raw)
-    return int(uid)
-
-
 def bind_owner_only(path: Path) -> tuple[socket.socket, int]:
     """Bind a listening socket at ``path``; returns it and the held lock fd."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock_fd = _open_lock(Path(f"{path}.lock"))
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(lock_fd)
-        raise SocketInUse(f"another runbroker daemon owns {path}") from None
+        raise SocketInUse(
+            f"another runbroker daemon owns {path} (it holds the lock {path}.lock)"
+        ) from None
     try:
         _clear_stale(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -70,6 +62,38 @@ def bind_owner_only(path: Path) -> tuple[socket.socket, int]:
     return sock, lock_fd
 
 
+def _open_lock(lock: Path) -> int:
+    """The lock file, ours: never through a symlink, never another user's or a hard link."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(lock, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SocketInUse(f"{lock} is a symlink; refusing to follow it") from None
+        if exc.errno == errno.EACCES:  # e.g. another user's file in a sticky directory
+            raise SocketInUse(f"cannot open the lock file {lock}: {_owner_text(lock)}") from None
+        raise
+    info = os.fstat(fd)
+    problem = ""
+    if not stat.S_ISREG(info.st_mode):
+        problem = "is not a regular file"
+    elif info.st_uid != os.geteuid():
+        problem = f"belongs to uid {info.st_uid}, not to this daemon's uid {os.geteuid()}"
+    elif info.st_nlink != 1:
+        problem = f"has {info.st_nlink} links"
+    if problem:
+        os.close(fd)
+        raise SocketInUse(f"the lock file {lock} {problem}; refusing to use it (remove it)")
+    return fd
+
+
+def _owner_text(path: Path) -> str:
+    try:
+        return f"it belongs to uid {os.lstat(path).st_uid} (permission denied)"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
 def _clear_stale(path: Path) -> None:
     try:
         info = os.lstat(path)
@@ -77,6 +101,11 @@ def _clear_stale(path: Path) -> None:
         return
     if not stat.S_ISSOCK(info.st_mode):
         raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
+    if info.st_uid != os.geteuid():
+        raise SocketInUse(
+            f"{path} belongs to uid {info.st_uid}, not to this daemon's uid {os.geteuid()}; "
+            "refusing to use or replace it"
+        )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(1.0)

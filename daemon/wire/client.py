@@ -15,11 +15,13 @@ import time
 # The exit codes this client returns (the command line's contract); re-exported for its callers.
 from daemon.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from daemon.exits import EXIT_FAILED as EXIT_FAILED
+from daemon.exits import EXIT_GAVE_UP as EXIT_GAVE_UP
 from daemon.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from daemon.exits import EXIT_OK as EXIT_OK
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
+from daemon.wire.peer import trust_server
 from daemon.wire.printer import Printer, dropped_text
 from daemon.wire.protocol import (
     EVENT_DONE,
@@ -125,6 +127,7 @@ def connect(path: str, request: Request) -> Connection:
     sock.settimeout(CONNECT_TIMEOUT_S)
     try:
         sock.connect(path)
+        trust_server(sock)  # before the request says anything: a daemon of ours or root's
         sock.sendall(encode_request(request))
     except OSError as exc:
         sock.close()
@@ -198,7 +201,7 @@ def trigger(
             accepted = True
     except TimeoutError:
         print(f"runbroker: gave up waiting; run {run_id or '?'} goes on", file=printer.to(err))
-        return EXIT_FAILED
+        return EXIT_GAVE_UP
     except KeyboardInterrupt:
         print(f"runbroker: interrupted; run {run_id or '?'} goes on", file=printer.to(err))
         return EXIT_INTERRUPTED

@@ -15,15 +15,18 @@ from typing import Any
 
 from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
+    CONTROL_FIELDS,
     CONTROL_OPS,
     EVENT_DONE,
     EVENT_OUTPUT,
+    LOGS_FIELDS,
     MAX_ARGS,
     MAX_ENV,
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
     REASON_TOO_LARGE,
     REASON_UNDECODABLE,
+    SUBMIT_FIELDS,
     ControlRequest,
     ProtocolError,
     Request,
@@ -99,8 +102,11 @@ def decode_request(line: bytes) -> Request:
                 raise ProtocolError("cancel needs an id")
             _name(run_id, "id")
         if op == "logs":
+            _known_fields(obj, LOGS_FIELDS, "a logs request")
             return _logs_request(obj, run_id)
+        _known_fields(obj, CONTROL_FIELDS, f"op {op!r}")
         return ControlRequest(op=op, id=run_id)
+    _known_fields(obj, SUBMIT_FIELDS, "a run request")
     task = _name(obj["task"], "task") if "task" in obj else "default"
     args = obj.get("args")
     env = obj.get("env")
@@ -117,6 +123,17 @@ def _batch(obj: dict[str, Any]) -> bool:
     if not isinstance(batch, bool):
         raise ProtocolError("invalid request: batch must be true or false")
     return batch
+
+
+def _known_fields(obj: dict[str, Any], known: frozenset[str], what: str) -> None:
+    """Refuse a field the request does not take, naming it and those it does take."""
+    if obj.keys() <= known:
+        return
+    unknown = next(key for key in obj if key not in known)
+    raise ProtocolError(
+        f"invalid request: unknown field {clip(unknown)!r} ({what} takes "
+        f"{', '.join(sorted(known))})"
+    )
 
 
 def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:

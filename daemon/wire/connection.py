@@ -21,10 +21,12 @@ from daemon.observe.logs import get_logger
 from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
+from daemon.wire.limits import ConnectionLimits
 from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     REASON_BUSY,
+    REASON_CONNECTIONS,
     REASON_FORBIDDEN,
     REASON_TOO_LARGE,
     REASON_TOO_SLOW,
@@ -52,6 +54,7 @@ class ConnectionServer(AnswerServer, Protocol):
     all_closed: asyncio.Event  # set when the last connection has gone
     unfinished_bytes: int
     unfinished_bytes_max: int
+    limits: ConnectionLimits
 
 
 class Connection(AnswerStream):
@@ -76,6 +79,7 @@ class Connection(AnswerStream):
         self.batch = False
         self.holding = None
         self.lagging = False
+        self.control_only = False  # past the bound: status, health, cancel and reload only
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -88,6 +92,29 @@ class Connection(AnswerStream):
         if uid not in server.allowed_uids:
             log.warning("socket.refused", peer_uid=uid)
             self._refuse(REASON_FORBIDDEN)  # what it sends is never decoded
+        limit = server.limits.meets(len(server.connections), sock.fileno() if sock else -1)
+        if limit and self.state == READING:
+            self._past_the_bound()
+
+    def _past_the_bound(self) -> None:
+        """Make room (the oldest connection still sending its request goes), else take only a
+        control request, within the reserve, else refuse at once (``limits``)."""
+        server = self.server
+        oldest = server.deadlines.oldest()
+        if isinstance(oldest, Connection) and oldest is not self:
+            oldest.evict()
+        elif len(server.connections) > server.limits.reserve_end:
+            self._refuse(REASON_CONNECTIONS, complete=True)
+        else:
+            self.control_only = True
+
+    def evict(self) -> None:
+        """Closed to make room for a newer connection: it has not sent its request yet."""
+        if self.state == READING:
+            self._forget_buffer()
+            self._refuse(REASON_CONNECTIONS, complete=True)
+        elif self.state == DRAINING:
+            self._finish()
 
     def data_received(self, data: bytes) -> None:
         state = self.state
@@ -134,6 +161,7 @@ class Connection(AnswerStream):
         if self.stalled is not None:
             self.stalled.cancel()
         self.server.connections.discard(self)
+        self.server.limits.settle(len(self.server.connections))
         if not self.server.connections:
             self.server.all_closed.set()
 
@@ -171,6 +199,9 @@ class Connection(AnswerStream):
             request = decode_request(line)
         except ProtocolError as exc:
             self._refuse(exc.reason, "socket.bad_request", complete=True)
+            return
+        if self.control_only and (not isinstance(request, ControlRequest) or request.op == "logs"):
+            self._refuse(REASON_CONNECTIONS, "socket.bad_request", complete=True)
             return
         if isinstance(request, ControlRequest):
             self.state = STREAMING

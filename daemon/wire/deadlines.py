@@ -52,6 +52,10 @@ class RequestDeadlines:
     def watched(self) -> int:
         return len(self._due)
 
+    def oldest(self) -> Expiring | None:
+        """The connection watched the longest: still sending its request (or an idle one)."""
+        return next(iter(self._due), None)
+
     def _expire(self) -> None:
         self._timer = None
         loop = self.loop

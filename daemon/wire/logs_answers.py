@@ -7,7 +7,10 @@ The answer is a ``logs`` line (``ok``, and the run: ``id``, ``task``, ``trigger`
 buffer no longer holds), then the run's ``output`` lines from the buffer (each with ``at``,
 when it was read, in seconds since the epoch) and, when following, the live ones; then the
 run's ``done`` line when it has ended (``dropped_lines`` there: lines this client missed by
-reading too slowly). Without ``follow``, a run not ended ends its answer with an ``end`` line
+reading too slowly). Following a task that has no run yet (or, without a task, while there
+is no run at all), the first line is a ``logs`` line with ``state`` ``waiting`` and no ``id``;
+the run's own ``logs`` line follows when one is queued. Without ``follow``, a run not ended ends
+its answer with an ``end`` line
 instead (``id``, and ``dropped_lines``: the lines there were at the request that the buffer
 dropped before this client read them). Every answer ends with one of these terminal lines
 (``done``, ``end``, a refusal, ``runs``): a client that meets the end of the connection first
@@ -37,14 +40,23 @@ MAX_LISTED_RUNS = 10_000
 STATE_QUEUED = "queued"
 STATE_RUNNING = "running"
 STATE_DONE = "done"
+STATE_WAITING = "waiting"  # following a task (or any) with no run yet: until one is queued
 
 # What ``daemon.core.runqueue.new_run_id`` makes: ``r``, the daemon's pid and start time in
-# hex, ``-`` and a counter. An argument of this form names a run; any other names a task.
+# hex (at least seven digits), ``-`` and a counter. An argument of this form names a run; any
+# other names a task. Seven digits keep short task names such as ``red-1`` names.
 _RUN_ID = re.compile(r"r[0-9a-f]{7,}-[0-9]+")
+_SHORT_RUN_ID = re.compile(r"r[0-9a-f]{1,6}-[0-9]+")
+RUN_ID_FORM = "r, at least seven hex digits, -, a number"
 
 
 def looks_like_run_id(text: str) -> bool:
     return _RUN_ID.fullmatch(text) is not None
+
+
+def looks_like_a_short_run_id(text: str) -> bool:
+    """A name a user may have meant as a run id, with too few hex digits to be one."""
+    return _SHORT_RUN_ID.fullmatch(text) is not None
 
 
 def logs_header(
@@ -65,6 +77,12 @@ def logs_header(
         "started_at": started_at,
         "dropped_lines": dropped_lines,
     }
+
+
+def logs_waiting(task: str) -> dict[str, Any]:
+    """The first line when following a task that has no run yet (``task`` empty: any run);
+    the run's own ``logs`` line follows once one is queued."""
+    return {"event": EVENT_LOGS, "ok": True, "id": "", "task": task, "state": STATE_WAITING}
 
 
 def logs_refusal(reason: str) -> dict[str, Any]:

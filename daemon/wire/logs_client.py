@@ -11,7 +11,13 @@ import sys
 
 from daemon.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from daemon.wire import client
-from daemon.wire.logs_answers import EVENT_END, EVENT_LOGS, EVENT_RUNS, STATE_QUEUED
+from daemon.wire.logs_answers import (
+    EVENT_END,
+    EVENT_LOGS,
+    EVENT_RUNS,
+    STATE_QUEUED,
+    STATE_WAITING,
+)
 from daemon.wire.printer import Printer, dropped_text
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, ControlRequest
 
@@ -25,6 +31,11 @@ def _say(text: str, err: TextIO) -> None:
 
 
 def _header(event: dict[str, Any], follow: bool, err: TextIO) -> None:
+    if event.get("state") == STATE_WAITING:
+        task = event.get("task")
+        what = f"task {task!r} has no run yet" if task else "no run yet"
+        _say(f"{what}; waiting for one to be queued (Ctrl-C to stop)", err)
+        return
     run_id = event.get("id", "?")
     dropped = event.get("dropped_lines") or 0
     if dropped:

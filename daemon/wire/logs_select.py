@@ -4,19 +4,31 @@ said from the broker's recent results, ``Journal.recent``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import TaskRegistry
+from daemon.wire.logs_answers import RUN_ID_FORM, looks_like_a_short_run_id
 from daemon.wire.protocol import ControlRequest, clip
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """Following a task with no run yet (``task`` empty: any run while there is none): wait
+    for the first run of it to be queued, then follow that one."""
+
+    task: str
 
 
 def select(
     journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
-) -> RunLog | Run | str:
+) -> RunLog | Run | FirstRun | str:
     """The run ``request`` names (its log, or a queued ``Run``), or why there is none. A run
     id: that run, running, finished (while the journal keeps it) or queued. A task: its
-    running run, else its latest finished one, else its first queued one. Neither: the
-    running run, else the latest finished one."""
+    running run, else its latest finished one, else its first queued one, else, when
+    following, its first run to come. Neither: the running run, else the latest finished
+    one (when following: else the first queued one, else the first run to come)."""
     kept = (
         f"the journal keeps the running run and the last {journal.history_runs_max} finished"
         " command runs; a Python handler's runs have no output lines"
@@ -42,14 +54,25 @@ def select(
     log = journal.latest(task or None)
     if log is not None:
         return log
+    queued = next((run for run in queue.waiting() if not task or run.request.task == task), None)
     if not task:
+        if request.follow:
+            return queued or FirstRun("")
         return "no run yet"
-    queued = next((run for run in queue.waiting() if run.request.task == task), None)
     if queued is not None:
         return queued
     if tasks.get(task) is None:
-        return f"unknown task {clip(task)!r}: this container defines {tasks.listing()}"
+        return _unknown_task(tasks, task)
+    if request.follow:
+        return FirstRun(task)
     return f"no run of task {clip(task)!r} yet ({kept})"
+
+
+def _unknown_task(tasks: TaskRegistry, task: str) -> str:
+    hint = ""
+    if looks_like_a_short_run_id(task):
+        hint = f" (nor a run id, which is {RUN_ID_FORM})"
+    return f"unknown task {clip(task)!r}{hint}: this container defines {tasks.listing()}"
 
 
 def _result_text(run: Run) -> str:

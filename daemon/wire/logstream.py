@@ -6,7 +6,8 @@ takes them, at most ``FILL_BYTES`` ahead (``AnswerStream._flush``), so a slow re
 copy and never slows the job; what the buffer dropped before the reader got there is counted
 and said in the ``done`` line's ``dropped_lines`` (without follow, a run not ended: the
 ``end`` line's). A run still queued is waited for (as its listener) and followed from its
-start.
+start; a task followed before its first run waits for one to be queued (the queue's
+``on_submit``), as long as the client stays.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from daemon.wire.logs_answers import (
     logs_end,
     logs_header,
     logs_refusal,
+    logs_waiting,
     runs_answer,
 )
-from daemon.wire.logs_select import select
+from daemon.wire.logs_select import FirstRun, select
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_STARTED,
@@ -52,6 +54,7 @@ class LogReader:
         self.follow = follow
         self.log: RunLog | None = None
         self.queued: Run | None = None  # a run waited for until it starts
+        self.first_of: tuple[RunQueue, str] | None = None  # a task waited for ("": any)
         self.seq = 0  # the next line to send
         self.stop_seq: int | None = None  # without follow: the lines there were at the request
         self.missed = 0  # lines the buffer dropped before this reader sent them
@@ -100,6 +103,22 @@ class LogReader:
     def wait_for(self, run: Run) -> None:
         self.queued = run
         run.subscribe(self.on_run_event)
+
+    def wait_for_first(self, queue: RunQueue, task: str) -> None:
+        self.first_of = (queue, task)
+        queue.on_submit(self.on_submit)
+
+    def on_submit(self, run: Run) -> None:
+        """A run was queued: the first one of the task waited for is followed from its start."""
+        if self.first_of is None:
+            return
+        queue, task = self.first_of
+        if task and run.request.task != task:
+            return
+        queue.off_submit(self.on_submit)
+        self.first_of = None
+        self.stream._send(encode_event(**_queued_header(run)))
+        self.wait_for(run)
 
     def on_run_event(self, run: Run, event: Event) -> None:
         """The queued run's listener: it started (read its log) or ended without starting."""
@@ -171,6 +190,14 @@ class LogReader:
         if self.queued is not None:
             self.queued.unsubscribe(self.on_run_event)
             self.queued = None
+        if self.first_of is not None:
+            self.first_of[0].off_submit(self.on_submit)
+            self.first_of = None
+
+
+def _queued_header(run: Run) -> dict[str, Any]:
+    request = run.request
+    return logs_header(run.id, request.task, request.trigger, STATE_QUEUED, None, 0)
 
 
 def _summary(log: RunLog) -> dict[str, Any]:
@@ -211,10 +238,12 @@ def open_logs(
         stream._finish()
         return None
     reader = LogReader(stream, journal, request.follow)
+    if isinstance(chosen, FirstRun):
+        stream._send(encode_event(**logs_waiting(chosen.task)))
+        reader.wait_for_first(queue, chosen.task)
+        return reader
     if isinstance(chosen, Run):
-        request_ = chosen.request
-        header = logs_header(chosen.id, request_.task, request_.trigger, STATE_QUEUED, None, 0)
-        stream._send(encode_event(**header))
+        stream._send(encode_event(**_queued_header(chosen)))
         if request.follow:
             reader.wait_for(chosen)
         else:

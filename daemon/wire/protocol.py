@@ -38,13 +38,20 @@ REASON_TOO_LARGE = "request too large"
 REASON_TOO_SLOW = "request not received in time"
 REASON_FORBIDDEN = "permission denied"
 REASON_BUSY = "server busy: too many unfinished requests"
+REASON_CONNECTIONS = "server busy: too many connections"
 REASON_FULL = "run queue is full"
 REASON_CLOSED = "scheduler is shutting down"
 REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
 REASON_USER_CANCEL = "cancelled by request"
 # A client may try again later (exit 75): the daemon is busy, full or stopping.
-TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY})
+TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY, REASON_CONNECTIONS})
 CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
+# The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
+# would otherwise run the default task, or the task without its args). ``batch`` asks for
+# output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
+SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
+CONTROL_FIELDS = frozenset({"op", "id"})
+LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
 
 
 class ProtocolError(ValueError):

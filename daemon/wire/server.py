@@ -6,7 +6,7 @@ pair, no task per connection), with its own buffer, so a slow or vanished client
 the executor or other clients. Memory is bounded per client (a request at most 8 MiB; output
 waiting for a slow reader at most ``BUFFERED_BYTES_MAX``) and across clients (unfinished
 requests together at most ``UNFINISHED_BYTES_MAX``; the connection that would pass it is
-refused). Payloads are never logged.
+refused), and so are the connections held at once (``limits``). Payloads are never logged.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from daemon.wire.answers import CLOSED, AnswerStream
 from daemon.wire.binding import SocketInUse, bind_owner_only
 from daemon.wire.connection import Connection, ControlHandler
 from daemon.wire.deadlines import RequestDeadlines
+from daemon.wire.limits import ConnectionLimits
 from daemon.wire.protocol import REQUEST_DEADLINE_S
 
 __all__ = ["UNFINISHED_BYTES_MAX", "ControlHandler", "SocketInUse", "SocketServer"]
 
 UNFINISHED_BYTES_MAX = 64 * 1024 * 1024  # all clients' requests still being received
+MAX_CONNECTIONS = 1024  # connections held at once (``limits``: what happens past it)
 
 
 class SocketServer:
@@ -42,6 +44,7 @@ class SocketServer:
         request_deadline_s: float = REQUEST_DEADLINE_S,
         unfinished_bytes_max: int = UNFINISHED_BYTES_MAX,
         journal: Journal | None = None,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.path = path
         self.queue = queue
@@ -59,6 +62,7 @@ class SocketServer:
         self.draining = False
         self._flush_scheduled = False
         self.unfinished_bytes_max = unfinished_bytes_max
+        self.limits = ConnectionLimits(max_connections)
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
 
     def flush_later(self, connection: AnswerStream) -> None:

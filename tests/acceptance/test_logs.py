@@ -184,3 +184,31 @@ def test_a_follower_at_shutdown_gets_the_runs_done_line_within_the_budget(
     assert follower.returncode == 1, err  # the run's result: cancelled at shutdown
     assert err.splitlines()[-1] == "runbroker: failed: cancelled: scheduler shutting down", err
     assert daemon.wait() == 0
+
+
+LATER = """
+[tasks.later]
+command = ["sh", "-c", "echo hello from later; exit 4"]
+"""
+
+
+def test_following_a_task_before_its_first_run_waits_for_it(start_daemon: StartDaemon) -> None:
+    daemon = start_daemon(tasks_toml=LATER)
+    follower = daemon.popen("logs", "later", "-f")
+    try:
+        assert follower.stderr is not None
+        said = follower.stderr.readline()
+        assert said == (
+            "runbroker: task 'later' has no run yet; waiting for one to be queued"
+            " (Ctrl-C to stop)\n"
+        )
+        assert follower.poll() is None  # still there, waiting
+        assert daemon.exec("trigger", "later").returncode == 1
+        out, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 1, err  # the run's own status, as trigger's
+    assert out == "hello from later\n"
+    assert err.rstrip().endswith("runbroker: failed: exit status 4")

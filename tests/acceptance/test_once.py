@@ -61,7 +61,7 @@ def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
     assert not (workdir / "inrun").exists()
 
 
-def test_the_runner_exits_with_the_job_status(workdir: Path) -> None:
+def test_the_runner_exits_with_the_run_status_and_names_the_job_status(workdir: Path) -> None:
     failing = subprocess.run(
         [RUNBROKER, "once"],
         env=_env(workdir, "sh -c 'echo out; echo err >&2; exit 3'"),

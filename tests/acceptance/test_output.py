@@ -9,6 +9,7 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -49,10 +50,10 @@ def _expected_stdout() -> list[str]:
 
 
 def _client(
-    daemon: DaemonHandle, *args: str, stdout: object, stderr: object
+    daemon: DaemonHandle, *args: str, stdout: int | IO[bytes], stderr: int | IO[bytes]
 ) -> subprocess.Popen[bytes]:
     env = {"RUNBROKER_SOCKET": str(daemon.socket), "PATH": os.environ.get("PATH", "")}
-    return subprocess.Popen(daemon.exec_argv(*args), env=env, stdout=stdout, stderr=stderr)  # type: ignore[arg-type]
+    return subprocess.Popen(daemon.exec_argv(*args), env=env, stdout=stdout, stderr=stderr)
 
 
 def _chatty(gate: str = "") -> str:

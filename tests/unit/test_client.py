@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -312,7 +313,7 @@ def test_timeout_gives_up_and_says_the_run_goes_on(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
     with fake_daemon(path, QUEUED, STARTED, hold=True):
         code, _out, err = _trigger(path, timeout_s=0.2)
-    assert code == client.EXIT_FAILED
+    assert code == client.EXIT_GAVE_UP == 124  # not 1: the run has not failed
     assert "gave up waiting; run r1 goes on" in err
 
 
@@ -372,6 +373,21 @@ def test_cli_trigger_builds_the_request(
     assert [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()] == [
         "queued",
         "done",
+    ]
+
+
+@pytest.mark.parametrize("abbreviation", [[], ["--det"]])  # the fast path, then argparse
+def test_cli_trigger_takes_values_that_start_with_a_dash(
+    short_dir: Path, abbreviation: list[str]
+) -> None:
+    path = short_dir / "rb.sock"
+    done = {"event": "done", "ok": True, "id": "r1"}
+    argv = ["trigger", "report", "--arg", "--flag", "--arg", "-x", "--env", "K=-v", *abbreviation]
+    with fake_daemon(path, QUEUED, done) as requests:
+        code = cli.main([*argv, "--socket", str(path)])
+    assert code == 0
+    assert requests == [
+        {"task": "report", "args": ["--flag", "-x"], "env": {"K": "-v"}, "batch": True}
     ]
 
 
@@ -505,3 +521,37 @@ def test_cli_reload_exit_codes(
     with fake_daemon(path, {"event": "done", **answer}):
         assert cli.main(["reload", "--socket", str(path)]) == code
     assert said in capsys.readouterr().err
+
+
+class _ReaderLeavesAfterFlush(io.TextIOWrapper):
+    """Our stdout: a pipe whose reader reads nothing more and exits once our output is in
+    the pipe, as ``head -1`` does after the first line of output that fit the pipe."""
+
+    def __init__(self, write_end: int, read_end: int | None) -> None:
+        super().__init__(io.FileIO(write_end, "w"), encoding="utf-8")
+        self.read_end = read_end
+
+    def flush(self) -> None:
+        super().flush()
+        if self.read_end is not None and not self.closed:
+            os.close(self.read_end)
+            self.read_end = None
+
+
+@pytest.mark.parametrize("reader_leaves", [True, False])
+def test_a_reader_gone_after_the_output_fit_the_pipe_ends_141(
+    monkeypatch: pytest.MonkeyPatch, reader_leaves: bool
+) -> None:
+    read_end, write_end = os.pipe()
+    stdout = _ReaderLeavesAfterFlush(write_end, read_end if reader_leaves else None)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        code = cli.main(["version"])
+        if not reader_leaves:  # a reader still there (| cat) gets it all and exit 0
+            assert os.read(read_end, 100).startswith(b"runbroker ")
+    finally:
+        monkeypatch.undo()
+        stdout.close()
+        if not reader_leaves:
+            os.close(read_end)
+    assert code == (client.EXIT_BROKEN_PIPE if reader_leaves else 0)

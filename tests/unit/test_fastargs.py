@@ -7,8 +7,9 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
+from daemon.face.cli import parse_words
 from daemon.face.fastargs import parse_trigger
-from daemon.face.parser import build_parser, duration_arg
+from daemon.face.parser import duration_arg
 
 tokens = st.sampled_from(
     [
@@ -30,6 +31,8 @@ tokens = st.sampled_from(
         "=V",
         "5s",
         "-x",
+        "--flag",
+        "--arg=--flag",
         "/tmp/s.sock",
         "",
     ]
@@ -46,9 +49,10 @@ def _valid_timeout(text: str) -> bool:
 
 def _argparse(words: list[str]) -> argparse.Namespace | None:
     try:
-        return build_parser().parse_args(["trigger", *words])
+        parsed, extra = parse_words(["trigger", *words])
     except SystemExit:
         return None
+    return None if extra else parsed
 
 
 @given(st.lists(tokens, max_size=8))
@@ -84,8 +88,21 @@ def test_unusual_forms_fall_back() -> None:
         ["a", "b"],
         ["--arg"],
         ["--env", "novalue"],
-        ["--arg", "-x"],
+        ["--arg", "--"],
         ["--timeout", "bad", "--timeout=5s"],  # argparse checks every occurrence
     )
     for words in unusual:
         assert parse_trigger(words) is None, words
+
+
+def test_a_value_that_starts_with_a_dash_is_taken_by_both_parsers() -> None:
+    words = ["report", "--arg", "--flag", "--arg", "-x", "--env", "K=-v"]
+    fast = parse_trigger(words)
+    assert fast is not None
+    assert fast.args == ("--flag", "-x")
+    assert fast.env == (("K", "-v"),)
+    slow = _argparse([*words, "--det"])  # an abbreviation sends a trigger through argparse
+    assert slow is not None
+    assert slow.args == ["--flag", "-x"]
+    assert slow.env == [("K", "-v")]
+    assert slow.detach

@@ -4,6 +4,7 @@ order), and the history of finished runs bounded in runs and in bytes."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -144,6 +145,10 @@ def test_run_ids_have_a_form_task_names_do_not() -> None:
     assert looks_like_run_id(new_run_id())
     for name in ("default", "report", "r-1", "nightly-2", "r12-x", ""):
         assert not looks_like_run_id(name)
+    assert looks_like_run_id("rabcdef1-1")
+    assert not looks_like_run_id("rabc-1")  # too few hex digits: a task name, like red-1
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "(`r`, at least seven hex digits, `-`, a number:" in readme  # says the same
 
 
 async def test_the_executor_journals_every_run_it_starts() -> None:

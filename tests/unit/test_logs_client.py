@@ -129,3 +129,16 @@ def test_the_runs_table() -> None:
         "20000 (9000 kept)",
     ]
     assert runs_table([]) == "no finished run kept"
+
+
+def test_following_a_task_before_its_first_run_says_it_waits(short_dir: Path) -> None:
+    waiting = {"event": "logs", "ok": True, "id": "", "task": "chatty", "state": "waiting"}
+    queued = {**HEADER, "state": "queued", "started_at": None}
+    code, out, err, _ = _logs(short_dir, True, waiting, queued, OUT, FAILED)
+    assert code == 1  # the run's own status, as once it was running
+    assert out == "out\n"
+    assert err.splitlines() == [
+        "runbroker: task 'chatty' has no run yet; waiting for one to be queued (Ctrl-C to stop)",
+        "runbroker: r1a2b3c4d-7 is queued; waiting for it to start",
+        "runbroker: failed: exit status 3",
+    ]

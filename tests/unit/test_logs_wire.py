@@ -214,6 +214,11 @@ async def test_an_unknown_run_or_task_is_refused_with_a_reason() -> None:
     for request, reason in [
         (b'{"op":"logs","id":"r1234567-1"}', "no run 'r1234567-1'"),
         (b'{"op":"logs","task":"nope"}', "unknown task 'nope': this container defines chatty"),
+        (
+            b'{"op":"logs","task":"rabc-1"}',
+            "unknown task 'rabc-1' (nor a run id, which is r, at least seven hex digits, -, "
+            "a number): this container defines chatty",
+        ),
         (b'{"op":"logs","task":"chatty"}', "no run of task 'chatty' yet"),
         (b'{"op":"logs"}', "no run yet"),
     ]:
@@ -355,3 +360,43 @@ async def test_the_last_finished_runs_are_listed_newest_first() -> None:
         "kept_lines": 1,
     }
     assert transport.closed
+
+
+@pytest.mark.parametrize(("asked", "said"), [(b',"task":"chatty"', "chatty"), (b"", "")])
+async def test_following_a_task_before_its_first_run_waits_for_it(asked: bytes, said: str) -> None:
+    journal = Journal()
+    queue = RunQueue(4)
+    transport = _connect(_server(journal, queue), b'{"op":"logs","follow":true%s}\n' % asked)
+    await _turns()
+    transport.read_all()
+    (waiting,) = transport.answer()
+    assert waiting == {"event": "logs", "ok": True, "id": "", "task": said, "state": "waiting"}
+    assert not transport.closed
+    if said:
+        queue.submit(RunRequest(task="other"))  # another task's run is not the one waited for
+    run = queue.submit(RunRequest(task="chatty", trigger="tick"))
+    log = journal.begin(run)
+    run.mark_started()
+    log.add("stdout", "first")
+    run.finish(FAILED)
+    journal.end(log, FAILED)
+    await _turns()
+    transport.read_all()
+    header, line, done = transport.answer()[1:]
+    assert (header["id"], header["state"], header["task"]) == (run.id, "queued", "chatty")
+    assert (line["line"], done["event"], done["exit_code"]) == ("first", "done", 3)
+    assert transport.closed
+    assert queue._on_submit == []
+
+
+async def test_a_follower_waiting_for_a_first_run_that_leaves_stops_waiting() -> None:
+    queue = RunQueue(4)
+    connection = Connection(_server(Journal(), queue))
+    transport = _SlowTransport(connection)
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection.data_received(b'{"op":"logs","task":"chatty","follow":true}\n')
+    await _turns()
+    assert len(queue._on_submit) == 1
+    connection.connection_lost(None)
+    assert queue._on_submit == []
+    queue.submit(RunRequest(task="chatty"))  # heard by nobody

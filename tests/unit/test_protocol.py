@@ -26,8 +26,34 @@ def test_empty_object_runs_default() -> None:
 
 
 def test_submit_fields() -> None:
-    line = b'{"task":"report","args":["-v"],"env":{"LEVEL":"2"},"extra":1}\n'
+    line = b'{"task":"report","args":["-v"],"env":{"LEVEL":"2"}}\n'
     assert decode_request(line) == SubmitRequest("report", ("-v",), {"LEVEL": "2"})
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"tsak":"report"}', "unknown field 'tsak' (a run request takes args, batch, env, task)"),
+        (b'{"task":"report","agrs":["-v"]}', "unknown field 'agrs'"),
+        (b'{"task":"report","extra":1}', "unknown field 'extra'"),
+        (b'{"op":"status","verbose":true}', "unknown field 'verbose' (op 'status' takes id, op)"),
+        (b'{"op":"cancel","id":"r1","force":true}', "unknown field 'force'"),
+        (b'{"op":"logs","folow":true}', "unknown field 'folow' (a logs request takes batch, "),
+    ],
+)
+def test_a_field_the_request_does_not_take_is_refused_by_name(line: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError) as excinfo:
+        decode_request(line)
+    assert excinfo.value.reason.startswith(f"invalid request: {reason}")
+
+
+def test_the_go_clients_requests_and_the_batch_field_are_taken() -> None:
+    # trigger.Submit frames {} and {"task": NAME} (the Go reference client's payload struct).
+    assert decode_request(b"{}\n") == SubmitRequest()
+    assert decode_request(b'{"task":"report"}\n') == SubmitRequest("report")
+    assert decode_request(b'{"task":"report","batch":true}') == SubmitRequest("report")
+    logs = decode_request(b'{"op":"logs","task":"report","follow":true,"batch":true}')
+    assert logs == ControlRequest("logs", task="report", follow=True)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 
 from daemon.core.runqueue import RunQueue
 from daemon.face.status_text import _DATABASE_KNOWN, human_duration, human_time, render_status
+from daemon.observe.status import _iso
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.memory import MemoryStore
 from tests.unit.pgfakes import make_settings
@@ -123,6 +124,31 @@ def test_a_database_that_is_down_paused_and_a_newer_daemons_fields() -> None:
     assert "database: DOWN for 1m35s, paused (scheduler.paused), not claiming;" in text
     assert "  broken_jobs: 1" in text
     assert "{" not in text
+
+
+def test_a_database_that_is_down_is_not_claiming_whatever_the_flag() -> None:
+    database = {**ANSWER["database"], "up": False, "down_for_s": 5.0, "claiming": True}
+    text = render_status({**ANSWER, "database": database}, now=NOW)
+    assert "database: DOWN for 5.0s, not claiming; replica host:1:abc" in text
+    assert ", claiming" not in text
+
+
+def test_unusable_jobs_are_lines_in_words_and_unknown_fields_json() -> None:
+    unusable = [{"job": "nightly", "error": "unknown time zone 'Mars/Base'"}]
+    database = {**ANSWER["database"], "unusable_jobs": unusable, "newer": {"a": [1, None]}}
+    lines = render_status({**ANSWER, "database": database}, now=NOW).splitlines()
+    assert lines[-2:] == [
+        "  job nightly cannot run: unknown time zone 'Mars/Base'",
+        '  newer: {"a": [1, null]}',
+    ]
+    quiet = render_status({**ANSWER, "database": {**database, "unusable_jobs": []}}, now=NOW)
+    assert "unusable" not in quiet
+
+
+def test_times_in_the_answer_keep_their_milliseconds_for_ago() -> None:
+    finished_at = _iso(NOW - 0.1)
+    assert finished_at == "2026-12-01T16:19:59.900+00:00"
+    assert human_time(finished_at, NOW) == "16:19:59Z (100ms ago)"
 
 
 def test_an_idle_daemon_without_database() -> None:

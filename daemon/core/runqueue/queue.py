@@ -69,6 +69,7 @@ class RunQueue:
         self._rejected_closed = 0
         self._finished = 0
         self._on_finish: list[Callable[[Run], None]] = []
+        self._on_submit: list[Callable[[Run], None]] = []
         # run.queued lines (info) are not even built when LOG_LEVEL drops them.
         self.log_runs = log_enabled(logging.INFO)
 
@@ -101,6 +102,9 @@ class RunQueue:
                 protocol.EVENT_QUEUED,
                 protocol.queued_event(run.id, len(self._waiting), request.task),
             )
+        if self._on_submit:
+            for callback in list(self._on_submit):
+                callback(run)
         return run
 
     def room(self) -> int:
@@ -144,6 +148,15 @@ class RunQueue:
 
     def on_finish(self, callback: Callable[[Run], None]) -> None:
         self._on_finish.append(callback)
+
+    def on_submit(self, callback: Callable[[Run], None]) -> None:
+        """``callback`` hears every run accepted from now on (``logs -f`` waiting for a
+        task's first run), until ``off_submit``."""
+        self._on_submit.append(callback)
+
+    def off_submit(self, callback: Callable[[Run], None]) -> None:
+        if callback in self._on_submit:
+            self._on_submit.remove(callback)
 
     # -- control ----------------------------------------------------------------------------
     def cancel_waiting(self, run_id: str, reason: str = REASON_USER_CANCEL) -> Run | None:
