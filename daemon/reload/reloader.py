@@ -4,7 +4,7 @@ A reload reads the whole file and checks it as start-up does (TOML, every task, 
 rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
 the ticker given the new plans (computed from the new tasks before anything is swapped). A
 file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
-nested too deeply, a handler module calling ``sys.exit`` at import), is refused with one log
+nested too deeply, a handler module raising any ``BaseException`` at import), is refused with one log
 line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
 ``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
 settings are read once at start-up and never reloaded. A file the watch reports but whose
@@ -122,7 +122,9 @@ class TaskReloader:
             plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
         except TaskConfigError as exc:
             return self._refused(source, str(exc))
-        except (Exception, SystemExit) as exc:  # not CancelledError nor KeyboardInterrupt
+        except BaseException as exc:  # synchronous code: never a real cancellation
+            # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
+            # GeneratorExit included, refuses this file; it must never end PID 1.
             return self._refused(source, f"{type(exc).__name__}: {exc}")
         if problem is not None:
             return self._refused(source, problem)

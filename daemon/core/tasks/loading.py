@@ -48,7 +48,9 @@ def load_handler(ref: str, where: str) -> Handler:
         raise TaskConfigError(f"{where}: handler must be 'module:function', got {ref!r}")
     try:
         module = importlib.import_module(module_name)
-    except (Exception, SystemExit) as exc:  # ImportError, a SyntaxError, a crash, sys.exit()
+    except BaseException as exc:  # ImportError, a SyntaxError, sys.exit(), KeyboardInterrupt
+        # Import is synchronous: no real cancellation can arrive during it, so whatever the
+        # module raised (GeneratorExit, CancelledError, its own BaseException) is its own fault.
         reason = f"{type(exc).__name__}: {exc}"
         raise TaskConfigError(f"{where}: cannot import {module_name!r}: {reason}") from None
     target: Any = module
