@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     queue_capacity: int = Field(16, ge=0, le=1_000_000)
     grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
     request_timeout_s: Duration = Field(30.0, alias="RUNBROKER_REQUEST_TIMEOUT", gt=0)
-    shutdown_timeout_s: Duration = Field(25.0, alias="RUNBROKER_SHUTDOWN_TIMEOUT", gt=0)
+    shutdown_timeout_s: Duration = Field(8.0, alias="RUNBROKER_SHUTDOWN_TIMEOUT", gt=0)
     database_url: SecretStr | None = None
     database_url_file: Path | None = None
     poll_interval_s: Duration = Field(60.0, alias="RUNBROKER_POLL_INTERVAL", gt=0)

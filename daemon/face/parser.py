@@ -213,7 +213,7 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_LOCK_DIR          flock files of `runbroker once` (the socket's directory)
   RUNBROKER_QUEUE_CAPACITY    runs that may wait (16; the running one is not counted)
   RUNBROKER_GRACE             SIGTERM to SIGKILL for a job (5s)
-  RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (25s)
+  RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (8s)
   RUNBROKER_REQUEST_TIMEOUT   a client must send its request within this (30s)
   RUNBROKER_DATABASE_URL      PostgreSQL (unset: no database); never logged
   RUNBROKER_DATABASE_URL_FILE the same, read from a file (or /run/secrets/runbroker_database_url)

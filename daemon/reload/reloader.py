@@ -4,8 +4,8 @@ A reload reads the whole file and checks it as start-up does (TOML, every task, 
 rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
 the ticker given the new plans (computed from the new tasks before anything is swapped). A
 file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
-nested too deeply, a handler module raising any ``BaseException`` at import), is refused with one log
-line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
+nested too deeply, any ``BaseException`` a handler module raises at import), is refused with
+one log line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
 ``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
 settings are read once at start-up and never reloaded. A file the watch reports but whose
 bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
