@@ -4,14 +4,19 @@ the parent does not keep the daemon from hearing them."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.acceptance.harness import Daemon
+from daemon.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
+from tests.acceptance.harness import Daemon, children_of
+from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., Daemon]
 
@@ -78,3 +83,137 @@ def test_a_stuck_run_cannot_stretch_the_shutdown_budget(
     _out, err = running.communicate(timeout=20)
     assert running.returncode == 1, err
     assert "cancelled: scheduler shutting down" in err
+
+
+# PID 1 of the namespace when the daemon is not: it starts the daemon and waits for it, as
+# tini or docker-init do (without forwarding: the test signals the daemon itself).
+INIT = ["python3", "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"]
+MODES = {"pid1": (), "not_pid1": INIT}
+JOB = "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"
+
+
+def _start(workdir: Path, mode: str, *command: str, **kwargs: Any) -> tuple[Daemon, int]:
+    """The daemon in ``mode``, and its pid as this host sees it (to signal the daemon itself)."""
+    daemon = Daemon(workdir, command or ("sh", "-c", JOB), init=MODES[mode], **kwargs)
+    if mode == "pid1":
+        return daemon, daemon.pid
+    (pid,) = eventually(lambda: children_of(daemon.pid), "the init to start the daemon")
+    return daemon, pid
+
+
+def _pending(pid: int) -> set[int]:
+    """The signals pending for the whole process ``pid`` (its ShdPnd mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("ShdPnd:"):
+            mask = int(line.split()[1], 16)
+            return {bit + 1 for bit in range(64) if mask >> bit & 1}
+    raise AssertionError("no ShdPnd")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_signal_that_would_end_the_daemon_has_its_effect(workdir: Path, mode: str) -> None:
+    """The 17 signals whose default ends a process that is not PID 1: each does what
+    daemon/signal_plan.py and the README say, with a job running, as PID 1 or not."""
+    daemon, pid = _start(workdir, mode)
+    try:
+        running = daemon.popen("trigger")
+        daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+        for count, signum in enumerate(IGNORED_SIGNALS, start=1):
+            os.kill(pid, signum)
+            noted = daemon.log.wait_for("signal.ignored", count=count)
+            assert noted[-1]["signal"] == signal.Signals(signum).name
+        os.kill(pid, signal.SIGUSR1)
+        (dump,) = daemon.log.wait_for("broker.status")
+        assert dump["status"]["current"]["task"] == "default"
+        assert (dump["status"]["pid"] == 1) == (mode == "pid1")
+        for signum in FAULT_SIGNALS:
+            os.kill(pid, signum)  # blocked: pending, never acted on
+        assert set(FAULT_SIGNALS) <= _pending(pid)
+        status = daemon.exec("status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["current"]["task"] == "default"  # the job still runs
+        assert daemon.log.events("broker.stopping") == []
+        os.kill(pid, signal.SIGTERM)
+        assert daemon.wait() == 0
+        assert running.wait(timeout=20) == 1  # cancelled by the shutdown
+        (done,) = daemon.log.events("run.done")
+        assert done["reason"] == "cancelled: scheduler shutting down"
+        assert not daemon.socket.exists()
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "signum", [signal.SIGQUIT, signal.SIGXCPU, signal.SIGPWR], ids=lambda signum: signum.name
+)
+def test_the_other_stop_signals_drain_like_sigterm(
+    workdir: Path, mode: str, signum: signal.Signals
+) -> None:
+    daemon, pid = _start(workdir, mode)
+    try:
+        running = daemon.popen("trigger")
+        daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+        os.kill(pid, signum)
+        assert daemon.wait() == 0
+        (stop,) = daemon.log.events("broker.stop_signal")
+        assert stop["signal"] == signum.name
+        assert daemon.log.events("broker.stopped")[0]["clean"] is True
+        assert running.wait(timeout=20) == 1
+        assert len(daemon.log.events("run.done")) == 1
+    finally:
+        daemon.stop()
+
+
+CRASHING_HANDLER = """
+import asyncio
+import ctypes
+
+
+async def crash_soon(run):
+    # A fault of the daemon's own code, a moment after this run: a read of address 0.
+    asyncio.get_running_loop().call_later(0.3, ctypes.string_at, 0)
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_fault_of_the_daemons_own_code_is_a_crash_that_leaves_no_job(
+    workdir: Path, mode: str
+) -> None:
+    """A real SIGSEGV is not blocked away: the daemon dies at once (it does not spin on the
+    fault) and the job it ran goes with it (as PID 1 the kernel ends the namespace; under an
+    init, the init ends when its one child does)."""
+    (workdir / "crashing.py").write_text(CRASHING_HANDLER)
+    job_pid = workdir / "job.pid"
+    tasks = (
+        '[tasks.crash]\nhandler = "crashing:crash_soon"\n'
+        f'[tasks.job]\ncommand = ["sh", "-c", "echo $$ > {job_pid}; echo ready; sleep 60"]\n'
+    )
+    daemon, _pid = _start(
+        workdir,
+        mode,
+        tasks_toml=tasks,
+        env={"PYTHONPATH": str(workdir), "RUNBROKER_LOG_LEVEL": "info"},
+    )
+    try:
+        namespace = os.readlink(f"/proc/{daemon.pid}/ns/pid")
+        assert daemon.exec("trigger", "crash").returncode == 0
+        job = daemon.popen("trigger", "job")
+        daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+        code = daemon.wait()
+        assert code != 0
+        assert job.wait(timeout=20) != 0
+        assert not [
+            entry for entry in Path("/proc").iterdir() if _in_namespace(entry, namespace)
+        ], "a process of the daemon's namespace outlived it"
+    finally:
+        daemon.stop()
+
+
+def _in_namespace(entry: Path, namespace: str) -> bool:
+    if not entry.name.isdigit():
+        return False
+    try:
+        return os.readlink(entry / "ns" / "pid") == namespace
+    except OSError:
+        return False
