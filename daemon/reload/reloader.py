@@ -31,6 +31,7 @@ from daemon.core.tasks import (
     TaskChanges,
     TaskConfigError,
     TaskRegistry,
+    read_tasks_file,
     tasks_from_bytes,
 )
 from daemon.core.ticker import Ticker
@@ -87,9 +88,9 @@ class TaskReloader:
     def changed_since_read(self) -> bool:
         """The file's bytes differ from those last read (a change before the watch began)."""
         try:
-            data = None if self.path is None else self.path.read_bytes()
-        except OSError:
-            return True  # gone or unreadable: a reload says so
+            data = None if self.path is None else read_tasks_file(self.path)
+        except (OSError, TaskConfigError):
+            return True  # gone, unreadable or not a file to read: a reload says so
         return data is not None and hashlib.sha256(data).hexdigest() != self._digest
 
     # -- one reload ---------------------------------------------------------------------------
@@ -104,12 +105,12 @@ class TaskReloader:
         if self.resync_watch is not None and source != "file":
             self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`
         try:
-            data = self.path.read_bytes()
-        except OSError as exc:
+            data = read_tasks_file(self.path)
+        except (FileNotFoundError, TaskConfigError) as exc:
             self._digest = None  # the same bytes coming back are a change
             if isinstance(exc, FileNotFoundError):
                 return self._refused(source, f"tasks file {self.path} does not exist")
-            return self._refused(source, f"tasks file {self.path}: {exc.strerror}")
+            return self._refused(source, str(exc))
         digest = hashlib.sha256(data).hexdigest()
         failed_last = self.last is not None and not self.last.ok
         if only_if_changed and digest == self._digest and not failed_last:

@@ -158,6 +158,32 @@ def test_a_handler_module_raising_a_base_exception_at_import_is_a_refused_reload
     assert daemon.wait() == 0
 
 
+def test_a_fifo_as_the_tasks_file_is_refused_and_never_hangs_pid_1(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """At start-up a configuration error (exit 2, one line); later a refused reload by the
+    watch, SIGHUP and ``runbroker reload``, with the daemon answering and stopping as ever."""
+    fifo = workdir / "fifo.toml"
+    os.mkfifo(fifo)
+    refused = start_daemon(env={"RUNBROKER_TASKS_FILE": str(fifo)}, wait_ready=False)
+    assert refused.wait() == 2
+    err = refused.stderr().strip()
+    assert err == f"runbroker: tasks file {fifo}: not a regular file (a FIFO)"
+    daemon = start_daemon(tasks_toml=ONE)
+    os.replace(fifo, workdir / "tasks.toml")
+    (by_watch,) = daemon.log.wait_for("tasks.reload_refused")
+    assert "not a regular file (a FIFO)" in by_watch["error"]
+    daemon.signal(signal.SIGHUP)
+    daemon.log.wait_for("tasks.reload_refused", count=2)
+    asked = daemon.exec("reload")
+    assert asked.returncode == 1
+    assert "not a regular file (a FIFO)" in asked.stderr
+    assert daemon.exec("health").returncode == 0
+    assert daemon.exec("trigger", "first").returncode == 0  # the old tasks still run
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+
+
 def test_runbroker_reload_prints_the_outcome(start_daemon: StartDaemon, workdir: Path) -> None:
     path, swap = _unwatched(workdir, ONE, TWO.replace("echo first", "echo changed"))
     daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})
