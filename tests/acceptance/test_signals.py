@@ -217,3 +217,25 @@ def _in_namespace(entry: Path, namespace: str) -> bool:
         return os.readlink(entry / "ns" / "pid") == namespace
     except OSError:
         return False
+
+
+def test_the_run_in_flight_at_shutdown_keeps_its_real_exit_status(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """A job that catches SIGTERM and exits 0: the shutdown's reason, and its exit status."""
+    job = "trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+    daemon = start_daemon("sh", "-c", job)
+    running = daemon.popen("trigger", "--json")
+    daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+    out, _err = running.communicate(timeout=20)
+    done = [json.loads(line) for line in out.splitlines()][-1]
+    assert done["event"] == "done"
+    assert (done["ok"], done["reason"], done["exit_code"]) == (
+        False,
+        "cancelled: scheduler shutting down",
+        0,
+    )
+    (logged,) = daemon.log.events("run.done")
+    assert (logged["reason"], logged["exit_code"]) == ("cancelled: scheduler shutting down", 0)

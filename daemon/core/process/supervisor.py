@@ -63,13 +63,15 @@ class ChildSupervisor:
         sink: OutputSink,
         *,
         grace_s: Callable[[], float],
+        terminated: Callable[[CommandOutcome], None] | None = None,
     ) -> CommandOutcome:
         """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
         cannot start.
 
         Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
         ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
-        re-raised once the group is gone.
+        re-raised once the group is gone, after ``terminated`` was told how the job really
+        ended (a job that catches SIGTERM may exit 0).
         """
         pid, out_read, err_read = self._spawn(argv, env)
         self._owned.add(pid)
@@ -91,6 +93,11 @@ class ChildSupervisor:
                 while not terminating.done():
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.shield(terminating)
+                if terminating.exception() is None:
+                    returncode = child.collect()
+                    collected = True
+                    if terminated is not None:
+                        terminated(describe_returncode(returncode))
                 raise
             # The leader is gone: what it left in its group does not outlive the run.
             _signal_group(pid, signal.SIGTERM)
