@@ -63,6 +63,7 @@ def main(command: list[str], early_signals: list[int]) -> int:
 
     from daemon.app import run_broker
     from daemon.core.subreaper import MODE_NONE, adopt_orphans
+    from daemon.looprun import run_loop
     from daemon.wire.server import SocketInUse
 
     reaper = adopt_orphans()  # before any job can leave an orphan
@@ -70,7 +71,8 @@ def main(command: list[str], early_signals: list[int]) -> int:
     if reaper == MODE_NONE:
         log.warning("broker.not_reaping", reason="not PID 1 and PR_SET_CHILD_SUBREAPER refused")
     try:
-        return int(uvloop.run(run_broker(settings, tasks, early_signals, reaper, default_command)))
+        main = run_broker(settings, tasks, early_signals, reaper, default_command)
+        return int(run_loop(main, uvloop.new_event_loop))
     except SettingsError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
