@@ -49,15 +49,17 @@ class Broker:
         signals: Signals,
         reaper_mode: str = subreaper.MODE_NONE,
         default_command: tuple[str, ...] = (),
+        job_dir: str | None = None,
     ) -> None:
         """``tasks`` is the one registry every part shares (a reload swaps its contents);
-        ``default_command`` the command line's task ``default``, kept across reloads."""
+        ``default_command`` the command line's task ``default``, kept across reloads;
+        ``job_dir`` where commands start (None: the daemon's own directory)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
         self.signals = signals
         self.queue = RunQueue(settings.queue_capacity)
-        self.children = ChildSupervisor()
+        self.children = ChildSupervisor(job_dir=job_dir)
         self.journal = Journal(
             settings.output_run_bytes, settings.output_history_runs, settings.output_history_bytes
         )
@@ -209,11 +211,13 @@ async def run_broker(
     early_signals: list[int],
     reaper_mode: str = subreaper.MODE_NONE,
     default_command: tuple[str, ...] = (),
+    job_dir: str | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT. ``early_signals`` counts those that came during start-up;
+    """Serve until a stop signal. ``early_signals`` counts those that came during start-up;
     ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for _ in range(early_signals[0]):
         signals.received()
-    return await Broker(settings, tasks, signals, reaper_mode, default_command).serve()
+    broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir)
+    return await broker.serve()

@@ -111,6 +111,12 @@ class Settings(BaseSettings):
     def _socket_path(cls, value: Path) -> Path:
         return checked_socket_path(value)
 
+    @field_validator("tasks_file", "lock_dir", "database_url_file")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        """Relative to the directory the daemon starts in: it then works in ``/``."""
+        return None if value is None else Path(os.path.abspath(value))
+
     @field_validator("metrics_addr")
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:

@@ -50,8 +50,11 @@ def _signal_group(pgid: int, signum: int) -> bool:
 class ChildSupervisor:
     """Spawns commands, tracks their pids, and reaps orphans that are not ours to wait for."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._spawn = Spawner().spawn
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, job_dir: str | None = None
+    ) -> None:
+        """``job_dir``: where commands start, when not in the daemon's own directory."""
+        self._spawn = Spawner(job_dir).spawn
         self._poller = Poller()
         self._owned: set[int] = set()
         self._reaper = OrphanReaper(self._owned, clock)
