@@ -213,11 +213,11 @@ async def run_broker(
     default_command: tuple[str, ...] = (),
     job_dir: str | None = None,
 ) -> int:
-    """Serve until a stop signal. ``early_signals`` counts those that came during start-up;
+    """Serve until a stop signal. ``early_signals``: those that came during start-up;
     ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
-    for _ in range(early_signals[0]):
-        signals.received()
+    for signum in early_signals:
+        signals.received(signum)
     broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir)
     return await broker.serve()

@@ -181,10 +181,10 @@ def _submit(
 def _run(args: argparse.Namespace) -> int:
     from daemon.signal_plan import prepare_process
 
-    early_signals = [0]
+    early_signals: list[int] = []  # the stop signals that come during start-up
 
-    def remember(_signum: int, _frame: FrameType | None) -> None:
-        early_signals[0] += 1
+    def remember(signum: int, _frame: FrameType | None) -> None:
+        early_signals.append(signum)
 
     # Before any slow import: as PID 1 a signal without a handler is simply dropped, and any
     # other process dies of most of them (daemon/signal_plan.py says what each one does).

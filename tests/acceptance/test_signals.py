@@ -239,3 +239,47 @@ def test_the_run_in_flight_at_shutdown_keeps_its_real_exit_status(
     )
     (logged,) = daemon.log.events("run.done")
     assert (logged["reason"], logged["exit_code"]) == ("cancelled: scheduler shutting down", 0)
+
+
+SLOW_IMPORT = """
+import pathlib
+import time
+
+HERE = pathlib.Path(__file__).parent
+(HERE / "importing").touch()
+while not (HERE / "release").exists():  # start-up holds here until the test releases it
+    time.sleep(0.02)
+
+
+async def run(run):
+    return None
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_signals_during_start_up_are_kept_or_let_go_as_the_table_says(
+    workdir: Path, mode: str
+) -> None:
+    """While the tasks are read: USR1 and the ignored ones let go, QUIT kept for the loop,
+    which then drains at once; the daemon is not ended by any of them."""
+    (workdir / "slow_import.py").write_text(SLOW_IMPORT)
+    tasks = '[tasks.slow]\nhandler = "slow_import:run"\n'
+    daemon = Daemon(
+        workdir,
+        tasks_toml=tasks,
+        env={"PYTHONPATH": str(workdir)},
+        init=MODES[mode],
+        wait_ready=False,
+    )
+    try:
+        eventually((workdir / "importing").exists, "start-up to import the handler module")
+        pid = daemon.pid if mode == "pid1" else children_of(daemon.pid)[0]
+        for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGQUIT):
+            os.kill(pid, signum)
+        (workdir / "release").touch()
+        assert daemon.wait() == 0
+        (stop,) = daemon.log.events("broker.stop_signal")
+        assert stop["signal"] == "SIGQUIT"
+        assert daemon.log.events("broker.ready")
+    finally:
+        daemon.stop()
