@@ -17,7 +17,7 @@ from daemon.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, ST
 
 log = get_logger("runbroker.signals")
 
-NOTED_MAX = 64  # signals noted but not logged yet; a flood beyond this is counted, not kept
+NOTED_MAX = 64  # signals noted but not logged yet; in a flood beyond this the oldest go unlogged
 
 
 class Signals:

@@ -97,10 +97,11 @@ class ChildSupervisor:
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.shield(terminating)
                 if terminating.exception() is None:
-                    returncode = child.collect()
-                    collected = True
-                    if terminated is not None:
-                        terminated(describe_returncode(returncode))
+                    with contextlib.suppress(ChildProcessError):  # the cancel goes on regardless
+                        returncode = child.collect()
+                        collected = True
+                        if terminated is not None:
+                            terminated(describe_returncode(returncode))
                 raise
             # The leader is gone: what it left in its group does not outlive the run.
             _signal_group(pid, signal.SIGTERM)
