@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from daemon.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
 from tests.acceptance.harness import Daemon, children_of
+from tests.acceptance.pid1_scenarios import RUNNING_JOB, check_every_signal
 from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., Daemon]
@@ -89,55 +89,22 @@ def test_a_stuck_run_cannot_stretch_the_shutdown_budget(
 # tini or docker-init do (without forwarding: the test signals the daemon itself).
 INIT = ["python3", "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"]
 MODES = {"pid1": (), "not_pid1": INIT}
-JOB = "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"
 
 
 def _start(workdir: Path, mode: str, *command: str, **kwargs: Any) -> tuple[Daemon, int]:
     """The daemon in ``mode``, and its pid as this host sees it (to signal the daemon itself)."""
-    daemon = Daemon(workdir, command or ("sh", "-c", JOB), init=MODES[mode], **kwargs)
+    daemon = Daemon(workdir, command or ("sh", "-c", RUNNING_JOB), init=MODES[mode], **kwargs)
     if mode == "pid1":
         return daemon, daemon.pid
     (pid,) = eventually(lambda: children_of(daemon.pid), "the init to start the daemon")
     return daemon, pid
 
 
-def _pending(pid: int) -> set[int]:
-    """The signals pending for the whole process ``pid`` (its ShdPnd mask)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("ShdPnd:"):
-            mask = int(line.split()[1], 16)
-            return {bit + 1 for bit in range(64) if mask >> bit & 1}
-    raise AssertionError("no ShdPnd")
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_every_signal_that_would_end_the_daemon_has_its_effect(workdir: Path, mode: str) -> None:
-    """The 17 signals whose default ends a process that is not PID 1: each does what
-    daemon/signal_plan.py and the README say, with a job running, as PID 1 or not."""
-    daemon, pid = _start(workdir, mode)
+def test_every_signal_has_its_documented_effect_when_not_pid_1(workdir: Path) -> None:
+    """As PID 1: pid1_scenarios (run by test_broker here and by the container tier)."""
+    daemon, pid = _start(workdir, "not_pid1")
     try:
-        running = daemon.popen("trigger")
-        daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
-        for count, signum in enumerate(IGNORED_SIGNALS, start=1):
-            os.kill(pid, signum)
-            noted = daemon.log.wait_for("signal.ignored", count=count)
-            assert noted[-1]["signal"] == signal.Signals(signum).name
-        os.kill(pid, signal.SIGUSR1)
-        (dump,) = daemon.log.wait_for("broker.status")
-        assert dump["status"]["current"]["task"] == "default"
-        assert (dump["status"]["pid"] == 1) == (mode == "pid1")
-        for signum in FAULT_SIGNALS:
-            os.kill(pid, signum)  # blocked: pending, never acted on
-        assert set(FAULT_SIGNALS) <= _pending(pid)
-        status = daemon.exec("status", "--json")
-        assert status.returncode == 0, status.stderr
-        assert json.loads(status.stdout)["current"]["task"] == "default"  # the job still runs
-        assert daemon.log.events("broker.stopping") == []
-        os.kill(pid, signal.SIGTERM)
-        assert daemon.wait() == 0
-        assert running.wait(timeout=20) == 1  # cancelled by the shutdown
-        (done,) = daemon.log.events("run.done")
-        assert done["reason"] == "cancelled: scheduler shutting down"
+        check_every_signal(daemon, pid, lambda signum: os.kill(pid, signum))
         assert not daemon.socket.exists()
     finally:
         daemon.stop()
