@@ -1,14 +1,12 @@
 """Composition root: wires queue, executor, socket server, ticker, reaper and (with a database)
-the Postgres runner, runs them in one TaskGroup, and shuts them down in order within
-``RUNBROKER_SHUTDOWN_TIMEOUT``: stop accepting, stop the ticker, release unstarted database
-runs, cancel queued runs, SIGTERM the running job (grace, then SIGKILL), close the socket.
+the Postgres runner, runs them in one TaskGroup until a stop signal, then shuts them down in
+order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.shutdown``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -18,17 +16,18 @@ from daemon.core import subreaper
 from daemon.core.executor import Executor
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, Run, RunQueue
+from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
-from daemon.exits import EXIT_FATAL, EXIT_OK
+from daemon.exits import EXIT_FATAL
 from daemon.gctune import tune_gc
 from daemon.observe import status
 from daemon.observe.logs import get_logger
 from daemon.reload.reloader import TaskReloader
 from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, SettingsError
-from daemon.signals import Signals
+from daemon.shutdown import shutdown
+from daemon.signals import Signals, report_signals, signal_name
 from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.server import SocketServer
@@ -50,15 +49,17 @@ class Broker:
         signals: Signals,
         reaper_mode: str = subreaper.MODE_NONE,
         default_command: tuple[str, ...] = (),
+        job_dir: str | None = None,
     ) -> None:
         """``tasks`` is the one registry every part shares (a reload swaps its contents);
-        ``default_command`` the command line's task ``default``, kept across reloads."""
+        ``default_command`` the command line's task ``default``, kept across reloads;
+        ``job_dir`` where commands start (None: the daemon's own directory)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
         self.signals = signals
         self.queue = RunQueue(settings.queue_capacity)
-        self.children = ChildSupervisor()
+        self.children = ChildSupervisor(job_dir=job_dir)
         self.journal = Journal(
             settings.output_run_bytes, settings.output_history_runs, settings.output_history_bytes
         )
@@ -174,11 +175,30 @@ class Broker:
             pg_task = None
             if self.pgrunner is not None:
                 pg_task = group.create_task(self.pgrunner.run(pg_stopping))
+            signals_task = group.create_task(
+                report_signals(self.signals, lambda: status.status_answer(self))
+            )
             await self.signals.stop.wait()
             reload_task.cancel()  # first: no reload replaces the plans of a stopping ticker
-            code = await self._shutdown(executor_task, ticker_task, pg_task, pg_stopping)
-            reaper_task.cancel()
-            force_task.cancel()
+            log.info("broker.stop_signal", signal=signal_name(self.signals.stop_signal))
+
+            def stop_producers() -> None:
+                ticker_task.cancel()
+                pg_stopping.set()
+
+            code = await shutdown(
+                self.settings.shutdown_timeout_s,
+                server=self.server,
+                queue=self.queue,
+                executor=self.executor,
+                children=self.children,
+                executor_task=executor_task,
+                others=[ticker_task] + ([pg_task] if pg_task is not None else []),
+                close_more=None if self.metrics_server is None else self.metrics_server.close,
+                stop_producers=stop_producers,
+            )
+            for task in (reaper_task, force_task, signals_task):
+                task.cancel()
         return code
 
     async def _force_exit_watch(self) -> None:
@@ -187,55 +207,6 @@ class Broker:
         self.children.kill_all()
         os._exit(EXIT_FATAL)
 
-    async def _shutdown(
-        self,
-        executor_task: asyncio.Task[None],
-        ticker_task: asyncio.Task[None],
-        pg_task: asyncio.Task[None] | None,
-        pg_stopping: asyncio.Event,
-    ) -> int:
-        budget_s = self.settings.shutdown_timeout_s
-        deadline = time.monotonic() + budget_s
-        log.info("broker.stopping", shutdown_timeout_s=budget_s)
-        # The socket keeps answering while the run drains: a closed queue tells new triggers
-        # "scheduler is shutting down" (exit 75), and status/health still answer.
-        self.server.begin_drain()
-        self.queue.close()
-        ticker_task.cancel()
-        pg_stopping.set()
-        cancelled = self.queue.cancel_all(REASON_SHUTDOWN_CANCEL)
-        # Keep a second of the budget for the database and the socket after the job's grace.
-        grace_cap_s = max(0.0, budget_s - 1.0)
-        running = self.executor.shutdown_running(grace_cap_s)
-        log.info("broker.draining", cancelled_queued=cancelled, running=running)
-        clean = True
-        stuck = False
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker_task
-        waiting = [executor_task] + ([pg_task] if pg_task is not None else [])
-        _done, pending = await asyncio.wait(waiting, timeout=max(0.1, deadline - time.monotonic()))
-        if pending:
-            clean = False
-            log.error("broker.shutdown_timeout", pending=len(pending))
-            self.children.kill_all()
-            for task in pending:
-                task.cancel()
-            await asyncio.wait(pending, timeout=1.0)
-            if any(not task.done() for task in pending):
-                # A handler swallows CancelledError: the process must still end, as `docker stop`
-                # expects, once the run has its one result and its client the line telling it.
-                log.error("broker.stuck", pending=sum(not task.done() for task in pending))
-                self.executor.abandon_running()
-                stuck = True
-        await self.server.close(timeout_s=max(0.1, min(1.0, deadline - time.monotonic())))
-        if stuck:
-            os._exit(EXIT_FATAL)
-        if self.metrics_server is not None:
-            await self.metrics_server.close()
-        self.children.reap_orphans()
-        log.info("broker.stopped", clean=clean)
-        return EXIT_OK if clean else EXIT_FATAL
-
 
 async def run_broker(
     settings: Settings,
@@ -243,11 +214,13 @@ async def run_broker(
     early_signals: list[int],
     reaper_mode: str = subreaper.MODE_NONE,
     default_command: tuple[str, ...] = (),
+    job_dir: str | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT. ``early_signals`` counts those that came during start-up;
+    """Serve until a stop signal. ``early_signals``: those that came during start-up;
     ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
-    for _ in range(early_signals[0]):
-        signals.received()
-    return await Broker(settings, tasks, signals, reaper_mode, default_command).serve()
+    for signum in early_signals:
+        signals.received(signum)
+    broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir)
+    return await broker.serve()

@@ -63,14 +63,18 @@ def main(command: list[str], early_signals: list[int]) -> int:
 
     from daemon.app import run_broker
     from daemon.core.subreaper import MODE_NONE, adopt_orphans
+    from daemon.looprun import run_loop
     from daemon.wire.server import SocketInUse
+    from daemon.workdir import leave_start_directory
 
     reaper = adopt_orphans()  # before any job can leave an orphan
+    job_dir = leave_start_directory()  # every path is absolute by now
     log.info("broker.starting", tasks=sorted(tasks.names()), reaper=reaper)
     if reaper == MODE_NONE:
         log.warning("broker.not_reaping", reason="not PID 1 and PR_SET_CHILD_SUBREAPER refused")
     try:
-        return int(uvloop.run(run_broker(settings, tasks, early_signals, reaper, default_command)))
+        main = run_broker(settings, tasks, early_signals, reaper, default_command, job_dir)
+        return int(run_loop(main, uvloop.new_event_loop))
     except SettingsError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
     request_timeout_s: Duration = Field(30.0, alias="RUNBROKER_REQUEST_TIMEOUT", gt=0)
     max_connections: int = Field(1024, ge=1, le=1_000_000)
-    shutdown_timeout_s: Duration = Field(25.0, alias="RUNBROKER_SHUTDOWN_TIMEOUT", gt=0)
+    shutdown_timeout_s: Duration = Field(8.0, alias="RUNBROKER_SHUTDOWN_TIMEOUT", gt=0)
     database_url: SecretStr | None = None
     database_url_file: Path | None = None
     poll_interval_s: Duration = Field(60.0, alias="RUNBROKER_POLL_INTERVAL", gt=0)
@@ -114,6 +114,12 @@ class Settings(BaseSettings):
     @classmethod
     def _socket_path(cls, value: Path) -> Path:
         return checked_socket_path(value)
+
+    @field_validator("tasks_file", "lock_dir", "database_url_file")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        """Relative to the directory the daemon starts in: it then works in ``/``."""
+        return None if value is None else Path(os.path.abspath(value))
 
     @field_validator("metrics_addr")
     @classmethod

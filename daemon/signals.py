@@ -1,12 +1,23 @@
-"""SIGTERM, SIGINT and SIGHUP in the running daemon. As PID 1 a signal without a handler is
-dropped, so all three are handled: SIGTERM and SIGINT by counting (the first asks for the
-drain, a second forces the exit), SIGHUP by asking for a reload of the tasks file.
+"""The running daemon's signal handlers (``daemon.signal_plan`` says what each signal does):
+a stop signal is counted (the first asks for the drain, a second forces the exit), SIGHUP asks
+for a reload of the tasks file, SIGUSR1 for a status line, and the others are noted for the
+log. Handlers only count and set events; ``report_signals`` and the app act on them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import signal
+from collections.abc import Callable
+from typing import Any
+
+from daemon.observe.logs import get_logger
+from daemon.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
+
+log = get_logger("runbroker.signals")
+
+NOTED_MAX = 64  # signals noted but not logged yet; in a flood beyond this the oldest go unlogged
 
 
 class Signals:
@@ -16,15 +27,53 @@ class Signals:
         self.stop = asyncio.Event()
         self.force = asyncio.Event()
         self.reload = asyncio.Event()  # SIGHUP: the reloader clears it when it reloads
+        self.status = asyncio.Event()  # SIGUSR1: report_signals clears it when it logs
+        self.noted: collections.deque[int] = collections.deque(maxlen=NOTED_MAX)
+        self.noted_event = asyncio.Event()
         self.count = 0
+        self.stop_signal: int | None = None  # the first stop signal, for the log
 
-    def received(self) -> None:
+    def received(self, signum: int = signal.SIGTERM) -> None:
         self.count += 1
+        if self.stop_signal is None:
+            self.stop_signal = signum
         self.stop.set()
         if self.count >= 2:
             self.force.set()
 
+    def note(self, signum: int) -> None:
+        self.noted.append(signum)
+        self.noted_event.set()
+
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.received)
-        loop.add_signal_handler(signal.SIGHUP, self.reload.set)
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, self.received, signum)
+        loop.add_signal_handler(RELOAD_SIGNAL, self.reload.set)
+        loop.add_signal_handler(STATUS_SIGNAL, self.status.set)
+        for signum in IGNORED_SIGNALS:
+            loop.add_signal_handler(signum, self.note, signum)
+
+
+def signal_name(signum: int | None) -> str | None:
+    return None if signum is None else signal.Signals(signum).name
+
+
+async def report_signals(signals: Signals, status: Callable[[], dict[str, Any]]) -> None:
+    """Log what SIGUSR1 and the ignored signals asked for, until cancelled."""
+
+    async def statuses() -> None:
+        while True:
+            await signals.status.wait()
+            signals.status.clear()
+            log.info("broker.status", signal="SIGUSR1", status=status())
+
+    async def noted() -> None:
+        while True:
+            await signals.noted_event.wait()
+            signals.noted_event.clear()
+            while signals.noted:
+                log.info("signal.ignored", signal=signal_name(signals.noted.popleft()))
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(statuses())
+        group.create_task(noted())

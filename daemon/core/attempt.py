@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from daemon.core.jobenv import shared_environment, with_run
 from daemon.core.journal import Journal
 from daemon.core.own_context import awaited_in
-from daemon.core.process import ChildSupervisor, SpawnError
+from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError
 from daemon.core.runqueue import (
     REASON_SHUTDOWN_CANCEL,
     Run,
@@ -73,6 +73,7 @@ class AttemptRunner:
         self._stopping = False
         self._deadline: asyncio.Timeout | None = None  # the running attempt's, if its task has one
         self._handler_context: contextvars.Context | None = None  # the running handler's
+        self._terminated: CommandOutcome | None = None  # how a command stopped by a cancel ended
         self.grace_cap_s: float | None = None
 
     def _timed_out(self) -> bool:
@@ -95,6 +96,7 @@ class AttemptRunner:
 
     async def _attempt(self, run: Run, task: Task) -> RunResult:
         self._deadline = deadline = None
+        self._terminated = None
         try:
             if task.timeout_s is None:
                 return await self._invoke(run, task)
@@ -103,8 +105,12 @@ class AttemptRunner:
                 return await self._invoke(run, task)
         except asyncio.CancelledError as exc:
             if self._cancel_reason or self._stopping:
+                # Not ok, whatever the job exited with: it did not come to its own end. Its
+                # real exit status is told with the reason it was stopped.
                 reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
-                return RunResult(ok=False, reason=reason, cancelled=True)
+                return RunResult(
+                    ok=False, reason=reason, cancelled=True, exit_code=self._terminated_code()
+                )
             if deadline is not None and deadline.expired():
                 # The timeout's cancel came out as itself: a cancel a handler left on the task
                 # was taken along with it.
@@ -123,7 +129,14 @@ class AttemptRunner:
 
     def _timed_out_result(self, task: Task) -> RunResult:
         reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
-        return RunResult(ok=False, reason=reason, timed_out=True)
+        return RunResult(ok=False, reason=reason, timed_out=True, exit_code=self._terminated_code())
+
+    def _note_terminated(self, outcome: CommandOutcome) -> None:
+        self._terminated = outcome
+
+    def _terminated_code(self) -> int | None:
+        """The exit status of the command the cancel stopped (None: a handler's run)."""
+        return None if self._terminated is None else self._terminated.exit_code
 
     def _crashed(self, run: Run, exc: BaseException) -> RunResult:
         fields = {**run_log_fields(run), "error_type": type(exc).__name__, "exc_info": exc}
@@ -190,6 +203,7 @@ class AttemptRunner:
                 sink,
                 grace_s=grace_s,
                 valve=flow,
+                terminated=self._note_terminated,
             )
         except SpawnError as exc:
             return RunResult(ok=False, reason=str(exc))

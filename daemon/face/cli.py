@@ -213,19 +213,16 @@ def _submit(
 
 
 def _run(args: argparse.Namespace) -> int:
-    import signal
+    from daemon.signal_plan import prepare_process
 
-    early_signals = [0]
+    early_signals: list[int] = []  # the stop signals that come during start-up
 
-    def remember(_signum: int, _frame: FrameType | None) -> None:
-        early_signals[0] += 1
+    def remember(signum: int, _frame: FrameType | None) -> None:
+        early_signals.append(signum)
 
-    # Before any slow import: as PID 1 a signal without a handler is simply dropped. A SIGHUP
-    # (reload) during start-up is let go, the tasks are being read anyway; without a handler
-    # it would end a daemon that is not PID 1.
-    signal.signal(signal.SIGTERM, remember)
-    signal.signal(signal.SIGINT, remember)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # Before any slow import: as PID 1 a signal without a handler is simply dropped, and any
+    # other process dies of most of them (daemon/signal_plan.py says what each one does).
+    prepare_process(remember)
     from daemon.daemon_main import main as daemon_main
 
     argv = list(args.argv)

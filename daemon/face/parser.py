@@ -214,7 +214,7 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_LOCK_DIR          flock files of `runbroker once` (the socket's directory)
   RUNBROKER_QUEUE_CAPACITY    runs that may wait (16; the running one is not counted)
   RUNBROKER_GRACE             SIGTERM to SIGKILL for a job (5s)
-  RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (25s)
+  RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (8s)
   RUNBROKER_REQUEST_TIMEOUT   a client must send its request within this (30s)
   RUNBROKER_MAX_CONNECTIONS   connections held at once, below the descriptor limit (1024)
   RUNBROKER_DATABASE_URL      PostgreSQL (unset: no database); never logged
@@ -232,16 +232,16 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_OUTPUT_RUN_BYTES  output `logs` keeps of a run, its last lines (1MiB)
   RUNBROKER_OUTPUT_HISTORY_RUNS  finished runs whose output is kept (32)
   RUNBROKER_OUTPUT_HISTORY_BYTES  their output together, at most (16MiB)
-  RUNBROKER_OUTPUT_LOG        a job's lines in this log: json (a run.output event each),
-                              raw (as written, for jobs that log JSON) or off (json)
-  RUNBROKER_OUTPUT_HOLD       how long a reader that fell behind may hold a job's output
-                              back before it loses lines (5s; 0: never)
+  RUNBROKER_OUTPUT_LOG        a job's lines in this log: json (run.output events), raw, off
+  RUNBROKER_OUTPUT_HOLD       a reader behind may hold a job's output back this long (5s)
 Durations are Go-style: 90s, 1h30m, 250ms.
 
 SIGHUP, a change of the tasks file on disk and `runbroker reload` reload the tasks file, all
-or nothing; the settings above are read once, at start.
+or nothing; the settings above are read once, at start. SIGTERM, SIGINT, SIGQUIT, SIGXCPU and
+SIGPWR drain and stop; SIGUSR1 logs the status; the other signals are logged and ignored
+(README, "Signals and shutdown").
 
-exit codes: 0 after a clean drain on SIGTERM/SIGINT, 2 a configuration error, 1 a fatal error
+exit codes: 0 after a clean drain, 2 a configuration error, 1 a fatal error
 or a forced exit (a second signal).
 
 examples:

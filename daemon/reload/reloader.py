@@ -4,8 +4,8 @@ A reload reads the whole file and checks it as start-up does (TOML, every task, 
 rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
 the ticker given the new plans (computed from the new tasks before anything is swapped). A
 file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
-nested too deeply, a handler module calling ``sys.exit`` at import), is refused with one log
-line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
+nested too deeply, any ``BaseException`` a handler module raises at import), is refused with
+one log line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
 ``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
 settings are read once at start-up and never reloaded. A file the watch reports but whose
 bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
@@ -31,6 +31,7 @@ from daemon.core.tasks import (
     TaskChanges,
     TaskConfigError,
     TaskRegistry,
+    read_tasks_file,
     tasks_from_bytes,
 )
 from daemon.core.ticker import Ticker
@@ -87,9 +88,9 @@ class TaskReloader:
     def changed_since_read(self) -> bool:
         """The file's bytes differ from those last read (a change before the watch began)."""
         try:
-            data = None if self.path is None else self.path.read_bytes()
-        except OSError:
-            return True  # gone or unreadable: a reload says so
+            data = None if self.path is None else read_tasks_file(self.path)
+        except (OSError, TaskConfigError):
+            return True  # gone, unreadable or not a file to read: a reload says so
         return data is not None and hashlib.sha256(data).hexdigest() != self._digest
 
     # -- one reload ---------------------------------------------------------------------------
@@ -104,12 +105,12 @@ class TaskReloader:
         if self.resync_watch is not None and source != "file":
             self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`
         try:
-            data = self.path.read_bytes()
-        except OSError as exc:
+            data = read_tasks_file(self.path)
+        except (FileNotFoundError, TaskConfigError) as exc:
             self._digest = None  # the same bytes coming back are a change
             if isinstance(exc, FileNotFoundError):
                 return self._refused(source, f"tasks file {self.path} does not exist")
-            return self._refused(source, f"tasks file {self.path}: {exc.strerror}")
+            return self._refused(source, str(exc))
         digest = hashlib.sha256(data).hexdigest()
         failed_last = self.last is not None and not self.last.ok
         if only_if_changed and digest == self._digest and not failed_last:
@@ -122,7 +123,9 @@ class TaskReloader:
             plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
         except TaskConfigError as exc:
             return self._refused(source, str(exc))
-        except (Exception, SystemExit) as exc:  # not CancelledError nor KeyboardInterrupt
+        except BaseException as exc:  # synchronous code: never a real cancellation
+            # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
+            # GeneratorExit included, refuses this file; it must never end PID 1.
             return self._refused(source, f"{type(exc).__name__}: {exc}")
         if problem is not None:
             return self._refused(source, problem)

@@ -12,10 +12,12 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from daemon.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
 from tests.acceptance.backends import DaemonHandle
 from tests.support.eventually import eventually
 
 __all__ = [
+    "test_every_signal_has_its_documented_effect",
     "test_orphans_leave_no_zombies",
     "test_second_signal_forces_exit",
     "test_sigterm_during_a_run",
@@ -50,6 +52,50 @@ def test_sigterm_during_a_run(start_daemon: StartDaemon, workdir: Path) -> None:
     cancelled = [line for line in done_lines if line.get("cancelled")]
     assert [line["reason"] for line in cancelled] == ["cancelled: scheduler shutting down"] * 2
     assert all((line["task"], line["trigger"]) == ("default", "external") for line in done_lines)
+
+
+def test_every_signal_has_its_documented_effect(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon("sh", "-c", RUNNING_JOB)
+    check_every_signal(daemon, daemon.pid, daemon.signal)
+
+
+RUNNING_JOB = "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"
+
+
+def check_every_signal(daemon: DaemonHandle, pid: int, send: Callable[[int], None]) -> None:
+    """The signals whose default ends a process that is not PID 1, sent by ``send`` to the
+    daemon (``pid``, as this host sees it) while it runs ``RUNNING_JOB``: each does what
+    daemon/signal_plan.py and the README say; then SIGTERM drains as ever."""
+    running = daemon.popen("trigger")
+    daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
+    for count, signum in enumerate(IGNORED_SIGNALS, start=1):
+        send(signum)
+        noted = daemon.log.wait_for("signal.ignored", count=count)
+        assert noted[-1]["signal"] == signal.Signals(signum).name
+    send(signal.SIGUSR1)
+    (dump,) = daemon.log.wait_for("broker.status")
+    assert dump["status"]["current"]["task"] == "default"
+    for signum in FAULT_SIGNALS:
+        send(signum)  # blocked: pending, never acted on
+    assert set(FAULT_SIGNALS) <= _pending(pid)
+    status = daemon.exec("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["current"]["task"] == "default"  # the job still runs
+    assert daemon.log.events("broker.stopping") == []
+    send(signal.SIGTERM)
+    assert daemon.wait() == 0
+    assert running.wait(timeout=20) == 1  # cancelled by the shutdown
+    (done,) = daemon.log.events("run.done")
+    assert done["reason"] == "cancelled: scheduler shutting down"
+
+
+def _pending(pid: int) -> set[int]:
+    """The signals pending for the whole process ``pid`` (its ShdPnd mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("ShdPnd:"):
+            mask = int(line.split()[1], 16)
+            return {bit + 1 for bit in range(64) if mask >> bit & 1}
+    raise AssertionError("no ShdPnd")
 
 
 def test_second_signal_forces_exit(start_daemon: StartDaemon, workdir: Path) -> None:

@@ -120,6 +120,70 @@ def test_a_file_nested_too_deeply_is_refused_and_the_daemon_stays_up(
     assert daemon.exec("reload").returncode == 0
 
 
+BASE_EXCEPTIONS_AT_IMPORT = {
+    "rl_interrupt": "raise KeyboardInterrupt('at import')",
+    "rl_generator": "raise GeneratorExit('at import')",
+    "rl_own": "class Odd(BaseException):\n    pass\nraise Odd('its own')",
+}
+
+
+def test_a_handler_module_raising_a_base_exception_at_import_is_a_refused_reload(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """By the file watch, by SIGHUP and by ``runbroker reload``: each a refusal with the old
+    tasks still running, never the end of PID 1."""
+    for module, body in BASE_EXCEPTIONS_AT_IMPORT.items():
+        (workdir / f"{module}.py").write_text(body + "\n")
+    daemon = start_daemon(tasks_toml=ONE, env={"PYTHONPATH": str(workdir)})
+    refusals = 0
+    for module in BASE_EXCEPTIONS_AT_IMPORT:
+        _replace(workdir / "tasks.toml", ONE + f"[tasks.bad]\nhandler = '{module}:run'\n")
+        refusals += 1
+        daemon.log.wait_for("tasks.reload_refused", count=refusals)
+        daemon.signal(signal.SIGHUP)
+        refusals += 1
+        daemon.log.wait_for("tasks.reload_refused", count=refusals)
+        asked = daemon.exec("reload")
+        refusals += 1
+        assert asked.returncode == 1, asked.stderr
+        assert "reload refused" in asked.stderr
+        assert "at import" in asked.stderr or "its own" in asked.stderr
+        assert daemon.exec("trigger", "first").returncode == 0  # the old tasks still run
+    assert daemon.exec("trigger", "bad").returncode == 2
+    errors = [line["error"] for line in daemon.log.wait_for("tasks.reload_refused", count=9)]
+    assert any("KeyboardInterrupt: at import" in error for error in errors)
+    assert any("GeneratorExit: at import" in error for error in errors)
+    assert any("Odd: its own" in error for error in errors)
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+
+
+def test_a_fifo_as_the_tasks_file_is_refused_and_never_hangs_pid_1(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    """At start-up a configuration error (exit 2, one line); later a refused reload by the
+    watch, SIGHUP and ``runbroker reload``, with the daemon answering and stopping as ever."""
+    fifo = workdir / "fifo.toml"
+    os.mkfifo(fifo)
+    refused = start_daemon(env={"RUNBROKER_TASKS_FILE": str(fifo)}, wait_ready=False)
+    assert refused.wait() == 2
+    err = refused.stderr().strip()
+    assert err == f"runbroker: tasks file {fifo}: not a regular file (a FIFO)"
+    daemon = start_daemon(tasks_toml=ONE)
+    os.replace(fifo, workdir / "tasks.toml")
+    (by_watch,) = daemon.log.wait_for("tasks.reload_refused")
+    assert "not a regular file (a FIFO)" in by_watch["error"]
+    daemon.signal(signal.SIGHUP)
+    daemon.log.wait_for("tasks.reload_refused", count=2)
+    asked = daemon.exec("reload")
+    assert asked.returncode == 1
+    assert "not a regular file (a FIFO)" in asked.stderr
+    assert daemon.exec("health").returncode == 0
+    assert daemon.exec("trigger", "first").returncode == 0  # the old tasks still run
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+
+
 def test_runbroker_reload_prints_the_outcome(start_daemon: StartDaemon, workdir: Path) -> None:
     path, swap = _unwatched(workdir, ONE, TWO.replace("echo first", "echo changed"))
     daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})

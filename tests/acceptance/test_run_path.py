@@ -35,6 +35,29 @@ async def fine(run):
     return {"fine": True}
 
 
+async def leaves_exits(run):
+    # Left behind, to go off once the run has its result: a callback calling sys.exit(7), a
+    # task raising KeyboardInterrupt, another raising SystemExit.
+    import sys
+
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.1, sys.exit, 7)
+
+    async def interrupt():
+        await asyncio.sleep(0.2)
+        raise KeyboardInterrupt("left behind")
+
+    async def exits():
+        await asyncio.sleep(0.3)
+        raise SystemExit(9)
+
+    LEFT.extend([loop.create_task(interrupt()), loop.create_task(exits())])
+    return None
+
+
+LEFT = []
+
+
 async def orphans(run):
     # Twenty subshells, each leaving a sleep behind it: orphans in the daemon's own session.
     proc = await asyncio.create_subprocess_exec(
@@ -53,6 +76,9 @@ handler = "rp_handlers:odd"
 
 [tasks.fine]
 handler = "rp_handlers:fine"
+
+[tasks.leaves_exits]
+handler = "rp_handlers:leaves_exits"
 
 [tasks.orphans]
 handler = "rp_handlers:orphans"
@@ -87,6 +113,28 @@ def test_a_handler_raising_any_base_exception_fails_its_run_and_pid_1_goes_on(
     assert {event["error_type"] for event in crashes} == {"GeneratorExit", "Odd"}
     assert all("exception" in event for event in crashes)  # the traceback is logged
     assert "hunter2-local-secret" not in "\n".join(daemon.log.raw)  # without its locals
+
+
+def test_a_system_exit_or_interrupt_a_handler_leaves_behind_is_logged_and_pid_1_goes_on(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    slow = daemon.popen("trigger", "slow")  # a command run in flight while they go off
+    daemon.log.wait_for("run.started", lambda line: line["task"] == "slow")
+    assert daemon.exec("trigger", "leaves_exits").returncode == 0
+    strays = daemon.log.wait_for("broker.stray_exit", count=3)
+    assert sorted((line["error_type"], line["error"]) for line in strays) == [
+        ("KeyboardInterrupt", "left behind"),
+        ("SystemExit", "7"),
+        ("SystemExit", "9"),
+    ]
+    out, err = slow.communicate(timeout=20)
+    assert slow.returncode == 0, err
+    assert out == "started\nfinished\n"
+    assert daemon.exec("trigger", "fine").returncode == 0
+    assert daemon.exec("health").returncode == 0
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
 
 
 def test_orphans_in_the_daemons_own_session_are_reaped(

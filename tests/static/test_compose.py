@@ -24,8 +24,6 @@ from tests.static.support import (
     settings_for,
 )
 
-DEFAULT_SHUTDOWN_TIMEOUT_S = 25.0
-
 
 def _services(path: Path) -> dict[str, dict[str, Any]]:
     services: dict[str, dict[str, Any]] = compose_config(path)["services"]

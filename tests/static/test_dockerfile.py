@@ -7,6 +7,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.static.support import (
     DOCKERFILE,
     REPO,
@@ -17,7 +19,22 @@ from tests.static.support import (
     hadolint,
     parse_dockerfile,
     run_tool,
+    settings_for,
 )
+
+DOCKER_STOP_DEFAULT_S = 10.0  # `docker stop` / `docker run` without --stop-timeout
+EXIT_MARGIN_S = 0.5  # the process's own exit after the budget
+
+
+def test_the_default_shutdown_budget_fits_docker_stops_default_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An image run without --stop-timeout (the Dockerfile cannot set one) drains in time."""
+    budget_s = settings_for({}, monkeypatch).shutdown_timeout_s
+    assert budget_s + EXIT_MARGIN_S < DOCKER_STOP_DEFAULT_S, (
+        f"the default RUNBROKER_SHUTDOWN_TIMEOUT {budget_s}s does not fit `docker stop`'s"
+        f" {DOCKER_STOP_DEFAULT_S}s: a clean drain would be SIGKILLed"
+    )
 
 
 def _env(stage_instructions: list[Instruction]) -> dict[str, str]:

@@ -440,7 +440,7 @@ async def test_run_broker_stops_on_a_real_sigterm(
         listening.set()
 
     monkeypatch.setattr(SocketServer, "start", start_and_tell)
-    serving = asyncio.create_task(run_broker(settings, _registry(DEFAULT), [0]))
+    serving = asyncio.create_task(run_broker(settings, _registry(DEFAULT), []))
     async with asyncio.timeout(10):
         await listening.wait()
         os.kill(os.getpid(), signal.SIGTERM)  # handled by the broker's loop handler
@@ -454,5 +454,5 @@ async def test_a_signal_during_start_up_stops_the_broker_once_it_runs(
     path = short_dir / "rb.sock"
     settings = make_settings(SOCKET=str(path), INTERVAL="off")
     async with asyncio.timeout(10):
-        assert await run_broker(settings, _registry(DEFAULT), [1]) == 0
+        assert await run_broker(settings, _registry(DEFAULT), [signal.SIGTERM]) == 0
     assert not path.exists()

@@ -416,6 +416,49 @@ async def test_shutdown_running_caps_the_grace() -> None:
     assert (result.ok, result.cancelled, result.reason) == (False, True, REASON_SHUTDOWN_CANCEL)
 
 
+@pytest.mark.parametrize(
+    ("script", "exit_code"),
+    [
+        ("trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done", 0),  # clean exit
+        ("trap 'exit 3' TERM; echo ready; while :; do sleep 0.05; done", 3),
+        ("echo ready; exec sleep 60", 128 + 15),  # killed by SIGTERM, the shell's way
+        ("trap '' TERM; echo ready; exec sleep 60", 128 + 9),  # SIGKILLed after the grace
+    ],
+)
+async def test_a_command_stopped_at_shutdown_reports_the_exit_status_it_really_had(
+    script: str, exit_code: int
+) -> None:
+    task = _sh("job", script, grace_s=0.3)
+    async with executing(task) as (queue, executor):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="job"), recorder)
+        await recorder.saw("line:ready").wait()
+        assert executor.shutdown_running(grace_cap_s=5.0)
+        result = await _result(run)
+    assert (result.ok, result.cancelled, result.reason) == (False, True, REASON_SHUTDOWN_CANCEL)
+    assert result.exit_code == exit_code
+    (done,) = [fields for kind, fields in recorder.events if kind == "done"]
+    assert (done["ok"], done["reason"], done["exit_code"]) == (
+        False,
+        REASON_SHUTDOWN_CANCEL,
+        exit_code,
+    )
+
+
+async def test_a_cancelled_or_timed_out_command_reports_its_exit_status_too() -> None:
+    cancelled = _sh("cancelled", "trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done")
+    slow = _sh("slow", "exec sleep 60", timeout_s=0.2)
+    async with executing(cancelled, slow) as (queue, executor):
+        recorder = Recorder()
+        run = queue.submit(RunRequest(task="cancelled"), recorder)
+        await recorder.saw("line:ready").wait()
+        assert executor.cancel_current(run.id) == CANCEL_REQUESTED
+        by_request = await _result(run)
+        timed_out = await _result(queue.submit(RunRequest(task="slow")))
+    assert (by_request.reason, by_request.exit_code) == (REASON_USER_CANCEL, 0)
+    assert (timed_out.timed_out, timed_out.exit_code) == (True, 128 + 15)
+
+
 async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
     started = asyncio.Event()
 

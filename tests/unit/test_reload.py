@@ -404,6 +404,38 @@ def test_a_handler_module_calling_sys_exit_at_import_is_refused(
     assert "bye" not in broker.tasks
 
 
+@pytest.mark.parametrize(
+    ("raised", "reason"),
+    [
+        ("KeyboardInterrupt('at import')", "KeyboardInterrupt: at import"),
+        ("GeneratorExit('at import')", "GeneratorExit: at import"),
+        ("Odd('its own')", "Odd: its own"),
+        ("asyncio.CancelledError('at import')", "CancelledError: at import"),
+    ],
+)
+def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
+    make_broker: MakeBroker,
+    tasks_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    raised: str,
+    reason: str,
+) -> None:
+    module = "rb_raises_" + reason.split(":")[0].lower()
+    (tmp_path / f"{module}.py").write_text(
+        f"import asyncio\nclass Odd(BaseException): pass\nraise {raised}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    broker = make_broker()
+    _replace(tasks_file, TASKS + f"[tasks.bye]\nhandler = '{module}:run'\n")
+    answer = broker.control(ControlRequest("reload"))
+    assert answer["ok"] is False
+    assert reason in answer["reason"]
+    assert "bye" not in broker.tasks
+    assert broker.reloader.last is not None
+    assert broker.reloader.last.ok is False
+
+
 def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
     make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

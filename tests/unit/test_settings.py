@@ -44,7 +44,7 @@ def test_defaults() -> None:
     assert settings.tasks_file == Path("/etc/runbroker/tasks.toml")
     assert settings.queue_capacity == 16
     assert settings.grace_s == 5.0
-    assert settings.shutdown_timeout_s == 25.0
+    assert settings.shutdown_timeout_s == 8.0
     assert settings.poll_interval_s == 60.0
     assert settings.batch_size == 20
     assert settings.retry_attempts == 3

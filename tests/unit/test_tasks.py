@@ -3,6 +3,7 @@ registry with the ``default`` command."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,14 @@ import pytest
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import (
     MAX_ARGS,
+    TASKS_FILE_MAX_BYTES,
     RunContext,
     Task,
     TaskConfigError,
     TaskRegistry,
     build_registry,
     parse_tasks_toml,
+    read_tasks_file,
 )
 
 HERE = "tests.unit.test_tasks"
@@ -259,7 +262,9 @@ def test_a_missing_tasks_file(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_or_bad_tasks_file_names_it(tmp_path: Path) -> None:
-    with pytest.raises(TaskConfigError, match=f"tasks file {tmp_path}: Is a directory"):
+    with pytest.raises(
+        TaskConfigError, match=rf"tasks file {tmp_path}: not a regular file \(a directory\)"
+    ):
         build_registry((), tmp_path)
     bad = tmp_path / "tasks.toml"
     bad.write_text("[tasks.x]\nbogus = 1\ncommand = ['true']\n")
@@ -268,6 +273,25 @@ def test_an_unreadable_or_bad_tasks_file_names_it(tmp_path: Path) -> None:
     bad.write_text("not toml at all [")
     with pytest.raises(TaskConfigError, match=f"^{bad}: "):
         build_registry((), bad)
+
+
+def test_only_a_regular_file_is_read_and_only_up_to_the_bound(tmp_path: Path) -> None:
+    """A FIFO (no writer: a plain read would block forever), a device, a file over the bound:
+    each refused at once, before a byte is read."""
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(TaskConfigError, match=r"not a regular file \(a FIFO\)"):
+        build_registry((), fifo)
+    with pytest.raises(TaskConfigError, match=r"not a regular file \(a character device\)"):
+        read_tasks_file(Path("/dev/zero"))
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * TASKS_FILE_MAX_BYTES)
+    assert len(read_tasks_file(big)) == TASKS_FILE_MAX_BYTES
+    big.write_bytes(b"#" * (TASKS_FILE_MAX_BYTES + 1))
+    with pytest.raises(TaskConfigError, match="larger than 1024 KiB"):
+        build_registry((), big)
+    with pytest.raises(FileNotFoundError):
+        read_tasks_file(tmp_path / "absent.toml")
 
 
 def test_more_bad_task_definitions_are_config_errors_not_crashes(

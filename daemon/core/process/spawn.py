@@ -93,12 +93,19 @@ def keep_descriptors_private() -> int:
 
 
 class Spawner:
-    """Starts commands (``spawn``); it remembers where their programs are."""
+    """Starts commands (``spawn``); it remembers where their programs are.
 
-    def __init__(self) -> None:
+    ``job_dir``: the directory commands start in, when it is not the daemon's own (the daemon
+    works in ``/``, its jobs where it was started). ``posix_spawn`` cannot change a child's
+    directory, so the daemon's own moves there for the spawn and back to ``daemon_dir``: a
+    moment in the loop's thread, between two of its steps."""
+
+    def __init__(self, job_dir: str | None = None, daemon_dir: str = "/") -> None:
         keep_descriptors_private()
         self._default_signals = _ignored_signals()
         self._programs = _ProgramPaths()
+        self.job_dir = job_dir
+        self.daemon_dir = daemon_dir
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, int, int]:
         """Start ``argv``; returns its pid and the read ends of its stdout and stderr."""
@@ -125,6 +132,7 @@ class Spawner:
         out_read, out_write = os.pipe2(os.O_CLOEXEC)
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
         try:
+            self._enter_job_dir(argv[0])
             pid = os.posix_spawn(
                 program,
                 list(argv),
@@ -142,12 +150,29 @@ class Spawner:
             os.close(out_read)
             os.close(err_read)
             raise  # the caller may search the PATH again
+        except SpawnError:
+            os.close(out_read)
+            os.close(err_read)
+            raise
         except (OSError, ValueError) as exc:
             os.close(out_read)
             os.close(err_read)
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise SpawnError(f"cannot start {argv[0]!r}: {detail}") from None
         finally:
+            if self.job_dir is not None:
+                os.chdir(self.daemon_dir)
             os.close(out_write)
             os.close(err_write)
         return pid, out_read, err_read
+
+    def _enter_job_dir(self, program: str) -> None:
+        if self.job_dir is None:
+            return
+        try:
+            os.chdir(self.job_dir)
+        except OSError as exc:
+            detail = exc.strerror or str(exc)
+            raise SpawnError(
+                f"cannot start {program!r}: working directory {self.job_dir}: {detail}"
+            ) from None

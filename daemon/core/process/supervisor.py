@@ -51,8 +51,11 @@ def _signal_group(pgid: int, signum: int) -> bool:
 class ChildSupervisor:
     """Spawns commands, tracks their pids, and reaps orphans that are not ours to wait for."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._spawn = Spawner().spawn
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, job_dir: str | None = None
+    ) -> None:
+        """``job_dir``: where commands start, when not in the daemon's own directory."""
+        self._spawn = Spawner(job_dir).spawn
         self._poller = Poller()
         self._owned: set[int] = set()
         self._reaper = OrphanReaper(self._owned, clock)
@@ -65,6 +68,7 @@ class ChildSupervisor:
         *,
         grace_s: Callable[[], float],
         valve: OutputValve | None = None,
+        terminated: Callable[[CommandOutcome], None] | None = None,
     ) -> CommandOutcome:
         """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
         cannot start. ``valve``: the readers of the output that may hold it back (the pipes are
@@ -72,7 +76,8 @@ class ChildSupervisor:
 
         Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
         ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
-        re-raised once the group is gone.
+        re-raised once the group is gone, after ``terminated`` was told how the job really
+        ended (a job that catches SIGTERM may exit 0).
         """
         pid, out_read, err_read = self._spawn(argv, env)
         self._owned.add(pid)
@@ -96,6 +101,12 @@ class ChildSupervisor:
                 while not terminating.done():
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.shield(terminating)
+                if terminating.exception() is None:
+                    with contextlib.suppress(ChildProcessError):  # the cancel goes on regardless
+                        returncode = child.collect()
+                        collected = True
+                        if terminated is not None:
+                            terminated(describe_returncode(returncode))
                 raise
             # The leader is gone: what it left in its group does not outlive the run.
             _signal_group(pid, signal.SIGTERM)

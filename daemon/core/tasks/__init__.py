@@ -4,7 +4,6 @@ payload policy), ``loading`` reads them from the ``default`` command and the TOM
 
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.core.tasks.loading import (
-    TaskConfigError,
     build_registry,
     load_handler,
     parse_tasks_toml,
@@ -19,9 +18,11 @@ from daemon.core.tasks.registry import (
     TaskRegistry,
     handler_context,
 )
+from daemon.core.tasks.tasks_file import TASKS_FILE_MAX_BYTES, TaskConfigError, read_tasks_file
 
 __all__ = [
     "MAX_ARGS",
+    "TASKS_FILE_MAX_BYTES",
     "Handler",
     "RunContext",
     "Task",
@@ -34,5 +35,6 @@ __all__ = [
     "handler_context",
     "load_handler",
     "parse_tasks_toml",
+    "read_tasks_file",
     "tasks_from_bytes",
 ]

@@ -17,15 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
+from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
 from daemon.schedules import parse_schedule
 from daemon.schedules.interval import parse_duration
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-
-
-class TaskConfigError(ValueError):
-    """The tasks file or the default command is wrong; the message names the place."""
 
 
 def _duration_field(where: str, key: str, value: Any) -> float:
@@ -48,7 +45,9 @@ def load_handler(ref: str, where: str) -> Handler:
         raise TaskConfigError(f"{where}: handler must be 'module:function', got {ref!r}")
     try:
         module = importlib.import_module(module_name)
-    except (Exception, SystemExit) as exc:  # ImportError, a SyntaxError, a crash, sys.exit()
+    except BaseException as exc:  # ImportError, a SyntaxError, sys.exit(), KeyboardInterrupt
+        # Import is synchronous: no real cancellation can arrive during it, so whatever the
+        # module raised (GeneratorExit, CancelledError, its own BaseException) is its own fault.
         reason = f"{type(exc).__name__}: {exc}"
         raise TaskConfigError(f"{where}: cannot import {module_name!r}: {reason}") from None
     target: Any = module
@@ -173,13 +172,11 @@ def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
     if tasks_file is None:
         return None
     try:
-        return tasks_file.read_bytes()
+        return read_tasks_file(tasks_file)
     except FileNotFoundError:
         if file_required:
             raise TaskConfigError(f"tasks file {tasks_file} does not exist") from None
         return None
-    except OSError as exc:
-        raise TaskConfigError(f"tasks file {tasks_file}: {exc.strerror}") from None
 
 
 def tasks_from_bytes(

@@ -1,0 +1,67 @@
+"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``, opened so
+that nothing about it can block the event loop.
+
+The path is opened with ``O_NONBLOCK`` (a FIFO with no writer, a device: the open returns at
+once) and checked with ``fstat`` before a byte is read: only a regular file is read, and only
+up to the bound, so a FIFO, a device or a huge file put in its place is refused instead of
+hanging PID 1 or holding its memory. Every refusal is a ``TaskConfigError`` naming the file:
+exit 2 at start-up, a refused reload later.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+TASKS_FILE_MAX_BYTES = 1 << 20  # 1 MiB: hundreds of times any real tasks file
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+class TaskConfigError(ValueError):
+    """The tasks file or the default command is wrong; the message names the place."""
+
+
+def read_tasks_file(path: Path) -> bytes:
+    """The file's bytes; ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it
+    cannot be read or is not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise TaskConfigError(f"tasks file {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
+            raise TaskConfigError(f"tasks file {path}: not a regular file ({kind})")
+        return _bounded_read(fd, path)
+    except OSError as exc:
+        raise TaskConfigError(f"tasks file {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _bounded_read(fd: int, path: Path) -> bytes:
+    """At most the bound, whatever ``fstat`` said: the file may grow while it is read."""
+    chunks = []
+    left = TASKS_FILE_MAX_BYTES + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    if left <= 0:
+        raise TaskConfigError(
+            f"tasks file {path}: larger than {TASKS_FILE_MAX_BYTES // 1024} KiB, the most a "
+            "tasks file may hold"
+        )
+    return b"".join(chunks)
