@@ -1,0 +1,183 @@
+"""A run's output flow: readers hold it back, the child's pipes pause while any does, and a
+reader that holds it too long is let go; and a job's lines in the daemon's log, in each mode."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from daemon.core.runqueue.flow import OutputFlow
+from daemon.observe.logs import configure_logging
+from daemon.observe.output_log import OutputLog
+
+
+class Pipes:
+    """What the flow pauses and resumes: the child's pipes, as a record of calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def pause(self) -> None:
+        self.calls.append("pause")
+
+    def resume(self) -> None:
+        self.calls.append("resume")
+
+
+async def test_the_pipes_pause_while_any_reader_holds_and_resume_when_none_does() -> None:
+    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
+    flow.connect(pipes.pause, pipes.resume)
+
+    def first() -> None: ...
+    def second() -> None: ...
+
+    assert flow.hold(first)
+    assert flow.hold(second)
+    assert flow.hold(first)  # again: still one hold
+    assert pipes.calls == ["pause"]
+    flow.release(first)
+    assert pipes.calls == ["pause"]  # the second still holds
+    flow.release(second)
+    assert pipes.calls == ["pause", "resume"]
+    flow.release(second)  # not holding: nothing
+    assert pipes.calls == ["pause", "resume"]
+    assert not flow.held
+
+
+async def test_a_reader_that_holds_too_long_is_let_go_and_the_pipes_resume() -> None:
+    flow, pipes = OutputFlow(hold_max_s=0.01), Pipes()
+    flow.connect(pipes.pause, pipes.resume)
+    let_go = asyncio.Event()
+    assert flow.hold(let_go.set)
+    async with asyncio.timeout(10):
+        await let_go.wait()
+    assert pipes.calls == ["pause", "resume"]
+    assert not flow.held
+
+
+async def test_a_reader_that_raises_when_let_go_never_reaches_the_loop() -> None:
+    flow, pipes = OutputFlow(hold_max_s=0.01), Pipes()
+    flow.connect(pipes.pause, pipes.resume)
+    called = asyncio.Event()
+
+    def broken() -> None:
+        called.set()
+        raise RuntimeError("reader bug")
+
+    assert flow.hold(broken)
+    async with asyncio.timeout(10):
+        await called.wait()
+    assert pipes.calls == ["pause", "resume"]
+
+
+async def test_nothing_is_held_without_a_child_or_when_holding_is_off() -> None:
+    def reader() -> None: ...
+
+    assert not OutputFlow(hold_max_s=5).hold(reader)  # no child connected
+    off, pipes = OutputFlow(hold_max_s=0), Pipes()
+    off.connect(pipes.pause, pipes.resume)
+    assert not off.hold(reader)
+    assert pipes.calls == []
+
+
+async def test_a_hold_made_before_the_child_pauses_it_at_once_and_ends_with_it() -> None:
+    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
+    flow.connect(pipes.pause, pipes.resume)
+
+    def reader() -> None: ...
+
+    assert flow.hold(reader)
+    flow.disconnect()  # the child is gone: its holds with it, its timers cancelled
+    assert not flow.held
+    later = Pipes()
+    flow.connect(later.pause, later.resume)
+    assert later.calls == []
+
+
+@pytest.fixture
+def log_to() -> Iterator[io.StringIO]:
+    """The daemon's log set up as at start (JSON lines), to a buffer of this test's."""
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    yield out
+    structlog.reset_defaults()
+    logging.getLogger().handlers.clear()
+
+
+def test_json_mode_writes_one_run_output_event_a_line_in_the_logs_shape(
+    log_to: io.StringIO,
+) -> None:
+    write = OutputLog("json").writer({"run_id": "r1", "task": "chatty"})
+    assert write is not None
+    write("stdout", ["one", 'two "quoted" \u20ac', ""])
+    write("stderr", ["oops"])
+    lines = [json.loads(line) for line in log_to.getvalue().splitlines()]
+    assert [(line["stream"], line["line"]) for line in lines] == [
+        ("stdout", "one"),
+        ("stdout", 'two "quoted" \u20ac'),
+        ("stdout", ""),
+        ("stderr", "oops"),
+    ]
+    for line in lines:
+        assert (line["event"], line["level"], line["run_id"], line["task"]) == (
+            "run.output",
+            "info",
+            "r1",
+            "chatty",
+        )
+        assert line["timestamp"].endswith("Z")
+
+
+def test_json_mode_writes_the_bytes_beneath_a_text_stream_after_what_it_holds() -> None:
+    beneath = io.BytesIO()
+    out = io.TextIOWrapper(beneath)  # a text stream over bytes, as sys.stdout is
+    configure_logging("json", "info", out)
+    try:
+        structlog.get_logger("t").info("before")  # held in the text layer, not the bytes
+        write = OutputLog("json").writer({"run_id": "r1", "task": "chatty"})
+        assert write is not None
+        write("stdout", ["line"])
+    finally:
+        structlog.reset_defaults()
+        logging.getLogger().handlers.clear()
+    first, second = (json.loads(line) for line in beneath.getvalue().splitlines())
+    assert (first["event"], second["event"], second["line"]) == ("before", "run.output", "line")
+
+
+def test_json_mode_at_warning_and_off_mode_log_nothing(log_to: io.StringIO) -> None:
+    assert OutputLog("off").writer({"run_id": "r1", "task": "t"}) is None
+    configure_logging("json", "warning", log_to)
+    assert OutputLog("json").writer({"run_id": "r1", "task": "t"}) is None
+
+
+def test_raw_mode_passes_lines_through_each_to_its_stream(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write = OutputLog("raw").writer({"run_id": "r1", "task": "t"})
+    assert write is not None
+    write("stdout", ['{"level": "info", "msg": "own json"}', "plain"])
+    write("stderr", ["to stderr"])
+    captured = capsys.readouterr()
+    assert captured.out == '{"level": "info", "msg": "own json"}\nplain\n'
+    assert captured.err == "to stderr\n"
+
+
+def test_in_the_console_format_lines_go_through_structlog_for_people() -> None:
+    out = io.StringIO()
+    configure_logging("console", "info", out)
+    try:
+        write = OutputLog("json").writer({"run_id": "r1", "task": "t"})
+        assert write is not None
+        write("stdout", ["for people"])
+    finally:
+        structlog.reset_defaults()
+        logging.getLogger().handlers.clear()
+    assert "run.output" in out.getvalue()
+    assert "for people" in out.getvalue()
+    assert not out.getvalue().startswith("{")
