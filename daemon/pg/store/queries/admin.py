@@ -55,7 +55,7 @@ RETURNING id, name, task_type, payload, schedule, time_zone, enabled, next_run_a
 JOB_ID = "SELECT id FROM scheduled_jobs WHERE name = $1"
 HISTORY = """
 SELECT r.id, j.name AS job, r.scheduled_for, r.attempt, r.status, r.owner, r.claimed_at,
-       r.started_at, r.finished_at, r.error, r.output
+       r.started_at, r.finished_at, r.error, r.output, j.time_zone AS tz
 FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id
 WHERE $1::text IS NULL OR j.name = $1
 ORDER BY r.id DESC
