@@ -37,6 +37,18 @@ def runs_arg(text: str) -> int:
     return int(text)
 
 
+def parse_words(
+    words: list[str], subparsers: dict[str, argparse.ArgumentParser] | None = None
+) -> tuple[argparse.Namespace, list[str]]:
+    """The whole command line, as ``parse_known_args``; a trigger's value flags first take
+    their next word whatever it looks like (``fastargs.attach_values``)."""
+    if words[:1] == ["trigger"]:
+        from daemon.face.fastargs import attach_values
+
+        words = ["trigger", *attach_values(words[1:])]
+    return build_parser(subparsers).parse_known_args(words)
+
+
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
