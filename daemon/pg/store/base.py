@@ -157,6 +157,15 @@ class WriteOutcome:
 
 
 @dataclass(frozen=True)
+class Renewal:
+    """A heartbeat's answer: the jobs whose leases it renewed, and those no longer there
+    (removed while their runs were held: not a lease another replica took)."""
+
+    kept: set[int]
+    gone: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
 class SchedulerFlags:
     paused: bool = False
     enabled: bool = True
@@ -214,7 +223,7 @@ class JobStore(Protocol):
         occurrence with none missed, without calling it, and must then decide it the same)."""
         ...
 
-    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]: ...
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> Renewal: ...
 
     async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome: ...
 
