@@ -104,7 +104,19 @@ def build_parser(
     stat.add_argument("--json", action="store_true")
     stat.add_argument("--socket")
 
-    health = sub.add_parser("health", help="exit 0 when the daemon is healthy, 1 when not")
+    health = sub.add_parser(
+        "health",
+        help="exit 0 when this daemon process works (liveness), 1 when not",
+        description="Liveness: exit 0 when this daemon process works, 1 when not (wedged, a "
+        "stalled ticker, shutting down, unreachable). A database outage is not a liveness "
+        "problem (a restart cannot cure it): --ready says whether the database works too.",
+    )
+    health.add_argument(
+        "--ready",
+        action="store_true",
+        help="readiness: exit 1 also while the database is unreachable, every claim fails, or "
+        "its schema is not migrated",
+    )
     health.add_argument("--socket")
 
     cancel = sub.add_parser("cancel", help="cancel a queued or running run")

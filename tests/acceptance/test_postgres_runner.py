@@ -241,7 +241,7 @@ def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
     assert "nested too deeply" in health.stdout
 
 
-def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
+def test_readiness_says_schema_not_migrated_until_migrate_runs() -> None:
     with fresh_database(migrated=False) as url:
         work = Workdir()
         daemon = Daemon(
@@ -254,14 +254,17 @@ def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
             unhealthy: list[subprocess.CompletedProcess[str]] = []
 
             def says_not_migrated() -> bool:
-                unhealthy[:] = [daemon.exec("health")]
+                unhealthy[:] = [daemon.exec("health", "--ready")]
                 return "schema not migrated" in unhealthy[0].stdout
 
-            eventually(says_not_migrated, "health to say the schema is not migrated")
+            eventually(says_not_migrated, "readiness to say the schema is not migrated")
             assert unhealthy[0].returncode == 1
             assert "runbroker migrate" in unhealthy[0].stdout
+            assert daemon.exec("health").returncode == 0  # live: a restart would not migrate
             assert cli(url, "migrate").returncode == 0
-            eventually(lambda: daemon.exec("health").returncode == 0, "health once migrated")
+            eventually(
+                lambda: daemon.exec("health", "--ready").returncode == 0, "ready once migrated"
+            )
             jobs(url, "add", "after", "--task", "noop", "--at", "now")
             eventually(
                 lambda: value(url, "SELECT last_status FROM scheduled_jobs") == "succeeded",
