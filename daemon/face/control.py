@@ -53,7 +53,8 @@ def health(args: argparse.Namespace) -> int:
     if not live:
         print(f"unhealthy: {answer.get('reason', 'unknown')}")
     elif not ready:
-        print(f"{'not ready' if args.ready else 'healthy; not ready'}: {answer.get('ready_reason')}")
+        said = "not ready" if args.ready else "healthy; not ready"
+        print(f"{said}: {answer.get('ready_reason')}")
     else:
         print("ready" if args.ready else "healthy")
     for warning in warnings if isinstance(warnings, list) else []:

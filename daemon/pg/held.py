@@ -28,7 +28,6 @@ from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.writer import ResultWriter
 
-
 log = get_logger(LOGGER_NAME)
 
 

@@ -19,8 +19,8 @@ from daemon.schedules.duration import (
 
 __all__ = [
     "MAX_DURATION_S",
-    "DurationError",
     "MIN_INTERVAL_S",
+    "DurationError",
     "IntervalDecision",
     "IntervalMode",
     "clamp_interval",

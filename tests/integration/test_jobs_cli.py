@@ -231,7 +231,8 @@ async def test_list_shows_times_in_the_jobs_zone_and_a_retrys_own_time(
 async def test_history_shows_run_times_in_the_jobs_zone_as_list_does(
     cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert await jobs("add", "ny", "--task", "t", "--daily", "06:00", "--tz", "America/New_York") == 0
+    ny = ["--daily", "06:00", "--tz", "America/New_York"]
+    assert await jobs("add", "ny", "--task", "t", *ny) == 0
     assert await jobs("add", "utc", "--task", "t", "--daily", "06:00") == 0
     await sql.execute(
         "INSERT INTO job_runs (job_id, scheduled_for, attempt, status, started_at, finished_at)"
