@@ -11,21 +11,14 @@ from __future__ import annotations
 import functools
 import random
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from daemon.core.rfc3339 import rfc3339_utc as rfc3339_utc  # the one text form of a time
+from daemon.pg.missed import Occurrences, latest_missed
 from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
 from daemon.schedules import parse_schedule
 
-MAX_WALK_STEPS = 10_000  # occurrences walked to find the latest missed one
 BACKOFF_CAP_S = 3600.0
-
-
-class Occurrences(Protocol):
-    """A schedule as the planner sees it: only its occurrences (``daemon.schedules.Schedule``
-    is the one that parses and describes; any object with ``next_after`` will do here)."""
-
-    def next_after(self, t: datetime, /) -> datetime | None: ...
 
 
 @functools.lru_cache(maxsize=4096)
@@ -38,23 +31,6 @@ def schedule_for(spec: str, tz: str) -> Occurrences:
 def occurrence_after(sched: Occurrences, t: datetime) -> datetime:
     """What ``following_run_at`` says after ``t``: the next occurrence, or NO_OCCURRENCE."""
     return sched.next_after(t) or NO_OCCURRENCE
-
-
-def walk_missed(
-    sched: Occurrences, start: datetime, now: datetime
-) -> tuple[datetime, datetime | None]:
-    """From a due occurrence ``start`` (<= now): the latest occurrence <= now, and the first after.
-
-    Gives up walking after MAX_WALK_STEPS (a 1 s schedule after hours of downtime) and then
-    treats "now" as the latest occurrence, so catching up never costs more than one run.
-    """
-    latest = start
-    for _ in range(MAX_WALK_STEPS):
-        following = sched.next_after(latest)
-        if following is None or following > now:
-            return latest, following
-        latest = following
-    return now.replace(microsecond=0), sched.next_after(now)
 
 
 def plan_first_run(
@@ -171,7 +147,7 @@ def _plan_claim(
         return ClaimPlan(run=True, scheduled_for=job.scheduled_for, attempt=job.attempt + 1)
 
     occurrence = job.next_run_at
-    latest, following = walk_missed(sched, occurrence, now)
+    latest, following = latest_missed(sched, occurrence, now)
     late_s = (now - occurrence).total_seconds()
     if job.misfire == "skip" and (latest != occurrence or late_s > misfire_grace_s):
         return _advance(following)

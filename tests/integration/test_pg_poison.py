@@ -11,7 +11,7 @@ from daemon.core.runqueue import Run, RunResult
 from daemon.pg.store.postgres import PostgresStore
 from tests.integration.jobrows import add
 from tests.support.eventually import eventually_async
-from tests.unit.pgfakes import running
+from tests.unit.pgfakes import Handler, running
 
 GOOD_JOBS = 40
 
@@ -36,7 +36,11 @@ async def test_forty_jobs_and_poisoned_records_only_the_poisoned_runs_are_touche
         await add(store, f"good{i:02d}")
     for task in ("nul", "surrogate", "nulerror"):
         await add(store, f"poison-{task}", task=task, max_attempts=1)
-    handlers = {"nul": nul_output, "surrogate": lone_surrogate, "nulerror": nul_error}
+    handlers: dict[str, Handler] = {
+        "nul": nul_output,
+        "surrogate": lone_surrogate,
+        "nulerror": nul_error,
+    }
     tasks = ("default", *handlers)
     async with running(store, tasks=tasks, handlers=handlers, batch_size=50, queue_capacity=64):
         await eventually_async(

@@ -8,12 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from daemon.pg.plan import (
-    MAX_WALK_STEPS,
     backoff_s,
     plan_claim,
     plan_finish,
-    schedule_for,
-    walk_missed,
 )
 from daemon.pg.store.base import Claimed, DueJob
 from daemon.pg.store.memory import MemoryStore
@@ -105,14 +102,6 @@ def test_skip_drops_missed_occurrences_but_runs_one_that_is_merely_late() -> Non
     missed = plan(due_job(misfire="skip", schedule="daily 12:00"), T0 + timedelta(hours=2))
     assert missed.run is False
     assert missed.next_run_at == T0 + timedelta(days=1)
-
-
-def test_walk_missed_gives_up_after_the_cap_and_uses_now() -> None:
-    sched = schedule_for("every 1s", "UTC")
-    now = T0 + timedelta(seconds=MAX_WALK_STEPS * 3)
-    latest, following = walk_missed(sched, T0, now)
-    assert latest == now
-    assert following == now + timedelta(seconds=1)
 
 
 @pytest.mark.parametrize(("attempt", "low", "high"), [(1, 30, 60), (2, 60, 120), (4, 240, 480)])
