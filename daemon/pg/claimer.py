@@ -85,6 +85,8 @@ class Claimer:
             abandoned.append((job, plan))
         if not plan.enabled:  # the planner disabled a job it cannot schedule
             self.unusable.found(job, plan.last_error or "cannot be scheduled")
+        elif plan.unusable is not None:  # rescheduled rather than run as written
+            self.unusable.found(job, plan.unusable)
         return plan
 
     async def claim_loop(self, stopping: asyncio.Event) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import random
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from daemon.core.rfc3339 import rfc3339_utc as rfc3339_utc  # the one text form of a time
@@ -19,6 +19,9 @@ from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, Fina
 from daemon.schedules import parse_schedule
 
 BACKOFF_CAP_S = 3600.0
+# A next_run_at before this is out of range: BC and '-infinity' (which the claim reads as the
+# year 1, the earliest time Python holds) or a time that no zone's wall clock can hold.
+EARLIEST_USABLE = datetime(1, 1, 2, tzinfo=UTC)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -147,6 +150,16 @@ def _plan_claim(
         return ClaimPlan(run=True, scheduled_for=job.scheduled_for, attempt=job.attempt + 1)
 
     occurrence = job.next_run_at
+    if occurrence < EARLIEST_USABLE:  # written by hand: as if it were unset, and said so
+        why = "its next_run_at is out of range (before 0001-01-02)"
+        return ClaimPlan(
+            run=False,
+            scheduled_for=None,
+            attempt=0,
+            next_run_at=sched.next_after(now),
+            last_error=f"{why}; rescheduled from now",
+            unusable=why,
+        )
     latest, following = latest_missed(sched, occurrence, now)
     late_s = (now - occurrence).total_seconds()
     if job.misfire == "skip" and (latest != occurrence or late_s > misfire_grace_s):

@@ -104,6 +104,18 @@ def test_skip_drops_missed_occurrences_but_runs_one_that_is_merely_late() -> Non
     assert missed.next_run_at == T0 + timedelta(days=1)
 
 
+@pytest.mark.parametrize(
+    "year_one", [datetime.min.replace(tzinfo=UTC), datetime(1, 1, 1, 23, tzinfo=UTC)]
+)
+def test_a_next_run_at_out_of_range_is_rescheduled_from_now_not_run(year_one: datetime) -> None:
+    # the claim reads BC and '-infinity' as the year 1; no zone's wall clock holds its first day
+    p = plan(due_job(next_run_at=year_one, schedule="daily 12:00", tz="America/New_York"))
+    assert (p.run, p.next_run_at, p.enabled) == (False, T0 + timedelta(hours=4), True)
+    assert p.unusable is not None
+    assert "out of range" in p.unusable
+    assert p.last_error is not None
+
+
 @pytest.mark.parametrize(("attempt", "low", "high"), [(1, 30, 60), (2, 60, 120), (4, 240, 480)])
 def test_backoff_grows_exponentially_with_jitter(attempt: int, low: float, high: float) -> None:
     rng = random.Random(7)

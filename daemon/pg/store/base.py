@@ -74,6 +74,7 @@ class ClaimPlan:
     last_status: str | None = None
     last_error: str | None = None
     abandon_error: str | None = None
+    unusable: str | None = None  # why the row cannot be used as written (reported as such)
 
 
 Planner = Callable[[DueJob, datetime], ClaimPlan]
