@@ -2,8 +2,9 @@
 
 Writing ``scheduled_jobs`` by hand is documented, and jsonb holds what Python's decoder cannot
 follow (a payload nested 3,000 deep), a zone or spec may be wrong, a task unknown, a time
-'-infinity' (out-of-range times: the last test). Each such row must fail or be disabled with its reason, alone: the claim of the
-batch it is in, ``jobs list`` and the other jobs go on.
+'-infinity' (out-of-range times: the last test). Each such row must fail, be disabled or be
+rescheduled with its reason, alone: the claim of the batch it is in, ``jobs list`` and the other
+jobs go on.
 """
 
 from __future__ import annotations
@@ -123,14 +124,15 @@ async def test_out_of_range_next_run_at_values_are_rescheduled_alone_and_every_o
     db_dsn: str, sql: asyncpg.Connection
 ) -> None:
     for index, value in enumerate(OUT_OF_RANGE + NEVER_DUE):
-        for following in ("NULL", "'infinity'"):
+        for following in (None, "infinity"):
             await sql.execute(
                 "INSERT INTO scheduled_jobs (name, task_type, schedule, time_zone, next_run_at,"
-                f" following_run_at) VALUES ($1, 'default', 'cron 0 * * * *', $2, $3::text::"
-                f"timestamptz, {following})",
-                f"odd{index}-{'plain' if following != 'NULL' else 'planned'}",
+                " following_run_at) VALUES ($1, 'default', 'cron 0 * * * *', $2,"
+                " $3::text::timestamptz, $4::text::timestamptz)",
+                f"odd{index}-{'planned' if following is None else 'plain'}",
                 "America/New_York" if index % 2 else "UTC",
                 value,
+                following,
             )
     store = PostgresStore(db_dsn)
     async with running(store, batch_size=4, queue_capacity=20) as h:

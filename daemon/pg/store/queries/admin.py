@@ -46,19 +46,19 @@ INSERT INTO scheduled_jobs (name, task_type, payload, schedule, time_zone, enabl
                             max_attempts, misfire, depends_on, following_run_at)
 VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10::jsonb, $11)
 RETURNING {_JOB_COLUMNS}
-"""
+"""  # noqa: S608 (built from the constants above)
 LOCK_JOB_NAMES = "SELECT name FROM scheduled_jobs WHERE name = ANY($1::text[]) FOR KEY SHARE"
-LIST_JOBS = f"SELECT {_JOB_COLUMNS} FROM scheduled_jobs ORDER BY name"
+LIST_JOBS = f"SELECT {_JOB_COLUMNS} FROM scheduled_jobs ORDER BY name"  # noqa: S608 (constants)
 DELETE_JOB = "DELETE FROM scheduled_jobs WHERE name = $1 RETURNING id"
 SET_ENABLED = f"""
 UPDATE scheduled_jobs SET enabled = $2, updated_at = now() WHERE name = $1
 RETURNING {_JOB_COLUMNS}
-"""
+"""  # noqa: S608 (built from the constants above)
 LOCK_JOB = "SELECT id, enabled, lease_owner FROM scheduled_jobs WHERE name = $1 FOR UPDATE"
 RUN_NOW = f"""
 UPDATE scheduled_jobs SET next_run_at = now(), updated_at = now() WHERE id = $1
 RETURNING {_JOB_COLUMNS}
-"""
+"""  # noqa: S608 (built from the constants above)
 JOB_ID = "SELECT id FROM scheduled_jobs WHERE name = $1"
 HISTORY = f"""
 SELECT r.id, j.name AS job, {_time("r.scheduled_for", "scheduled_for")}, r.attempt, r.status,
@@ -68,4 +68,4 @@ FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id
 WHERE $1::text IS NULL OR j.name = $1
 ORDER BY r.id DESC
 LIMIT $2
-"""
+"""  # noqa: S608 (built from the constants above)

@@ -8,7 +8,8 @@ the lease filter skips only the runs in flight now (migration 0003).
 ``SELECT_DUE`` and ``CLAIM_PLAIN`` read the same due rows, each statement written out in full:
 the columns (times clamped to the years 1-9999 Python's datetime holds, as integers, so that a
 row written by hand with '-infinity', 'infinity' or a date BC cannot fail the claim of every row
-in its batch; no statement here returns a raw timestamp column) and the filter (enabled, due, not leased, the scheduler neither paused nor disabled).
+in its batch; no statement here returns a raw timestamp column) and the filter (enabled, due,
+not leased, the scheduler neither paused nor disabled).
 ``tests/unit/test_pg_queries.py`` keeps the two, and the flag words, in step.
 """
 
@@ -37,7 +38,8 @@ FOR UPDATE SKIP LOCKED
 """
 
 # The plain case in one statement: a fresh occurrence (no retry, no expired lease, no schedule
-# to recompute, a next_run_at in range: see EARLIEST_USABLE in plan.py) with none missed since (following_run_at, migration 0004, is after now) and,
+# to recompute, a next_run_at in range: see EARLIEST_USABLE in plan.py) with none missed since
+# (following_run_at, migration 0004, is after now) and,
 # for misfire = skip, not later than the grace ($4 s): a run for (next_run_at, attempt 1), the
 # job leased, nothing else changed. Every due row it locked comes back; those without a run_id
 # are left to the planner's path.
