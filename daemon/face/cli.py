@@ -95,10 +95,10 @@ def _dispatch(words: list[str]) -> int:
         from daemon.pg.admin import commands as jobs_cli
 
         return jobs_cli.main(words[1:]) if words[0] == "jobs" else jobs_cli.migrate_main(words[1:])
-    from daemon.face.parser import parse_words
+    from daemon.face.parser import build_parser
 
     subparsers: dict[str, argparse.ArgumentParser] = {}
-    args, extra = parse_words(words, subparsers)
+    args, extra = build_parser(subparsers).parse_known_args(words)
     if extra:  # argparse would report them with the top-level usage, not the subcommand's
         subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "run":

@@ -2,10 +2,9 @@
 
 ``trigger`` is started cold by every ``docker exec``; building argparse's parsers costs more than
 the whole round trip to the daemon. This parser accepts exactly the common forms and returns None
-for anything else (help, abbreviations, errors), in which case the caller falls back to argparse,
-which owns every message. A property test checks that both agree. The value rules both parsers
-apply (a ``--timeout``, a ``--env K=V``, a value flag takes the next word whatever it looks
-like) are defined here, once.
+for anything else (help, abbreviations, errors, values that look like flags), in which case the
+caller falls back to argparse, which owns every message. A property test checks that both agree.
+The value rules both parsers apply (a ``--timeout``, a ``--env K=V``) are defined here, once.
 """
 
 from __future__ import annotations
@@ -57,27 +56,6 @@ def split_env(text: str) -> tuple[str, str] | None:
     return name, value
 
 
-def attach_values(words: list[str]) -> list[str]:
-    """``--arg --flag`` as ``--arg=--flag``: a value flag takes the next word as its value even
-    when it starts with a dash, as the Go client's flags do (argparse would take it for an
-    option). Words after a lone ``--`` are left as they are, and a lone ``--`` is never a value
-    (argparse would turn it into an empty list)."""
-    attached: list[str] = []
-    index = 0
-    while index < len(words):
-        word = words[index]
-        index += 1
-        if word == "--":
-            attached.extend(words[index - 1 :])
-            break
-        if word in _VALUE_FLAGS and index < len(words) and words[index] != "--":
-            attached.append(f"{word}={words[index]}")
-            index += 1
-        else:
-            attached.append(word)
-    return attached
-
-
 def parse_trigger(words: list[str]) -> TriggerArgs | None:
     """The arguments after ``trigger``, or None when argparse must decide."""
     task: str | None = None
@@ -101,8 +79,8 @@ def parse_trigger(words: list[str]) -> TriggerArgs | None:
                 index += 1
             else:
                 return None
-            if value == "--":
-                return None  # argparse cannot take a lone "--" as a value: it refuses it
+            if value.startswith("-"):
+                return None
             if name == "--arg":
                 args.append(value)
             elif name == "--env":

@@ -37,18 +37,6 @@ def runs_arg(text: str) -> int:
     return int(text)
 
 
-def parse_words(
-    words: list[str], subparsers: dict[str, argparse.ArgumentParser] | None = None
-) -> tuple[argparse.Namespace, list[str]]:
-    """The whole command line, as ``parse_known_args``; a trigger's value flags first take
-    their next word whatever it looks like (``fastargs.attach_values``)."""
-    if words[:1] == ["trigger"]:
-        from daemon.face.fastargs import attach_values
-
-        words = ["trigger", *attach_values(words[1:])]
-    return build_parser(subparsers).parse_known_args(words)
-
-
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
@@ -104,18 +92,9 @@ def build_parser(
     stat.add_argument("--json", action="store_true")
     stat.add_argument("--socket")
 
-    health = sub.add_parser(
-        "health",
-        help="exit 0 when this daemon process works (liveness), 1 when not",
-        description="Liveness: exit 0 when this daemon process works, 1 when not (wedged, a "
-        "stalled ticker, shutting down, unreachable). A database outage is not a liveness "
-        "problem (a restart cannot cure it): --ready says whether the database works too.",
-    )
+    health = sub.add_parser("health", help="liveness: exit 0 when this daemon works, 1 when not")
     health.add_argument(
-        "--ready",
-        action="store_true",
-        help="readiness: exit 1 also while the database is unreachable, every claim fails, or "
-        "its schema is not migrated",
+        "--ready", action="store_true", help="readiness: exit 1 also while its database does not"
     )
     health.add_argument("--socket")
 
