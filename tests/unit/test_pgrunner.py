@@ -8,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+import pytest
+
 from daemon.core.runqueue import Run, RunResult, job_context
+from daemon.pg import horizon
 from daemon.pg.fence import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
 from daemon.pg.store.base import (
     Claimed,
@@ -113,7 +116,8 @@ async def test_unknown_task_fails_clearly_and_runs_nothing() -> None:
     assert store.job("typo").attempt == 0  # no retries: another attempt cannot help
 
 
-async def test_claims_never_exceed_the_queue_room() -> None:
+async def test_claims_never_exceed_the_queue_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(horizon, "UNMEASURED_RUN_S", 0.0)  # runs this short: a whole batch is held
     store = MemoryStore()
     for i in range(10):
         store.add(f"j{i}", "default", "every 1h", now())
@@ -128,7 +132,10 @@ async def test_claims_never_exceed_the_queue_room() -> None:
     assert h.queue.statistics().rejected_full == 0
 
 
-async def test_shutdown_releases_claimed_runs_that_did_not_start() -> None:
+async def test_shutdown_releases_claimed_runs_that_did_not_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(horizon, "UNMEASURED_RUN_S", 0.0)  # all three held at once
     store = MemoryStore()
     for name in ("a", "b", "c"):
         store.add(name, "default", "every 1h", now())
