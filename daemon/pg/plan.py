@@ -19,9 +19,36 @@ from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, Fina
 from daemon.schedules import parse_schedule
 
 BACKOFF_CAP_S = 3600.0
-# A next_run_at before this is out of range: BC and '-infinity' (which the claim reads as the
-# year 1, the earliest time Python holds) or a time that no zone's wall clock can hold.
+# A time a row holds outside these is out of range: BC and '-infinity' (which the claim reads as
+# the year 1, the earliest time Python holds), 'infinity' and the years after 9999 (read as the
+# last day of 9999), or a time that no zone's wall clock can hold.
 EARLIEST_USABLE = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_USABLE = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def _out_of_range(job: DueJob) -> str | None:
+    """Which of the row's times (written by hand) is out of range, or None."""
+    if job.next_run_at < EARLIEST_USABLE:
+        return "next_run_at"
+    at = job.scheduled_for
+    if at is not None and not EARLIEST_USABLE <= at < LATEST_USABLE:
+        return "scheduled_for"
+    return None
+
+
+def _rescheduled(job: DueJob, sched: Occurrences, now: datetime, column: str) -> ClaimPlan:
+    """A row whose time is out of range is taken as unset: on to the schedule's next
+    occurrence after now, without a run (an expired lease's run is abandoned), and said so."""
+    why = f"its {column} is out of range (before 0001-01-02 or after 9999-12-29)"
+    return ClaimPlan(
+        run=False,
+        scheduled_for=None,
+        attempt=0,
+        next_run_at=sched.next_after(now),
+        last_error=f"{why}; rescheduled from now",
+        abandon_error=_abandoned_error(job),
+        unusable=why,
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -114,6 +141,8 @@ def _plan_claim(
 ) -> ClaimPlan:
     sched = schedule_for(job.schedule, job.tz)
     limit = job.max_attempts or default_max_attempts
+    if (column := _out_of_range(job)) is not None:
+        return _rescheduled(job, sched, now, column)
 
     if job.lease_owner is not None and job.scheduled_for is not None:
         # Another replica's lease expired: its run is abandoned and counts as an attempt.
@@ -150,16 +179,6 @@ def _plan_claim(
         return ClaimPlan(run=True, scheduled_for=job.scheduled_for, attempt=job.attempt + 1)
 
     occurrence = job.next_run_at
-    if occurrence < EARLIEST_USABLE:  # written by hand: as if it were unset, and said so
-        why = "its next_run_at is out of range (before 0001-01-02)"
-        return ClaimPlan(
-            run=False,
-            scheduled_for=None,
-            attempt=0,
-            next_run_at=sched.next_after(now),
-            last_error=f"{why}; rescheduled from now",
-            unusable=why,
-        )
     latest, following = latest_missed(sched, occurrence, now)
     late_s = (now - occurrence).total_seconds()
     if job.misfire == "skip" and (latest != occurrence or late_s > misfire_grace_s):

@@ -116,6 +116,24 @@ def test_a_next_run_at_out_of_range_is_rescheduled_from_now_not_run(year_one: da
     assert p.last_error is not None
 
 
+@pytest.mark.parametrize(
+    "held_for", [datetime.min.replace(tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)]
+)
+def test_a_retry_or_expired_lease_of_a_time_out_of_range_is_rescheduled_not_run(
+    held_for: datetime,
+) -> None:
+    retry = plan(due_job(scheduled_for=held_for, attempt=1))
+    assert (retry.run, retry.next_run_at, retry.unusable is not None) == (
+        False,
+        T0 + timedelta(minutes=1, seconds=1),
+        True,
+    )
+    lease = plan(due_job(scheduled_for=held_for, attempt=1, lease_owner="dead", current_run_id=7))
+    assert (lease.run, lease.abandon_error is not None) == (False, True)
+    assert lease.unusable is not None
+    assert "scheduled_for" in lease.unusable
+
+
 @pytest.mark.parametrize(("attempt", "low", "high"), [(1, 30, 60), (2, 60, 120), (4, 240, 480)])
 def test_backoff_grows_exponentially_with_jitter(attempt: int, low: float, high: float) -> None:
     rng = random.Random(7)
