@@ -360,3 +360,17 @@ def test_job_finished_names_the_database_run_and_the_brokers_run_apart(
     assert finished["job_run_id"] == value(dsn, "SELECT id FROM job_runs")
     assert finished["run_id"] == done["run_id"]  # one key, one meaning: the broker's run id
     assert isinstance(finished["run_id"], str)
+
+
+def test_removing_a_job_mid_run_stops_its_run_saying_the_job_was_removed_once(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()  # the only replica: no other one could have taken the lease
+    jobs(dsn, "add", "long", "--task", "sleeper", "--at", "now")
+    eventually(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    jobs(dsn, "remove", "long")
+    (done,) = daemon.log.wait_for("run.done", lambda line: line.get("job") == "long")
+    assert done["reason"] == "cancelled: the job was removed"
+    daemon.log.wait_for("job.finished", lambda line: line.get("job") == "long")
+    assert len(daemon.log.events("job.removed")) == 1
+    assert daemon.log.events("job.lease_lost") == []
