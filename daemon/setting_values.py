@@ -81,8 +81,29 @@ def normalized_host_port(value: str | None) -> str | None:
 
 
 # What the PostgreSQL driver (asyncpg) accepts in a database URL: these query parameters are
-# checked against the values it knows; any other parameter is sent to the server as a setting.
+# checked against the values it knows. Any other parameter the driver would send to the server
+# as a setting at every connection, and a name the server does not know then fails every one
+# of them: a URL may hold only the driver's own parameters and the two of libpq's that the
+# server itself takes at connection (server settings go in ``options``, ``-c NAME=VALUE``).
 _URL_SCHEMES = ("postgresql", "postgres")
+_URL_DRIVER_PARAMETERS = frozenset(
+    {
+        "host", "port", "dbname", "database", "user", "password", "passfile", "service",
+        "sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslpassword",
+        "sslnegotiation", "ssl_min_protocol_version", "ssl_max_protocol_version",
+        "target_session_attrs", "krbsrvname", "gsslib", "application_name", "options",
+    }
+)  # fmt: skip
+# libpq's parameters that the driver does not take: named as such in the refusal.
+_URL_LIBPQ_ONLY = frozenset(
+    {
+        "hostaddr", "connect_timeout", "client_encoding", "fallback_application_name",
+        "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+        "tcp_user_timeout", "replication", "gssencmode", "requiressl", "sslcompression",
+        "sslcertmode", "sslcrldir", "sslsni", "requirepeer", "require_auth",
+        "channel_binding", "gssdelegation", "load_balance_hosts",
+    }
+)  # fmt: skip
 _URL_CHOICES = {
     "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
     "sslnegotiation": ("postgres", "direct"),
@@ -131,9 +152,23 @@ def _host_problem(hostspec: str) -> str | None:
     return _port_problem(urllib.parse.unquote(port))
 
 
+def _parameter_problem(name: str) -> str | None:
+    if name in _URL_DRIVER_PARAMETERS:
+        return None
+    shown = name[:40]
+    if name in _URL_LIBPQ_ONLY:
+        return f"its parameter {shown!r} is libpq's, which the driver (asyncpg) does not take"
+    return (
+        f"its parameter {shown!r} is unknown (the driver takes host, port, dbname, user, "
+        "password, passfile, service, sslmode and the other ssl* parameters, "
+        "target_session_attrs, krbsrvname, gsslib, application_name, options; server settings "
+        "go in options=-c NAME=VALUE)"
+    )
+
+
 def database_url_problem(url: str) -> str | None:
     """Why the driver could not use ``url``, or None. Checks the form only (scheme, hosts,
-    ports, the query parameters the driver knows), not whether the database is there: a
+    ports, the query parameters: only those the driver knows), not whether the database is there: a
     database that is down or missing is an outage the daemon waits out. The message never
     repeats the user name or password."""
     if not url.strip():
@@ -159,6 +194,8 @@ def database_url_problem(url: str) -> str | None:
         except ValueError:
             return "its query string is not a list of name=value parameters"
         for name, values in query.items():
+            if (problem := _parameter_problem(name)) is not None:
+                return problem
             value = values[-1]
             if name == "port":
                 for port in value.split(","):

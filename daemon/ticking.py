@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import TickPlan
-from daemon.schedules.interval import clamp_interval, parse_interval
+from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
 
-MIN_INTERVAL_S = 0.05  # a tighter ticker would only spin; clamped with a warning
 MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
 
 

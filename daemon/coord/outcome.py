@@ -1,8 +1,9 @@
 """What an ``Exclusive`` call decided: the ``Outcome`` it returns and a log line per decision.
 
-Log lines (stdlib logger ``runbroker.coord``) have one stable shape per decision:
-``coord.<decision> dir=<directory> key=value...``, the decision also in ``extra`` as
-``coord_decision``. Decisions: the outcomes (``ran``, ``ran-queued``, ``queued``,
+Log lines (stdlib logger ``runbroker.coord``) have one stable shape per decision: the event
+``coord.<decision>`` and its fields as the record's ``extra`` (the daemon's JSON log writes
+them as keys): ``coord_decision``, ``dir`` (the lock directory) and the decision's own.
+Decisions: the outcomes (``ran``, ``ran-queued``, ``queued``,
 ``discarded``, ``skipped``, ``gated``, ``none``) once per call, plus ``reprobe`` (a caller
 that had queued found the lock free and runs itself), ``orphan-cleared`` (requests found at a
 fresh acquisition, covered by the run about to start), ``rerun`` and ``handoff`` (a queued
@@ -68,13 +69,11 @@ class DecisionLog:
         self._directory = directory
 
     def log(self, level: int, decision: str, **fields: object) -> None:
-        """One line ``coord.<decision> dir=<directory> key=value...`` at ``level``."""
-        pairs = " ".join(f"{key}={value}" for key, value in fields.items())
+        """One line ``coord.<decision>`` at ``level``, its fields as fields: a log reader
+        filters on them rather than parsing the message."""
         self._logger.log(
             level,
-            "coord.%s dir=%s%s",
+            "coord.%s",
             str(decision),
-            self._directory,
-            f" {pairs}" if pairs else "",
-            extra={"coord_decision": str(decision), "coord_dir": str(self._directory)},
+            extra={"coord_decision": str(decision), "dir": str(self._directory), **fields},
         )

@@ -43,17 +43,23 @@ def status(args: argparse.Namespace) -> int:
 
 
 def health(args: argparse.Namespace) -> int:
+    """Liveness (``ok``); with ``--ready``, readiness (``ready``: the database works too)."""
     answer = _control(args, "health")
     if isinstance(answer, int):
         return EXIT_FAILED  # unreachable is unhealthy; the reason was printed
     warnings = answer.get("warnings")
-    if answer.get("ok"):
-        print("healthy")
-    else:
+    live = bool(answer.get("ok"))
+    ready = bool(answer.get("ready", live))  # a daemon older than readiness: as live
+    if not live:
         print(f"unhealthy: {answer.get('reason', 'unknown')}")
+    elif not ready:
+        said = "not ready" if args.ready else "healthy; not ready"
+        print(f"{said}: {answer.get('ready_reason')}")
+    else:
+        print("ready" if args.ready else "healthy")
     for warning in warnings if isinstance(warnings, list) else []:
         print(f"warning: {warning}")
-    return EXIT_OK if answer.get("ok") else EXIT_FAILED
+    return EXIT_OK if (ready if args.ready else live) else EXIT_FAILED
 
 
 def cancel(args: argparse.Namespace) -> int:

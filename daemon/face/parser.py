@@ -92,7 +92,10 @@ def build_parser(
     stat.add_argument("--json", action="store_true")
     stat.add_argument("--socket")
 
-    health = sub.add_parser("health", help="exit 0 when the daemon is healthy, 1 when not")
+    health = sub.add_parser("health", help="liveness: exit 0 when this daemon works, 1 when not")
+    health.add_argument(
+        "--ready", action="store_true", help="readiness: exit 1 also while its database does not"
+    )
     health.add_argument("--socket")
 
     cancel = sub.add_parser("cancel", help="cancel a queued or running run")

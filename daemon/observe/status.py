@@ -21,12 +21,17 @@
 ``journal`` is the output ``runbroker logs`` reads: the bytes its lines hold now, and how
 many runs (the running one and the finished ones kept), with its bounds.
 
-``health``: ``{"event": "health", "ok": bool, "reason": str, "warnings": [str]}`` (``reason``
-empty when healthy, ``warnings`` omitted when there are none). Unhealthy, with the reason in one
-line, when: the daemon is shutting down; a run is wedged past its task's timeout + grace + 30 s;
-a ticking task has not fired within two of its intervals (or a schedule is over a minute late);
-the database has been unreachable longer than the runner's threshold, or every claim has failed
-that long; the database schema is missing or older than this runbroker. ``warnings`` name
+``health``: ``{"event": "health", "ok": bool, "reason": str, "ready": bool, "ready_reason": str,
+"warnings": [str]}`` (``reason`` and ``ready_reason`` empty when there is none, ``warnings``
+omitted when there are none). ``ok`` is liveness: whether this process works. It is false, with
+the reason in one line, when: the daemon is shutting down; a run is wedged past its task's
+timeout + grace + 30 s; a ticking task has not fired within two of its intervals (or a schedule
+is over a minute late). A restart cures those. ``ready`` is readiness: live, and the database
+(when one is configured) works: not when it has been unreachable longer than the runner's
+threshold, or every claim has failed that long, or its schema is missing or older than this
+runbroker. A restart cures none of those (every replica sees the same database), so they never
+make the daemon unhealthy: a liveness probe would restart every replica during an outage, and
+kill their running jobs with it. ``warnings`` name
 database job rows the runner could not use (a payload it cannot read, a schedule it cannot
 compute, a task this container does not define): each fails or is disabled on its own, every
 other job goes on, and a restart would not fix the row, so they do not make it unhealthy. A
@@ -140,7 +145,7 @@ def status_answer(broker: BrokerState) -> dict[str, Any]:
 
 
 def health_problem(broker: BrokerState) -> str | None:
-    """Why the daemon is unhealthy, or None."""
+    """Why this process does not work (liveness), or None: nothing about the database."""
     if broker.queue.closed:
         return "shutting down"
     current = broker.queue.current
@@ -153,13 +158,14 @@ def health_problem(broker: BrokerState) -> str | None:
             if current.elapsed_s() > limit_s:
                 elapsed_s = current.elapsed_s()
                 return f"executor wedged: run {current.id} at {elapsed_s:.0f}s, past its timeout"
-    stalled = ticker_stall(broker, time.time())
-    if stalled is not None:
-        return stalled
+    return ticker_stall(broker, time.time())
+
+
+def readiness_problem(broker: BrokerState) -> str | None:
+    """Why the daemon is not ready (its database does not work), or None; liveness apart."""
     if broker.pgrunner is not None:
         problem: str | None = broker.pgrunner.health_problem()
-        if problem:
-            return problem
+        return problem or None
     return None
 
 
@@ -191,4 +197,4 @@ def health_warnings(broker: BrokerState) -> list[str]:
 
 def health_answer(broker: BrokerState) -> dict[str, Any]:
     problem = health_problem(broker)
-    return answers.health_answer(problem, health_warnings(broker))
+    return answers.health_answer(problem, health_warnings(broker), readiness_problem(broker))

@@ -4,7 +4,6 @@ occurrence)."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 from daemon.core.runqueue import Run, RunRequest, RunResult
@@ -12,6 +11,7 @@ from daemon.observe.logs import get_logger
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.plan import plan_finish
 from daemon.pg.store.base import Claimed, Finish
+from daemon.pg.store.jsonb_safe import jsonb_safe, text_safe
 from daemon.settings import Settings
 
 log = get_logger(LOGGER_NAME)
@@ -37,12 +37,14 @@ def finish_record(
     claimed: Claimed, run: Run | None, result: RunResult, settings: Settings, *, retryable: bool
 ) -> Finish:
     """The record of a held run's end (``run`` None: it never reached the queue). An output
-    that is not JSON is dropped with a warning: the run's result is still recorded."""
+    that is not JSON is dropped with a warning: the run's result is still recorded. What the
+    database cannot store (NUL, a lone surrogate, NaN) is replaced (``store.jsonb_safe``), so
+    that one record can never fail the batch it is written in."""
     started_at = utc_from_epoch(run.started_at if run is not None else None)
     output = result.output
     if output is not None:
         try:
-            json.dumps(output)
+            output = jsonb_safe(output)
         except (TypeError, ValueError):
             log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
             output = None
@@ -50,7 +52,7 @@ def finish_record(
         claimed,
         ok=result.ok,
         cancelled=result.cancelled,
-        error=result.reason,
+        error=text_safe(result.reason) if result.reason else result.reason,
         output=output,
         started_at=started_at,
         finished_at=datetime.now(UTC),

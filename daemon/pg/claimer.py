@@ -1,4 +1,6 @@
-"""The claimer: claims due jobs, in batches, as the run queue has room for them.
+"""The claimer: claims due jobs, in batches, as the run queue has room for them and as many as
+this replica can start soon (``daemon/pg/horizon.py``): what it cannot start soon is left to
+the other replicas.
 
 It wakes on ``wake`` (NOTIFY, queue room freed), on a timer set to the earliest due time (on
 the database clock) and, as a fallback only, every poll interval. ``scheduler.paused`` and
@@ -18,6 +20,7 @@ from daemon.core.runqueue import Run, RunQueue
 from daemon.observe.logs import get_logger
 from daemon.pg.health import LOGGER_NAME, Backoff
 from daemon.pg.held import HeldRuns
+from daemon.pg.horizon import RunHorizon
 from daemon.pg.plan import plan_claim
 from daemon.pg.replica import Replica
 from daemon.pg.store.base import (
@@ -62,6 +65,7 @@ class Claimer:
         self._busy = False  # the last claim took a full batch: more is likely due now
         self._backlog = asyncio.Event()  # set with _busy: the helper claimer joins in
         self._want_room = False  # the last claim was cut short by the queue's room
+        self.horizon = RunHorizon()
         queue.on_finish(self._room_freed)
 
     @property
@@ -85,6 +89,8 @@ class Claimer:
             abandoned.append((job, plan))
         if not plan.enabled:  # the planner disabled a job it cannot schedule
             self.unusable.found(job, plan.last_error or "cannot be scheduled")
+        elif plan.unusable is not None:  # rescheduled rather than run as written
+            self.unusable.found(job, plan.unusable)
         return plan
 
     async def claim_loop(self, stopping: asyncio.Event) -> None:
@@ -127,10 +133,23 @@ class Claimer:
 
     def _claim_threshold(self) -> int:
         """Claim in batches: wait for this much room unless the queue has run dry."""
-        return max(1, min(self.settings.batch_size, self.queue.capacity) // 2)
+        window = self.horizon.window(self.settings.batch_size)
+        return max(1, min(self.settings.batch_size, self.queue.capacity, window) // 2)
 
-    def _room_freed(self, _run: Run) -> None:
-        if self._want_room and (self.queue.room() >= self._claim_threshold() or self._queue_dry()):
+    def _room(self) -> int:
+        """How many runs a claim may take now: the queue's room, and what this replica can
+        start within the horizon less the runs it has ahead of them (running, queued, waiting
+        for their dependencies)."""
+        queue = self.queue
+        deps = sum(1 for held in self.runs.held.values() if held.waiter is not None)
+        ahead = queue.waiting_count() + (queue.current is not None) + deps
+        window = self.horizon.window(self.settings.batch_size) - ahead
+        return min(self.settings.batch_size, queue.room(), window) - self._reserved
+
+    def _room_freed(self, run: Run) -> None:
+        if run.request.job is not None and run.started_monotonic is not None:
+            self.horizon.observe(run.elapsed_s())
+        if self._want_room and (self._room() >= self._claim_threshold() or self._queue_dry()):
             self._want_room = False
             self.wake.set()
 
@@ -143,7 +162,7 @@ class Claimer:
         It claims first (the claim's SQL honours scheduler.paused and scheduler.enabled) and
         looks at the flags and the next due time only when the batch was not full.
         """
-        room = min(self.settings.batch_size, self.queue.room() - self._reserved)
+        room = self._room()
         if room < self._claim_threshold() and not (room > 0 and self._queue_dry()):
             self._want_room = True
             return min(self._poll_s(), FULL_QUEUE_RECHECK_S)

@@ -21,14 +21,12 @@ from daemon.core.runqueue import Rejected, Run, RunQueue, RunResult
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
-from daemon.pg.fence import FENCE_WHY, REASON_FENCED, LeaseFence
+from daemon.pg.fence import FENCE_WHY, LEASE_LOST_WHY, REASON_FENCED, LeaseFence
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.replica import Replica
 from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.writer import ResultWriter
-
-REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 
 log = get_logger(LOGGER_NAME)
 
@@ -219,19 +217,19 @@ class HeldRuns:
         for records in (batch.finishes, batch.releases):
             for record in records:
                 held = held_runs.pop(record.run_id, None)
-                if lost and held is not None and record.run_id in lost:
+                if lost and held is not None and record.run_id in lost and not held.lost:
                     self.log.warning(
                         "job.lease_lost", job=held.claimed.job.name, job_run_id=record.run_id
                     )
         self.settled.set()
 
-    def lease_lost(self, held: Held) -> None:
-        """The heartbeat found the lease another replica's: stop the run wherever it is."""
+    def lease_lost(self, held: Held, *, removed: bool = False) -> None:
+        """The heartbeat found the lease another replica's, or the job ``removed``: stop the
+        run wherever it is. Logged once, here (its record then finds no lease: not again)."""
         held.lost = True
-        self.log.warning(
-            "job.lease_lost", job=held.claimed.job.name, job_run_id=held.claimed.run_id
-        )
-        self._stop(held, REASON_LEASE_LOST, release=False)
+        event, reason = LEASE_LOST_WHY[removed]
+        self.log.warning(event, job=held.claimed.job.name, job_run_id=held.claimed.run_id)
+        self._stop(held, reason, release=False)
 
     def _stop(self, held: Held, reason: str, *, release: bool) -> None:
         """Stop ``held``'s dependency wait (``release`` it, or drop it), queued run or process."""

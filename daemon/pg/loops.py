@@ -113,7 +113,7 @@ class BackgroundLoops:
                 continue
             try:
                 async with asyncio.timeout(lease_s / 2):
-                    kept = await self.store.heartbeat(self.owner, sorted(job_ids), lease_s)
+                    renewal = await self.store.heartbeat(self.owner, sorted(job_ids), lease_s)
             except TimeoutError:
                 self.health.failed("heartbeat", StoreUnavailable("lease renewal timed out"))
                 continue
@@ -126,10 +126,10 @@ class BackgroundLoops:
             finally:
                 wait_s = max(0.0, sent_at + every_s - self.runs.fence.now())
             self.health.ok()
-            self.runs.renewed(kept, sent_at)
+            self.runs.renewed(renewal.kept, sent_at)
             for held in list(self.runs.held.values()):
-                if held.claimed.job.id not in kept and not held.lost:
-                    self.runs.lease_lost(held)
+                if held.claimed.job.id not in renewal.kept and not held.lost:
+                    self.runs.lease_lost(held, removed=held.claimed.job.id in renewal.gone)
 
     async def prune_loop(self) -> None:
         every_s = min(PRUNE_EVERY_S, self.settings.run_retention_s / 4)

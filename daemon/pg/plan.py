@@ -10,22 +10,45 @@ from __future__ import annotations
 
 import functools
 import random
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from daemon.core.rfc3339 import rfc3339_utc as rfc3339_utc  # the one text form of a time
+from daemon.pg.missed import Occurrences, latest_missed
 from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
 from daemon.schedules import parse_schedule
 
-MAX_WALK_STEPS = 10_000  # occurrences walked to find the latest missed one
 BACKOFF_CAP_S = 3600.0
+# A time a row holds outside these is out of range: BC and '-infinity' (which the claim reads as
+# the year 1, the earliest time Python holds), 'infinity' and the years after 9999 (read as the
+# last day of 9999), or a time that no zone's wall clock can hold.
+EARLIEST_USABLE = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_USABLE = datetime(9999, 12, 30, tzinfo=UTC)
 
 
-class Occurrences(Protocol):
-    """A schedule as the planner sees it: only its occurrences (``daemon.schedules.Schedule``
-    is the one that parses and describes; any object with ``next_after`` will do here)."""
+def _out_of_range(job: DueJob) -> str | None:
+    """Which of the row's times (written by hand) is out of range, or None."""
+    if job.next_run_at < EARLIEST_USABLE:
+        return "next_run_at"
+    at = job.scheduled_for
+    if at is not None and not EARLIEST_USABLE <= at < LATEST_USABLE:
+        return "scheduled_for"
+    return None
 
-    def next_after(self, t: datetime, /) -> datetime | None: ...
+
+def _rescheduled(job: DueJob, sched: Occurrences, now: datetime, column: str) -> ClaimPlan:
+    """A row whose time is out of range is taken as unset: on to the schedule's next
+    occurrence after now, without a run (an expired lease's run is abandoned), and said so."""
+    why = f"its {column} is out of range (before 0001-01-02 or after 9999-12-29)"
+    return ClaimPlan(
+        run=False,
+        scheduled_for=None,
+        attempt=0,
+        next_run_at=sched.next_after(now),
+        last_error=f"{why}; rescheduled from now",
+        abandon_error=_abandoned_error(job),
+        unusable=why,
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -38,23 +61,6 @@ def schedule_for(spec: str, tz: str) -> Occurrences:
 def occurrence_after(sched: Occurrences, t: datetime) -> datetime:
     """What ``following_run_at`` says after ``t``: the next occurrence, or NO_OCCURRENCE."""
     return sched.next_after(t) or NO_OCCURRENCE
-
-
-def walk_missed(
-    sched: Occurrences, start: datetime, now: datetime
-) -> tuple[datetime, datetime | None]:
-    """From a due occurrence ``start`` (<= now): the latest occurrence <= now, and the first after.
-
-    Gives up walking after MAX_WALK_STEPS (a 1 s schedule after hours of downtime) and then
-    treats "now" as the latest occurrence, so catching up never costs more than one run.
-    """
-    latest = start
-    for _ in range(MAX_WALK_STEPS):
-        following = sched.next_after(latest)
-        if following is None or following > now:
-            return latest, following
-        latest = following
-    return now.replace(microsecond=0), sched.next_after(now)
 
 
 def plan_first_run(
@@ -135,6 +141,8 @@ def _plan_claim(
 ) -> ClaimPlan:
     sched = schedule_for(job.schedule, job.tz)
     limit = job.max_attempts or default_max_attempts
+    if (column := _out_of_range(job)) is not None:
+        return _rescheduled(job, sched, now, column)
 
     if job.lease_owner is not None and job.scheduled_for is not None:
         # Another replica's lease expired: its run is abandoned and counts as an attempt.
@@ -171,7 +179,7 @@ def _plan_claim(
         return ClaimPlan(run=True, scheduled_for=job.scheduled_for, attempt=job.attempt + 1)
 
     occurrence = job.next_run_at
-    latest, following = walk_missed(sched, occurrence, now)
+    latest, following = latest_missed(sched, occurrence, now)
     late_s = (now - occurrence).total_seconds()
     if job.misfire == "skip" and (latest != occurrence or late_s > misfire_grace_s):
         return _advance(following)

@@ -6,6 +6,12 @@ backoff, so a run that finishes during an outage is recorded when the database r
 
 A run's start is written only once the run has been going for ``START_DELAY_S``: a run that
 finishes sooner gets one write (its finish carries ``started_at``), not two.
+
+A batch that fails for another reason than an outage may fail for what one record holds: its
+records are then written one by one, so that only that record fails. A finish that still fails
+alone is written once more without its output and with its error replaced by a note; only when
+that fails too is it dropped (``job.result_dropped``: its lease expires and its run is
+abandoned).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from daemon.observe.logs import get_logger
@@ -32,7 +39,7 @@ from daemon.pg.waits import first_of, wait_event
 log = get_logger(LOGGER_NAME)
 
 MAX_BATCH = 500
-MAX_BUG_RETRIES = 3
+UNSTORABLE = "its result could not be stored"  # the note a finish that failed alone keeps
 START_DELAY_S = 0.05  # a run's status shows "running" at most this late
 # A small batch waits this long for company before it is written: each write is a round trip
 # and a commit whatever its size, and while the writer waits the executor finishes more runs.
@@ -55,6 +62,7 @@ class ResultWriter:
         self._health = health
         self._on_written = on_written
         self._pending = WriteBatch()  # due now (starts only after a failed write)
+        self._alone: list[WriteBatch] = []  # one record each: what a failed batch held
         # by run id, in order: (due, started at as epoch seconds); a Started is built only for
         # the runs still going when theirs is due (most finish first and never need one)
         self._starts: dict[int, tuple[float, float]] = {}
@@ -84,7 +92,7 @@ class ResultWriter:
         self._wakeup.set()
 
     def __len__(self) -> int:
-        return len(self._pending) + len(self._starts)
+        return len(self._pending) + len(self._starts) + len(self._alone)
 
     def _start_wait_s(self, closing: bool) -> float | None:
         """Moves the starts that are due (all once closing) to the pending batch; returns how
@@ -130,13 +138,29 @@ class ResultWriter:
         """True once everything queued so far is written (or given up on)."""
         return await wait_event(self._idle, timeout_s)
 
+    def _split(self, batch: WriteBatch) -> None:
+        """``batch`` failed for what it holds: its records to be written one by one, first."""
+        alone = [WriteBatch(starts=[s]) for s in batch.starts]
+        alone += [WriteBatch(finishes=[f]) for f in batch.finishes]
+        self._alone[:0] = alone + [WriteBatch(releases=[r]) for r in batch.releases]
+
+    def _failed_alone(self, batch: WriteBatch) -> WriteOutcome | None:
+        """A record that fails alone: a finish is tried once more as a bare record (None: put
+        back for that); otherwise it is given up."""
+        finish = batch.finishes[0] if batch.finishes else None
+        if finish is not None and finish.error != UNSTORABLE:
+            bare = replace(finish, output=None, error=UNSTORABLE)
+            self._alone.insert(0, WriteBatch(finishes=[bare]))
+            return None
+        log.error("job.result_dropped", runs=len(batch))
+        return WriteOutcome(lost_run_ids=frozenset(f.run_id for f in batch.finishes))
+
     async def run(self, closing: asyncio.Event) -> None:
         """Write until ``closing`` is set and nothing is pending (the caller bounds the time)."""
         backoff = Backoff()
-        bug_retries = 0
         while True:
             start_wait_s = self._start_wait_s(closing.is_set())
-            if not self._pending:
+            if not self._pending and not self._alone:
                 if start_wait_s is None:
                     self._idle.set()
                     if closing.is_set():
@@ -144,26 +168,33 @@ class ResultWriter:
                 self._wakeup.clear()
                 await first_of(self._wakeup.wait(), closing.wait(), timeout_s=start_wait_s)
                 continue
-            if len(self._pending) < LINGER_UNDER and not closing.is_set():
-                await asyncio.sleep(LINGER_S)
-            batch = self._take()
+            alone = bool(self._alone)
+            if alone:
+                batch = self._alone.pop(0)
+            else:
+                if len(self._pending) < LINGER_UNDER and not closing.is_set():
+                    await asyncio.sleep(LINGER_S)
+                batch = self._take()
             try:
                 outcome = await self._store.write(self._owner, batch)
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self._health.failed("write", exc)
-                self._put_back(batch)
+                if alone:
+                    self._alone.insert(0, batch)
+                else:
+                    self._put_back(batch)
                 await self._pause(backoff.next_s())
                 continue
             except Exception:
-                bug_retries += 1
-                log.exception("pgrunner.write_failed", runs=len(batch), attempt=bug_retries)
-                if bug_retries < MAX_BUG_RETRIES:
-                    self._put_back(batch)
-                    await self._pause(backoff.next_s())
+                log.exception("pgrunner.write_failed", runs=len(batch))
+                if len(batch) > 1:
+                    self._split(batch)
                     continue
-                outcome = WriteOutcome(lost_run_ids=frozenset(f.run_id for f in batch.finishes))
-                log.error("job.result_dropped", runs=len(batch))
-            bug_retries = 0
+                failed = self._failed_alone(batch)
+                if failed is None:
+                    await self._pause(backoff.next_s())  # a database failing every write
+                    continue
+                outcome = failed
             backoff.reset()
             self._health.ok()
             self._on_written(batch, outcome)

@@ -19,6 +19,7 @@ from daemon.schedules.duration import (
 
 __all__ = [
     "MAX_DURATION_S",
+    "MIN_INTERVAL_S",
     "DurationError",
     "IntervalDecision",
     "IntervalMode",
@@ -29,6 +30,11 @@ __all__ = [
 ]
 
 IntervalMode = Literal["builtin", "external", "once"]
+
+# The floor of every interval: the interval settings and a task's own ``interval`` are clamped
+# to it with a warning, and ``runbroker jobs add`` refuses a job that would repeat faster (a
+# tighter loop only spins: each run costs a claim, a process and a record).
+MIN_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,20 @@ def cancel_refusal(run_id: str) -> dict[str, Any]:
     return {"event": EVENT_CANCEL, "ok": False, "id": run_id, "reason": reason}
 
 
-def health_answer(problem: str | None, warnings: list[str] | None = None) -> dict[str, Any]:
-    """``ok`` unless there is a problem, which is the reason (omitted when empty); what is
-    wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
-    answer: dict[str, Any] = {"event": EVENT_HEALTH, "ok": problem is None, "reason": problem or ""}
+def health_answer(
+    problem: str | None, warnings: list[str] | None = None, not_ready: str | None = None
+) -> dict[str, Any]:
+    """``ok`` (live) unless there is a ``problem``, which is the reason; ``ready`` when live and
+    nothing keeps it ``not_ready`` (the database), with the first of the two as ``ready_reason``;
+    what is wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
+    why_not_ready = problem or not_ready or ""
+    answer: dict[str, Any] = {
+        "event": EVENT_HEALTH,
+        "ok": problem is None,
+        "reason": problem or "",
+        "ready": not why_not_ready,
+        "ready_reason": why_not_ready,
+    }
     if warnings:
         answer["warnings"] = warnings
     return answer

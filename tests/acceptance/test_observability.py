@@ -136,9 +136,11 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
     assert "output kept: 0.0 MiB of 1 runs (at most 1 MiB a run" in human.stdout
 
 
-def test_health_follows_the_database_away_and_back(
+def test_readiness_follows_the_database_away_and_back_while_liveness_stays(
     start_daemon: StartDaemon, workdir: Path
 ) -> None:
+    """`health` (liveness: the HEALTHCHECK, the liveness probe) stays 0 during an outage, so no
+    replica is restarted for it; `health --ready` (the readiness probe) follows the database."""
     name = f"acc_{uuid.uuid4().hex[:12]}"  # not created yet: the database is "away"
     url = database_url(name)
     daemon = start_daemon(
@@ -147,18 +149,22 @@ def test_health_follows_the_database_away_and_back(
     )
     try:
         daemon.log.wait_for("db.disconnected")
-        assert daemon.exec("health").returncode == 0  # a short outage is not yet unhealthy
+        assert daemon.exec("health", "--ready").returncode == 0  # a short outage: still ready
 
-        def unhealthy() -> bool:
-            return daemon.exec("health").returncode == 1
+        def not_ready() -> bool:
+            return daemon.exec("health", "--ready").returncode == 1
 
-        eventually(unhealthy, "health to turn unhealthy", timeout_s=30)
-        answer = daemon.exec("health")
-        assert answer.stdout.startswith("unhealthy: database unreachable for")
+        eventually(not_ready, "readiness to turn false", timeout_s=30)
+        answer = daemon.exec("health", "--ready")
+        assert answer.stdout.startswith("not ready: database unreachable for"), answer.stdout
+        live = daemon.exec("health")
+        assert live.returncode == 0, live.stdout
+        assert live.stdout.startswith("healthy; not ready: database unreachable for")
         query(ADMIN_DSN, f'CREATE DATABASE "{name}"')
         assert cli(url, "migrate").returncode == 0
         daemon.log.wait_for("db.reconnected", timeout_s=30)
-        eventually(lambda: daemon.exec("health").returncode == 0, "health to recover")
+        eventually(lambda: daemon.exec("health", "--ready").returncode == 0, "ready again")
+        assert daemon.exec("health", "--ready").stdout.strip() == "ready"
         status = json.loads(daemon.exec("status", "--json").stdout)
         assert status["database"]["up"] is True
     finally:

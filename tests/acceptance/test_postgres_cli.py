@@ -18,6 +18,7 @@ MALFORMED = [
     "postgresql://app:hunter2@[::1/x",
     "mysql://app:hunter2@127.0.0.1/db",
     "postgresql://app:hunter2@127.0.0.1/db?sslmode=bogus",
+    "postgresql://app:hunter2@127.0.0.1/db?foo=bar",  # every connection would fail
 ]
 
 

@@ -241,7 +241,7 @@ def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
     assert "nested too deeply" in health.stdout
 
 
-def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
+def test_readiness_says_schema_not_migrated_until_migrate_runs() -> None:
     with fresh_database(migrated=False) as url:
         work = Workdir()
         daemon = Daemon(
@@ -254,14 +254,17 @@ def test_health_says_schema_not_migrated_until_migrate_runs() -> None:
             unhealthy: list[subprocess.CompletedProcess[str]] = []
 
             def says_not_migrated() -> bool:
-                unhealthy[:] = [daemon.exec("health")]
+                unhealthy[:] = [daemon.exec("health", "--ready")]
                 return "schema not migrated" in unhealthy[0].stdout
 
-            eventually(says_not_migrated, "health to say the schema is not migrated")
+            eventually(says_not_migrated, "readiness to say the schema is not migrated")
             assert unhealthy[0].returncode == 1
             assert "runbroker migrate" in unhealthy[0].stdout
+            assert daemon.exec("health").returncode == 0  # live: a restart would not migrate
             assert cli(url, "migrate").returncode == 0
-            eventually(lambda: daemon.exec("health").returncode == 0, "health once migrated")
+            eventually(
+                lambda: daemon.exec("health", "--ready").returncode == 0, "ready once migrated"
+            )
             jobs(url, "add", "after", "--task", "noop", "--at", "now")
             eventually(
                 lambda: value(url, "SELECT last_status FROM scheduled_jobs") == "succeeded",
@@ -357,3 +360,17 @@ def test_job_finished_names_the_database_run_and_the_brokers_run_apart(
     assert finished["job_run_id"] == value(dsn, "SELECT id FROM job_runs")
     assert finished["run_id"] == done["run_id"]  # one key, one meaning: the broker's run id
     assert isinstance(finished["run_id"], str)
+
+
+def test_removing_a_job_mid_run_stops_its_run_saying_the_job_was_removed_once(
+    dsn: str, replicas: Callable[..., Daemon]
+) -> None:
+    daemon = replicas()  # the only replica: no other one could have taken the lease
+    jobs(dsn, "add", "long", "--task", "sleeper", "--at", "now")
+    eventually(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
+    jobs(dsn, "remove", "long")
+    (done,) = daemon.log.wait_for("run.done", lambda line: line.get("job") == "long")
+    assert done["reason"] == "cancelled: the job was removed"
+    daemon.log.wait_for("job.finished", lambda line: line.get("job") == "long")
+    assert len(daemon.log.events("job.removed")) == 1
+    assert daemon.log.events("job.lease_lost") == []

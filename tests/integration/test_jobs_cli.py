@@ -78,6 +78,9 @@ async def test_add_list_and_json(
         ["add", "x", "--task", "t", "--every", "1m", "--depends-on", "y:sometimes"],
         ["add", "x", "--task", "t", "--at", "2001-01-01T00:00:00Z"],
         ["add", "x", "--task", "t", "--every", "1m", "--max-attempts", "0"],
+        ["add", "x", "--task", "t", "--every", "1ms"],
+        ["add", "x", "--task", "t", "--every", "49ms"],
+        ["add", "x", "--task", "t", "--cron", "@every 10ms"],
         ["add", "x", "--task", "t"],
         ["add", "x", "--task", "t", "--every", "1m", "--daily", "03:00"],
         ["frobnicate"],
@@ -91,7 +94,7 @@ async def test_bad_input_exits_2_and_writes_nothing(
     assert await sql.fetchval("SELECT count(*) FROM scheduled_jobs") == 0
 
 
-async def test_unknown_jobs_and_duplicates_exit_1(
+async def test_unknown_jobs_exit_1_and_a_duplicate_add_is_refused_with_2(
     cli_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for argv in (["remove", "ghost"], ["enable", "ghost"], ["run-now", "ghost"]):
@@ -100,8 +103,9 @@ async def test_unknown_jobs_and_duplicates_exit_1(
     assert await jobs("history", "ghost", "--json") == 1
     assert json.loads(capsys.readouterr().out) == {"ok": False, "error": "no job named 'ghost'"}
     assert await jobs("add", "twice", "--task", "t", "--every", "1m") == 0
-    assert await jobs("add", "twice", "--task", "t", "--every", "1m") == 1
+    assert await jobs("add", "twice", "--task", "t", "--every", "1m") == 2
     assert "already exists" in capsys.readouterr().err
+    assert await jobs("add", "fast", "--task", "t", "--every", "50ms") == 0  # the floor itself
 
 
 async def test_enable_disable_remove(cli_env: str, sql: asyncpg.Connection) -> None:
@@ -222,3 +226,24 @@ async def test_list_shows_times_in_the_jobs_zone_and_a_retrys_own_time(
     assert listed["berlin"]["next_run_at"] == "2027-01-01T08:00:00Z"  # JSON stays UTC
     assert listed["flaky"]["next_run_at"] == "2026-07-01T10:05:00Z"
     assert listed["flaky"]["scheduled_for"] == "2026-07-01T10:00:00Z"
+
+
+async def test_history_shows_run_times_in_the_jobs_zone_as_list_does(
+    cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ny = ["--daily", "06:00", "--tz", "America/New_York"]
+    assert await jobs("add", "ny", "--task", "t", *ny) == 0
+    assert await jobs("add", "utc", "--task", "t", "--daily", "06:00") == 0
+    await sql.execute(
+        "INSERT INTO job_runs (job_id, scheduled_for, attempt, status, started_at, finished_at)"
+        " SELECT id, '2026-07-01T10:00:00Z', 1, 'succeeded', '2026-07-01T10:00:01Z',"
+        " '2026-07-01T10:00:02Z' FROM scheduled_jobs"
+    )
+    capsys.readouterr()
+    assert await jobs("history") == 0
+    lines = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "2026-07-01 06:00:01-04:00" in lines["ny"]  # New York time, with its offset
+    assert "2026-07-01 10:00:01Z" in lines["utc"]
+    assert await jobs("history", "--json") == 0
+    runs = {r["job"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert runs["ny"]["started_at"] == "2026-07-01T10:00:01Z"  # JSON stays UTC

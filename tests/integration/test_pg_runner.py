@@ -235,8 +235,9 @@ async def test_failing_job_is_retried_then_failed_and_rescheduled(
 
 
 async def test_shutdown_releases_unstarted_runs_for_other_replicas(
-    db_dsn: str, sql: asyncpg.Connection
+    db_dsn: str, sql: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("daemon.pg.horizon.UNMEASURED_RUN_S", 0.0)  # all three held at once
     store = PostgresStore(db_dsn)
     for name in ("a", "b", "c"):
         await add(store, name)

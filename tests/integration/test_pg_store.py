@@ -188,17 +188,19 @@ async def test_release_gives_the_job_back_as_it_was(
     assert again.attempt == 1
 
 
-async def test_heartbeat_extends_only_our_leases(
+async def test_heartbeat_extends_only_our_leases_and_tells_a_removed_job(
     store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
     await add(store, "a")
     await add(store, "b")
-    mine, theirs = await store.claim("me", 2, 1.0, planner)
+    await add(store, "c")
+    mine, theirs, removed = await store.claim("me", 3, 1.0, planner)
     await sql.execute(
         "UPDATE scheduled_jobs SET lease_owner = 'thief' WHERE id = $1", theirs.job.id
     )
-    kept = await store.heartbeat("me", [mine.job.id, theirs.job.id], 300.0)
-    assert kept == {mine.job.id}
+    await sql.execute("DELETE FROM scheduled_jobs WHERE id = $1", removed.job.id)
+    renewal = await store.heartbeat("me", [mine.job.id, theirs.job.id, removed.job.id], 300.0)
+    assert (renewal.kept, renewal.gone) == ({mine.job.id}, {removed.job.id})
     expires = await sql.fetchval(
         "SELECT lease_expires_at - now() FROM scheduled_jobs WHERE id = $1", mine.job.id
     )

@@ -153,6 +153,7 @@ def test_broker_waits_for_healthy_postgres_and_finished_migration(path: Path) ->
             "postgres": "service_healthy",
             "migrate": "service_completed_successfully",
         }, name
+        # Liveness, as the image's HEALTHCHECK: not `--ready`, which follows the database.
         assert service["healthcheck"]["test"] == ["CMD", "runbroker", "health"], name
         assert parse_duration(service["healthcheck"]["timeout"]) >= 2
 

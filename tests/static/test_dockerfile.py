@@ -132,6 +132,8 @@ def test_environment_entrypoint_stopsignal_healthcheck() -> None:
     health = runtime.last("HEALTHCHECK")
     assert health is not None
     options, _, command = health.args.partition("CMD")
+    # Liveness, not readiness (`--ready`): a container marked unhealthy during a database
+    # outage would be restarted by whatever watches health, with its running job.
     assert Instruction("CMD", command, health.line).exec_form() == ["runbroker", "health"]
     timeout = re.search(r"--timeout=(\d+)s", options)
     assert timeout is not None

@@ -23,7 +23,8 @@ from tests.static.support import (
 
 # The oldest Kubernetes the manifests support, and the newest the schemas bundle.
 KUBERNETES_VERSIONS = ("1.28.0", "1.37.0")
-HEALTH = ["runbroker", "health"]
+HEALTH = ["runbroker", "health"]  # liveness: this process works
+READY = ["runbroker", "health", "--ready"]  # readiness: and its database does
 
 
 def _deployment() -> dict[str, Any]:
@@ -132,10 +133,13 @@ def test_pod_and_containers_run_non_root_read_only_without_escalation() -> None:
         assert _volume_at(container, "/tmp").get("emptyDir") is not None, name
 
 
-def test_probes_run_runbroker_health() -> None:
+def test_liveness_is_the_process_and_readiness_adds_the_database() -> None:
+    """A liveness probe that failed during a database outage would restart every replica, and
+    kill their running jobs, over and over: only readiness may follow the database."""
     daemon = _container("runbroker")
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert daemon[probe]["exec"]["command"] == HEALTH, probe
+    expected = {"startupProbe": HEALTH, "livenessProbe": HEALTH, "readinessProbe": READY}
+    for probe, command in expected.items():
+        assert daemon[probe]["exec"]["command"] == command, probe
         assert daemon[probe]["timeoutSeconds"] >= 2, probe
 
 

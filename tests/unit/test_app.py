@@ -195,7 +195,13 @@ async def test_status_health_and_cancel_of_a_queued_run(
     assert status["database"] is None
     json.dumps(status)  # the answer goes on the wire as it is
 
-    assert broker.control(_op("health")) == {"event": "health", "ok": True, "reason": ""}
+    assert broker.control(_op("health")) == {
+        "event": "health",
+        "ok": True,
+        "reason": "",
+        "ready": True,
+        "ready_reason": "",
+    }
 
     assert broker.control(_op("cancel", first.id)) == {
         "event": "cancel",
@@ -221,6 +227,8 @@ async def test_status_health_and_cancel_of_a_queued_run(
         "event": "health",
         "ok": False,
         "reason": "shutting down",
+        "ready": False,
+        "ready_reason": "shutting down",
     }
 
 
@@ -343,7 +351,8 @@ async def test_shutdown_order(
         assert [item["id"] for item in status["waiting"]] == [run.id for run in waiting]
         assert [tick["task"] for tick in status["ticks"]] == ["default"]
         health = await _request(path, b'{"op":"health"}\n')
-        assert health == [{"event": "health", "ok": True}]  # an empty reason is omitted
+        # an empty reason is omitted
+        assert health == [{"event": "health", "ok": True, "ready": True, "ready_reason": ""}]
 
         broker.signals.received()
         code = await serving

@@ -94,6 +94,14 @@ def _decisions(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [getattr(record, "coord_decision", "") for record in caplog.records]
 
 
+def _lines(caplog: pytest.LogCaptureFixture, *fields: str) -> list[tuple[object, ...]]:
+    """Each line as (event, dir, the named fields): the fields are the record's, not text."""
+    return [
+        (r.getMessage(), getattr(r, "dir", None), *(getattr(r, f, None) for f in fields))
+        for r in caplog.records
+    ]
+
+
 def _ok() -> bool:
     return True
 
@@ -290,7 +298,7 @@ def test_exclusive_runs_when_free_and_reports_the_run(
     assert exclusive.holder().held is False
     assert {p.name for p in directory.iterdir()} == {LOCK_NAME, QUEUE_NAME}
     assert exclusive.run(lambda: False) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=False)
-    assert coord_log.messages[-1] == f"coord.ran dir={directory} runs=1 last_ok=False"
+    assert _lines(coord_log, "runs", "last_ok")[-1] == ("coord.ran", str(directory), 1, False)
 
 
 def test_exclusive_raising_job_is_a_failed_run(
@@ -330,8 +338,8 @@ def test_exclusive_busy_lock_queues_then_discards(
     assert [r.runs for r in inner] == [0, 0]
     assert result == ExclusiveResult(Outcome.RAN_QUEUED, runs=2, last_ok=True)
     assert exclusive.pending() == 0
-    assert f"coord.queued dir={tmp_path} pending=1" in coord_log.messages
-    assert f"coord.discarded dir={tmp_path} pending=1" in coord_log.messages
+    assert ("coord.queued", str(tmp_path), 1) in _lines(coord_log, "pending")
+    assert ("coord.discarded", str(tmp_path), 1) in _lines(coord_log, "pending")
     assert "rerun" in _decisions(coord_log)
 
 
@@ -401,7 +409,7 @@ def test_exclusive_rerun_cap_retires_and_leaves_demand(
     # The next acquisition's run covers the leftover demand and clears it.
     assert exclusive.run(_ok) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert exclusive.pending() == 0
-    assert f"coord.orphan-cleared dir={tmp_path} cleared=1" in coord_log.messages
+    assert ("coord.orphan-cleared", str(tmp_path), 1) in _lines(coord_log, "cleared")
 
 
 def test_exclusive_default_cap_is_eight(tmp_path: Path) -> None:
@@ -429,7 +437,7 @@ def test_exclusive_closed_gate_runs_nothing_and_keeps_demand(
     assert exclusive.pending() == 1
     assert exclusive.run_or_skip(_ok).outcome is Outcome.GATED
     assert OverlapGuard(tmp_path / LOCK_NAME).try_acquire()  # the lock was released
-    assert f"coord.gated dir={tmp_path} pending=1" in coord_log.messages
+    assert ("coord.gated", str(tmp_path), 1) in _lines(coord_log, "pending")
 
 
 def test_exclusive_gate_closing_mid_run_defers_reruns(
@@ -512,7 +520,7 @@ def test_exclusive_killed_holder_frees_lock_and_orphan_is_cleared(
     assert exclusive.run(job) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert runs == ["x"]
     assert exclusive.pending() == 0
-    assert f"coord.orphan-cleared dir={tmp_path} cleared=1" in coord_log.messages
+    assert ("coord.orphan-cleared", str(tmp_path), 1) in _lines(coord_log, "cleared")
 
 
 def test_exclusive_request_racing_the_holders_release_is_served(

@@ -14,7 +14,7 @@ from daemon import settings as settings_module
 from daemon.app import Broker
 from daemon.core.runqueue import RunRequest, RunResult
 from daemon.core.tasks import Task, TaskRegistry
-from daemon.observe.status import health_answer, health_problem
+from daemon.observe.status import health_answer, health_problem, readiness_problem
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import Claimed, StoreUnavailable
 from daemon.pg.store.memory import MemoryStore
@@ -53,7 +53,13 @@ async def test_a_run_wedged_past_its_timeout_is_unhealthy_until_it_ends(
     problem = health_problem(broker)
     assert problem is not None
     assert problem.startswith(f"executor wedged: run {run.id}")
-    assert health_answer(broker) == {"event": "health", "ok": False, "reason": problem}
+    assert health_answer(broker) == {
+        "event": "health",
+        "ok": False,
+        "reason": problem,
+        "ready": False,  # not live: not ready either
+        "ready_reason": problem,
+    }
     run.finish(RunResult(ok=False, reason="timed out after 1s"))
     broker.queue.release(run)
     assert health_problem(broker) is None
@@ -75,7 +81,7 @@ async def test_a_ticker_silent_for_two_intervals_is_unhealthy_until_it_fires(
     assert health_problem(broker) is None
 
 
-async def test_a_database_away_longer_than_the_threshold_is_unhealthy_until_it_returns(
+async def test_a_database_away_longer_than_the_threshold_is_not_ready_but_still_live(
     settings: Settings,
 ) -> None:
     broker = _broker(settings, Task("default", command=("true",)))
@@ -85,18 +91,24 @@ async def test_a_database_away_longer_than_the_threshold_is_unhealthy_until_it_r
     broker.pgrunner = runner
     assert runner.unhealthy_after_s == 6.0  # twice the 3 s lease
     runner.health.failed("claim", StoreUnavailable("connection refused"))
-    assert health_problem(broker) is None  # a short outage is not yet unhealthy
+    assert readiness_problem(broker) is None  # a short outage is not yet a problem
     assert runner.health.down_since is not None
     runner.health.down_since -= 7.0  # as if it had been away for 7 s
-    problem = health_problem(broker)
-    assert problem == "database unreachable for 7s"
+    assert readiness_problem(broker) == "database unreachable for 7s"
+    # Live all the same: a restart cannot bring the database back (a liveness probe would
+    # restart every replica, and kill their running jobs, for the whole outage).
+    assert health_problem(broker) is None
+    answer = health_answer(broker)
+    assert (answer["ok"], answer["ready"]) == (True, False)
+    assert answer["ready_reason"] == "database unreachable for 7s"
     assert broker.pgrunner.metrics_snapshot()["db_up"] == 0.0
     runner.health.ok()
-    assert health_problem(broker) is None
+    assert readiness_problem(broker) is None
+    assert health_answer(broker)["ready"] is True
     assert runner.status()["up"] is True
 
 
-async def test_claims_that_keep_failing_are_unhealthy_until_one_succeeds(
+async def test_claims_that_keep_failing_are_not_ready_until_one_succeeds(
     settings: Settings,
 ) -> None:
     broker = _broker(settings, Task("default", command=("true",)))
@@ -118,22 +130,23 @@ async def test_claims_that_keep_failing_are_unhealthy_until_one_succeeds(
     try:
         # The first claim happens at start.
         await eventually_async(
-            lambda: health_problem(broker), "a health problem", timeout_s=2.0, every_s=0.01
+            lambda: readiness_problem(broker), "a health problem", timeout_s=2.0, every_s=0.01
         )
-        problem = health_problem(broker)
+        problem = readiness_problem(broker)
         assert problem is not None
         assert problem.startswith("database jobs: every claim fails for")
+        assert health_problem(broker) is None  # live: a restart would not fix it
         assert "RecursionError" in problem
         store.broken = False
         runner._wake.set()
         await eventually_async(
-            lambda: health_problem(broker),
+            lambda: readiness_problem(broker),
             "health to recover",
             until=lambda problem: problem is None,
             timeout_s=6.0,
             every_s=0.01,
         )
-        assert health_problem(broker) is None
+        assert readiness_problem(broker) is None
     finally:
         stopping.set()
         await task

@@ -8,12 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from daemon.pg.plan import (
-    MAX_WALK_STEPS,
     backoff_s,
     plan_claim,
     plan_finish,
-    schedule_for,
-    walk_missed,
 )
 from daemon.pg.store.base import Claimed, DueJob
 from daemon.pg.store.memory import MemoryStore
@@ -107,12 +104,34 @@ def test_skip_drops_missed_occurrences_but_runs_one_that_is_merely_late() -> Non
     assert missed.next_run_at == T0 + timedelta(days=1)
 
 
-def test_walk_missed_gives_up_after_the_cap_and_uses_now() -> None:
-    sched = schedule_for("every 1s", "UTC")
-    now = T0 + timedelta(seconds=MAX_WALK_STEPS * 3)
-    latest, following = walk_missed(sched, T0, now)
-    assert latest == now
-    assert following == now + timedelta(seconds=1)
+@pytest.mark.parametrize(
+    "year_one", [datetime.min.replace(tzinfo=UTC), datetime(1, 1, 1, 23, tzinfo=UTC)]
+)
+def test_a_next_run_at_out_of_range_is_rescheduled_from_now_not_run(year_one: datetime) -> None:
+    # the claim reads BC and '-infinity' as the year 1; no zone's wall clock holds its first day
+    p = plan(due_job(next_run_at=year_one, schedule="daily 12:00", tz="America/New_York"))
+    assert (p.run, p.next_run_at, p.enabled) == (False, T0 + timedelta(hours=4), True)
+    assert p.unusable is not None
+    assert "out of range" in p.unusable
+    assert p.last_error is not None
+
+
+@pytest.mark.parametrize(
+    "held_for", [datetime.min.replace(tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)]
+)
+def test_a_retry_or_expired_lease_of_a_time_out_of_range_is_rescheduled_not_run(
+    held_for: datetime,
+) -> None:
+    retry = plan(due_job(scheduled_for=held_for, attempt=1))
+    assert (retry.run, retry.next_run_at, retry.unusable is not None) == (
+        False,
+        T0 + timedelta(minutes=1, seconds=1),
+        True,
+    )
+    lease = plan(due_job(scheduled_for=held_for, attempt=1, lease_owner="dead", current_run_id=7))
+    assert (lease.run, lease.abandon_error is not None) == (False, True)
+    assert lease.unusable is not None
+    assert "scheduled_for" in lease.unusable
 
 
 @pytest.mark.parametrize(("attempt", "low", "high"), [(1, 30, 60), (2, 60, 120), (4, 240, 480)])

@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+import pytest
+
 from daemon.core.runqueue import Run, RunResult, job_context
-from daemon.pg.fence import REASON_FENCED
-from daemon.pg.held import REASON_LEASE_LOST
+from daemon.pg import horizon
+from daemon.pg.fence import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -114,7 +116,8 @@ async def test_unknown_task_fails_clearly_and_runs_nothing() -> None:
     assert store.job("typo").attempt == 0  # no retries: another attempt cannot help
 
 
-async def test_claims_never_exceed_the_queue_room() -> None:
+async def test_claims_never_exceed_the_queue_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(horizon, "UNMEASURED_RUN_S", 0.0)  # runs this short: a whole batch is held
     store = MemoryStore()
     for i in range(10):
         store.add(f"j{i}", "default", "every 1h", now())
@@ -129,7 +132,10 @@ async def test_claims_never_exceed_the_queue_room() -> None:
     assert h.queue.statistics().rejected_full == 0
 
 
-async def test_shutdown_releases_claimed_runs_that_did_not_start() -> None:
+async def test_shutdown_releases_claimed_runs_that_did_not_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(horizon, "UNMEASURED_RUN_S", 0.0)  # all three held at once
     store = MemoryStore()
     for name in ("a", "b", "c"):
         store.add(name, "default", "every 1h", now())
@@ -346,7 +352,9 @@ async def test_a_run_whose_lease_cannot_be_renewed_is_stopped_before_the_lease_e
     assert record.error == REASON_FENCED
 
 
-async def test_a_running_run_whose_lease_another_replica_holds_is_stopped() -> None:
+async def test_a_running_run_whose_lease_another_replica_holds_is_stopped(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
     store = MemoryStore()
     store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
     gate = asyncio.Event()
@@ -354,5 +362,25 @@ async def test_a_running_run_whose_lease_another_replica_holds_is_stopped() -> N
         await store.wait_for(lambda: bool(h.executor.started))
         store.job("nightly").lease_owner = "another replica"  # it took the lease
         await store.wait_for(lambda: bool(h.executor.cancels))
+        await store.wait_for(lambda: not h.runner.runs.held)  # its record was tried
     ((_, reason),) = h.executor.cancels
     assert reason == REASON_LEASE_LOST
+    assert [e["event"] for e in logs].count("job.lease_lost") == 1  # not again at its record
+
+
+async def test_a_job_removed_mid_run_stops_its_run_saying_so_and_logs_it_once(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    store = MemoryStore()
+    store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
+    gate = asyncio.Event()
+    async with running(store, gate=gate, lease_s=1.0) as h:
+        await store.wait_for(lambda: bool(h.executor.started))
+        del store.jobs[store.job("nightly").id]  # `runbroker jobs remove nightly`
+        await store.wait_for(lambda: bool(h.executor.cancels))
+        await store.wait_for(lambda: not h.runner.runs.held)  # its record was tried
+    ((_, reason),) = h.executor.cancels
+    assert reason == REASON_JOB_REMOVED
+    events = [e["event"] for e in logs]
+    assert events.count("job.removed") == 1
+    assert "job.lease_lost" not in events

@@ -290,6 +290,10 @@ def test_metrics_addresses_ipv6_and_names(
         ("postgresql://app:hunter2@db/app?target_session_attrs=any-old", "target_session_attrs"),
         ("postgresql://app:hunter2@db/app?garbage", "query string"),
         ("postgresql://app:hunt/er2@db/app", "port"),  # an unescaped / cuts the password
+        ("postgresql://app:hunter2@db/app?foo=bar", "parameter 'foo' is unknown"),
+        ("postgresql://app:hunter2@db/app?sslmode=require&Sslmode=x", "'Sslmode' is unknown"),
+        ("postgresql://app:hunter2@db/app?search_path=app", "options=-c NAME=VALUE"),
+        ("postgresql://app:hunter2@db/app?connect_timeout=10", "'connect_timeout' is libpq's"),
     ],
 )
 def test_a_malformed_database_url_is_refused_without_showing_it(
@@ -311,6 +315,7 @@ def test_a_malformed_database_url_is_refused_without_showing_it(
         "postgresql://app@[::1]:5432/app?sslmode=verify-full&application_name=x",
         "postgresql:///app?host=/var/run/postgresql&port=5433",
         "postgresql://app:p%40ss@db:/app",
+        "postgresql://db/app?options=-c%20search_path%3Dapp&sslrootcert=/ca.pem&passfile=/p",
     ],
 )
 def test_well_formed_database_urls_are_accepted(monkeypatch: pytest.MonkeyPatch, url: str) -> None:

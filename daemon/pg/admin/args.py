@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from daemon.pg.store.base import Dependency
+from daemon.schedules import EverySchedule, Schedule
+from daemon.schedules.interval import MIN_INTERVAL_S, format_duration
 
 MAX_PAYLOAD_DEPTH = 100  # arrays and objects nested in a payload
 MAX_ATTEMPTS = 1000  # as RUNBROKER_RETRY_ATTEMPTS
@@ -122,6 +124,16 @@ def checked_add(args: argparse.Namespace) -> str:
     if args.max_attempts is not None and not 1 <= args.max_attempts <= MAX_ATTEMPTS:
         raise UsageError(f"--max-attempts must be from 1 to {MAX_ATTEMPTS}")
     return name
+
+
+def check_interval_floor(schedule: Schedule) -> None:
+    """An ``every`` (or ``@every``) faster than the interval settings' floor is refused: such a
+    job would only keep a replica busy claiming and recording runs."""
+    if isinstance(schedule, EverySchedule) and schedule.interval_s < MIN_INTERVAL_S:
+        raise UsageError(
+            f"schedule {schedule.spec!r}: the interval must be at least "
+            f"{format_duration(MIN_INTERVAL_S)}"
+        )
 
 
 def check_history(args: argparse.Namespace) -> None:

@@ -1,8 +1,9 @@
 """``runbroker jobs ...`` and ``runbroker migrate``: scheduled jobs in PostgreSQL.
 
 Exit codes: 0 done; 1 it could not be done (no such job, job busy, database unreachable or
-not migrated); 2 usage error or bad input (schedule, zone, payload, a dependency on a job that
-does not exist, a number out of range), in which case nothing is written. Every subcommand
+not migrated); 2 usage error or bad input (schedule, zone, an interval below the floor, payload,
+a dependency on a job that does not exist, a name already taken, a number out of range), in
+which case nothing is written. Every subcommand
 takes ``--json``; without it the output is for people.
 """
 
@@ -19,6 +20,7 @@ from daemon.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from daemon.pg.admin.args import (
     UsageError,
     check_history,
+    check_interval_floor,
     checked_add,
     jobs_parser,
     migrate_parser,
@@ -36,7 +38,7 @@ from daemon.pg.admin.view import (
 )
 from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_first_run, rfc3339_utc
-from daemon.pg.store.admin_records import JobError, JobInvalid, NewJob
+from daemon.pg.store.admin_records import JobError, JobExists, JobInvalid, NewJob
 from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable
 from daemon.pg.store.postgres import PostgresStore
 from daemon.schedules import parse_schedule
@@ -61,6 +63,7 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
         schedule = parse_schedule(spec, args.tz)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    check_interval_floor(schedule)
     if now is None:
         now = await store.db_now()
     first, following = plan_first_run(schedule, now, starts_now=starts_now)
@@ -151,7 +154,7 @@ def _run(
     code, error = EXIT_OK, ""
     try:
         result = asyncio.run(go())
-    except (UsageError, JobInvalid) as err:
+    except (UsageError, JobInvalid, JobExists) as err:  # every refusal of the input: 2
         code, error = EXIT_USAGE, str(err)
     except JobError as err:
         code, error = EXIT_FAILED, str(err)

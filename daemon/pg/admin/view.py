@@ -1,7 +1,8 @@
 """How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables.
 
 The ``jobs list`` table shows times as wall times in each job's own zone, with the offset
-(``2027-01-01 09:00:00+01:00``; UTC jobs as ``...Z``); run times in ``jobs history`` are UTC.
+(``2027-01-01 09:00:00+01:00``; UTC jobs as ``...Z``), and so do the run times in the ``jobs
+history`` table: one job's times read the same in both. JSON stays UTC.
 
 The ``--json`` shapes are stable (times are RFC 3339 UTC or null):
 
@@ -150,7 +151,7 @@ def runs_table(runs: Sequence[RunInfo]) -> str:
                 run.job,
                 run.status,
                 str(run.attempt),
-                d["started_at"] or "-",
+                local_time(run.started_at, run.tz),
                 duration,
                 error[:80],
             ]

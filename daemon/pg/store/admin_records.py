@@ -93,3 +93,4 @@ class RunInfo:
     finished_at: datetime | None
     error: str | None
     output: Any
+    tz: str = "UTC"  # the job's zone: the history table shows times in it

@@ -74,6 +74,7 @@ class ClaimPlan:
     last_status: str | None = None
     last_error: str | None = None
     abandon_error: str | None = None
+    unusable: str | None = None  # why the row cannot be used as written (reported as such)
 
 
 Planner = Callable[[DueJob, datetime], ClaimPlan]
@@ -157,6 +158,15 @@ class WriteOutcome:
 
 
 @dataclass(frozen=True)
+class Renewal:
+    """A heartbeat's answer: the jobs whose leases it renewed, and those no longer there
+    (removed while their runs were held: not a lease another replica took)."""
+
+    kept: set[int]
+    gone: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
 class SchedulerFlags:
     paused: bool = False
     enabled: bool = True
@@ -214,7 +224,7 @@ class JobStore(Protocol):
         occurrence with none missed, without calling it, and must then decide it the same)."""
         ...
 
-    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]: ...
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> Renewal: ...
 
     async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome: ...
 

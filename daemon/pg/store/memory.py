@@ -19,6 +19,7 @@ from daemon.pg.store.base import (
     DueJob,
     Outlook,
     Planner,
+    Renewal,
     SchedulerFlags,
     StoreUnavailable,
     WriteBatch,
@@ -157,7 +158,7 @@ class MemoryStore:
         due_in_s = (min(times) - now).total_seconds() if times else None
         return Outlook(replace(self.flags), due_in_s)
 
-    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]:
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> Renewal:
         now = self._enter("heartbeat")
         kept = set()
         for job_id in job_ids:
@@ -165,7 +166,7 @@ class MemoryStore:
             if job is not None and job.lease_owner == owner:
                 job.lease_expires_at = now + timedelta(seconds=lease_s)
                 kept.add(job_id)
-        return kept
+        return Renewal(kept, {job_id for job_id in job_ids if job_id not in self.jobs})
 
     async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome:
         now = self._enter("write")

@@ -16,6 +16,7 @@ from daemon.pg.store.base import (
     DependencyState,
     Outlook,
     Planner,
+    Renewal,
     SchedulerFlags,
     WriteBatch,
     WriteOutcome,
@@ -36,6 +37,7 @@ from daemon.pg.store.queries.runs import (
     DEPENDENCY_STATES,
     FINISH,
     HEARTBEAT,
+    JOBS_PRESENT,
     MARK_STARTED,
     PRUNE,
     RELEASE,
@@ -107,12 +109,18 @@ class PgRunnerStore(PgPool):
             None if due_in_s is None else float(due_in_s),
         )
 
-    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> set[int]:
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> Renewal:
+        """The leases renewed; for the others (rare: a lease lost), which jobs are gone."""
         if not job_ids:
-            return set()
+            return Renewal(set())
         async with self.connection() as conn:
             rows = await conn.fetch(HEARTBEAT, list(job_ids), owner, lease_s)
-        return {row["id"] for row in rows}
+            kept = {row["id"] for row in rows}
+            missing = [job_id for job_id in job_ids if job_id not in kept]
+            if not missing:
+                return Renewal(kept)
+            present = {row["id"] for row in await conn.fetch(JOBS_PRESENT, missing)}
+        return Renewal(kept, set(missing) - present)
 
     async def write(self, owner: str, batch: WriteBatch) -> WriteOutcome:
         finishing = {f.run_id for f in batch.finishes}

@@ -6,9 +6,10 @@ lease is due like an occurrence: a leased row keeps its occurrence (<= now) in n
 the lease filter skips only the runs in flight now (migration 0003).
 
 ``SELECT_DUE`` and ``CLAIM_PLAIN`` read the same due rows, each statement written out in full:
-the columns (times clamped to the years 1-9999 Python's datetime holds, so that a row written
-by hand with '-infinity', 'infinity' or a date BC cannot fail the claim of every row in its
-batch) and the filter (enabled, due, not leased, the scheduler neither paused nor disabled).
+the columns (times clamped to the years 1-9999 Python's datetime holds, as integers, so that a
+row written by hand with '-infinity', 'infinity' or a date BC cannot fail the claim of every row
+in its batch; no statement here returns a raw timestamp column) and the filter (enabled, due,
+not leased, the scheduler neither paused nor disabled).
 ``tests/unit/test_pg_queries.py`` keeps the two, and the flag words, in step.
 """
 
@@ -37,7 +38,8 @@ FOR UPDATE SKIP LOCKED
 """
 
 # The plain case in one statement: a fresh occurrence (no retry, no expired lease, no schedule
-# to recompute) with none missed since (following_run_at, migration 0004, is after now) and,
+# to recompute, a next_run_at in range: see EARLIEST_USABLE in plan.py) with none missed since
+# (following_run_at, migration 0004, is after now) and,
 # for misfire = skip, not later than the grace ($4 s): a run for (next_run_at, attempt 1), the
 # job leased, nothing else changed. Every due row it locked comes back; those without a run_id
 # are left to the planner's path.
@@ -56,7 +58,7 @@ WITH due AS MATERIALIZED (
         max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
         needs_schedule, lease_owner, current_run_id, next_run_at,
         lease_owner IS NULL AND NOT needs_schedule AND scheduled_for IS NULL
-          AND following_run_at > now()
+          AND next_run_at >= timestamptz '0001-01-02 00:00:00+00' AND following_run_at > now()
           AND (misfire = 'coalesce' OR next_run_at >= now() - $4 * interval '1 second')
           AS plain
     FROM scheduled_jobs
@@ -83,7 +85,10 @@ WITH due AS MATERIALIZED (
     FROM runs
     WHERE s.id = ANY(ARRAY(SELECT job_id FROM runs)) AND s.id = runs.job_id
 )
-SELECT due.*, runs.id AS run_id FROM due LEFT JOIN runs ON runs.job_id = due.id
+SELECT due.id, due.name, due.task_type, due.payload, due.schedule, due.time_zone,
+    due.next_run_us, due.scheduled_for_us, due.attempt, due.max_attempts, due.misfire,
+    due.depends_on, due.needs_schedule, due.lease_owner, due.current_run_id, runs.id AS run_id
+FROM due LEFT JOIN runs ON runs.job_id = due.id
 """
 
 # A claim's plans are applied in the claim's transaction, in one statement: abandon the expired
@@ -150,7 +155,7 @@ SELECT
            OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
     THEN extract(epoch FROM least(
         (SELECT next_run_at FROM scheduled_jobs
-         WHERE enabled AND next_run_at IS NOT NULL AND lease_owner IS NULL
+         WHERE enabled AND next_run_at < timestamptz 'infinity' AND lease_owner IS NULL
          ORDER BY next_run_at LIMIT 1),
         (SELECT min(lease_expires_at) FROM scheduled_jobs
          WHERE enabled AND next_run_at <= now() AND lease_owner IS NOT NULL)) - now())::float8

@@ -13,6 +13,10 @@ WHERE id = ANY($1::bigint[]) AND lease_owner = $2
 RETURNING id
 """
 
+# Which of the jobs whose leases a heartbeat did not renew are still there: the others were
+# removed (deleted by hand or `runbroker jobs remove`) while their runs were held.
+JOBS_PRESENT = "SELECT id FROM scheduled_jobs WHERE id = ANY($1::bigint[])"
+
 MARK_STARTED = """
 UPDATE job_runs r SET status = 'running', started_at = x.started_at
 FROM unnest($1::bigint[], $2::timestamptz[]) AS x(id, started_at)

@@ -1,0 +1,83 @@
+"""The latest missed occurrence of a schedule, in bounded work however far behind a row is.
+
+A claim runs the occurrences missed since a due one once, coalesced, as the latest of them. The
+planner runs on the event loop, inside the claim's transaction: walking every missed occurrence
+(a ``cron * * * * *`` row ten years behind has five million) would hold the loop for seconds,
+long enough to miss lease renewals and fence unrelated runs. So it jumps instead: ``every`` by
+arithmetic (exactly what walking adds up to), any other schedule by a search over ``next_after``
+(a few dozen calls for any gap), after a short walk that covers the usual one or two.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Protocol
+
+WALK_STEPS = 8  # occurrences walked before jumping: the usual gap is one or two
+_MICROSECOND = timedelta(microseconds=1)
+_FIRST_PROBE = timedelta(seconds=1)
+
+
+class Occurrences(Protocol):
+    """A schedule as the planner sees it: only its occurrences."""
+
+    def next_after(self, t: datetime, /) -> datetime | None: ...
+
+
+def latest_missed(
+    sched: Occurrences, start: datetime, now: datetime
+) -> tuple[datetime, datetime | None]:
+    """From a due occurrence ``start`` (<= now): the latest occurrence <= now, and the first
+    after it (None: none)."""
+    latest = start
+    for _ in range(WALK_STEPS):
+        following = sched.next_after(latest)
+        if following is None or following > now:
+            return latest, following
+        latest = following
+    interval_s = getattr(sched, "interval_s", None)  # ``every``: EverySchedule, or a wrapper
+    if isinstance(interval_s, float | int):
+        return _every_latest(sched, interval_s, latest, now)
+    latest = _search_latest(sched, latest, now)
+    return latest, sched.next_after(latest)
+
+
+def _every_latest(
+    sched: Occurrences, interval_s: float, start: datetime, now: datetime
+) -> tuple[datetime, datetime | None]:
+    """``every``: start + k * interval for the largest k that is not after now, as the walk
+    adds it up (``timedelta`` sums are exact integer microseconds). Its ``next_after(t)`` is
+    ``t`` + interval for any ``t``, not a fixed set of times: a search would not apply."""
+    step = timedelta(seconds=interval_s)
+    latest = start + step * ((now - start) // step)
+    return latest, sched.next_after(latest)
+
+
+def _search_latest(sched: Occurrences, known: datetime, now: datetime) -> datetime:
+    """The latest occurrence <= now, given an occurrence ``known`` <= now: a search for the
+    boundary of "the first occurrence after t is not after now", which holds for t before that
+    occurrence and not from it on. ``lo`` always holds it, ``hi`` never does."""
+
+    def before_latest(t: datetime) -> datetime | None:
+        """The first occurrence after ``t`` when it is not after now (so ``t`` < the latest)."""
+        found = sched.next_after(t)
+        return found if found is not None and found <= now else None
+
+    lo, hi, probe = known, now, _FIRST_PROBE
+    while probe < now - lo:  # look back from now, doubling, for a time before the latest
+        t = now - probe
+        found = before_latest(t)
+        if found is not None:
+            lo = max(t, found - _MICROSECOND)
+            break
+        hi = t
+        probe *= 2
+    while hi - lo > _MICROSECOND:
+        mid = lo + (hi - lo) / 2
+        found = before_latest(mid)
+        if found is None:
+            hi = mid
+        else:  # the occurrence found is itself not after the latest: start just before it
+            lo = max(mid, found - _MICROSECOND)
+    latest = sched.next_after(lo)
+    return known if latest is None or latest > now else latest
