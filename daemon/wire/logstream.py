@@ -15,9 +15,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from daemon.core.journal import Journal, RunLog
+from daemon.core.journal import FollowerHold, Journal, RunLog
 from daemon.core.runqueue import Event, Run, RunQueue
-from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import TaskRegistry
 from daemon.wire.answers import AnswerStream
 from daemon.wire.codec import encode_event, encode_fields, encode_output
@@ -48,8 +47,7 @@ class LogReader:
 
     def __init__(self, stream: AnswerStream, journal: Journal, follow: bool) -> None:
         self.stream = stream
-        self.holding: OutputFlow | None = None  # the run's flow, while this reader holds it
-        self.let_go = False  # held too long: holds nothing more until it has caught up
+        self.hold = FollowerHold()  # the run's output, held back while this reader is behind
         self.journal = journal
         self.follow = follow
         self.log: RunLog | None = None
@@ -73,32 +71,8 @@ class LogReader:
         behind that the bound would soon drop lines it has not read; then write."""
         log = self.log
         if log is not None:
-            self._hold_or_release(log)
+            self.hold.check(log, self.seq)
         self.stream.wake()
-
-    def _hold_or_release(self, log: RunLog) -> None:
-        behind, kept = log.end_seq - self.seq, log.line_count
-        if behind * 4 <= kept or log.result is not None:
-            self.let_go = False
-            self._release()
-        elif (
-            behind * 2 > kept
-            and log.bytes * 2 >= log.bytes_max
-            and self.holding is None
-            and not self.let_go
-            and log.flow is not None
-            and log.flow.hold(self._let_go)
-        ):
-            self.holding = log.flow
-
-    def _release(self) -> None:
-        flow, self.holding = self.holding, None
-        if flow is not None:
-            flow.release(self._let_go)
-
-    def _let_go(self) -> None:
-        self.holding = None
-        self.let_go = True
 
     def wait_for(self, run: Run) -> None:
         self.queued = run
@@ -156,8 +130,8 @@ class LogReader:
             seq += len(lines)
         self.seq = seq
         stream.pending_bytes += sent
-        if self.holding is not None:
-            self._hold_or_release(log)
+        if self.hold.holding is not None:
+            self.hold.check(log, self.seq)
         if seq < end:
             return True
         if log.result is not None:
@@ -184,7 +158,7 @@ class LogReader:
         return encode_fields(EVENT_DONE, fields)
 
     def close(self) -> None:
-        self._release()
+        self.hold.release()
         if self.log is not None:
             self.log.unfollow(self.on_lines)
         if self.queued is not None:

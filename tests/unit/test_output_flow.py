@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+from daemon.core.journal import FollowerHold, RunLog
+from daemon.core.runqueue import Run, RunRequest
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.observe.logs import configure_logging
 from daemon.observe.output_log import OutputLog
@@ -181,3 +183,33 @@ def test_in_the_console_format_lines_go_through_structlog_for_people() -> None:
     assert "run.output" in out.getvalue()
     assert "for people" in out.getvalue()
     assert not out.getvalue().startswith("{")
+
+
+async def test_a_follower_holds_the_run_back_past_half_the_kept_lines_and_not_again_once_let_go() -> (
+    None
+):
+    log = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
+    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
+    flow.connect(pipes.pause, pipes.resume)
+    log.flow = flow
+    hold = FollowerHold()
+    log.add_lines("stdout", ["x" * 100] * 1000)  # under half the bound: nothing at risk
+    hold.check(log, 0)
+    assert hold.holding is None
+    log.add_lines("stdout", ["x" * 100] * 3000)  # the buffer past half full
+    hold.check(log, log.end_seq - log.line_count // 4)  # a quarter behind: fine
+    assert hold.holding is None
+    hold.check(log, log.first_seq)  # all of it behind: at risk
+    assert hold.holding is flow
+    assert pipes.calls == ["pause"]
+    hold.check(log, log.end_seq - log.line_count // 8)  # caught up
+    assert hold.holding is None
+    assert pipes.calls == ["pause", "resume"]
+    hold.check(log, log.first_seq)
+    assert hold.holding is flow
+    flow.disconnect()  # as when the flow lets it go for holding too long
+    hold._let_go()
+    hold.check(log, log.first_seq)
+    assert hold.holding is None, "let go: it holds nothing until it has caught up"
+    hold.check(log, log.end_seq)
+    assert not hold.let_go

@@ -5,6 +5,7 @@ ones counted), ``journal`` the running run and the history of the last finished 
 (``Journal``: bounded in runs and in bytes).
 """
 
+from daemon.core.journal.follow import FollowerHold
 from daemon.core.journal.journal import (
     HISTORY_BYTES_MAX,
     HISTORY_RUNS_MAX,
@@ -19,6 +20,7 @@ __all__ = [
     "HISTORY_RUNS_MAX",
     "MARK_BYTES",
     "RUN_BYTES_MAX",
+    "FollowerHold",
     "Journal",
     "LineRecord",
     "RunLog",
