@@ -1,8 +1,7 @@
-"""Composition root: wires queue, executor, socket server, ticker, reaper and (with a database)
-the Postgres runner, runs them in one TaskGroup, and shuts them down in order within
+"""Composition root: wires queue, executor, socket server, ticker, reaper and watchdog and (with
+a database) the Postgres runner, runs them in one TaskGroup, and shuts them down in order within
 ``RUNBROKER_SHUTDOWN_TIMEOUT``: stop accepting, stop the ticker, release unstarted database
-runs, cancel queued runs, SIGTERM the running job (grace, then SIGKILL), close the socket.
-"""
+runs, cancel queued runs, SIGTERM the running job (grace, then SIGKILL), close the socket."""
 
 from __future__ import annotations
 
@@ -143,6 +142,7 @@ class Broker:
                 dependency_wait_s=self.settings.dependency_wait_s,
                 cancel_running=self.executor.cancel_current,
                 fence_grace_s=max(graces_s(self.settings.grace_s, self.tasks.graces_s()).values()),
+                backstop=self.children.watchdog,
             )
             self.reloader.fence_widen = self.pgrunner.widen_fence
         watcher = start_watching(self.reloader)
@@ -167,7 +167,7 @@ class Broker:
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
             reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
-            reaper_task = group.create_task(self.children.reap_forever())
+            reaper_task = group.create_task(self.children.guard_forever())
             pg_task = None
             if self.pgrunner is not None:
                 pg_task = group.create_task(self.pgrunner.run(pg_stopping))

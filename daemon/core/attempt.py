@@ -167,6 +167,7 @@ class AttemptRunner:
                 with_run(self._shared_env, run),
                 sink,
                 grace_s=grace_s,
+                key=run.id,
             )
         except SpawnError as exc:
             return RunResult(ok=False, reason=str(exc))

@@ -16,6 +16,9 @@ from daemon.core.process.child import Child, Poller
 from daemon.core.process.lines import LineSplitter, OutputSink
 from daemon.core.process.reaper import OrphanReaper
 from daemon.core.process.spawn import Spawner
+from daemon.core.process.watchdog import Watchdog
+
+LEFTOVER_PROBE_S = 0.05  # how often a group the leader left behind is looked at in its grace
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class ChildSupervisor:
         self._poller = Poller()
         self._owned: set[int] = set()
         self._reaper = OrphanReaper(self._owned, clock)
+        self.watchdog = Watchdog()  # told of every group started; runs in ``guard_forever``
 
     async def run_command(
         self,
@@ -63,16 +67,19 @@ class ChildSupervisor:
         sink: OutputSink,
         *,
         grace_s: Callable[[], float],
+        key: str = "",
     ) -> CommandOutcome:
         """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
         cannot start.
 
         Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
         ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
-        re-raised once the group is gone.
+        re-raised once the group is gone. What the leader leaves in its group when it exits is
+        terminated the same way. ``key`` (the run id) names the group to the watchdog.
         """
         pid, out_read, err_read = self._spawn(argv, env)
         self._owned.add(pid)
+        self.watchdog.watch(pid, key)
         child: Child | None = None
         collected = False
         try:
@@ -92,10 +99,13 @@ class ChildSupervisor:
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.shield(terminating)
                 raise
-            # The leader is gone: what it left in its group does not outlive the run.
-            _signal_group(pid, signal.SIGTERM)
             returncode = child.collect()
             collected = True
+            self._reaper.collected()
+            # The leader is gone: what it left in its group does not outlive the run. (No other
+            # group can have its id while one member is left: a group of none gets ESRCH.)
+            if _signal_group(pid, signal.SIGTERM):
+                await self._end_leftovers(pid, grace_s())
             await child.last_words()
             return describe_returncode(returncode)
         finally:
@@ -109,6 +119,22 @@ class ChildSupervisor:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)  # noqa: ASYNC222 - it has exited, or was just SIGKILLed
             self._owned.discard(pid)
+            self.watchdog.ended(pid)
+
+    async def _end_leftovers(self, pgid: int, grace_s: float) -> None:
+        """SIGKILL what is left in the group once ``grace_s`` has passed since its SIGTERM
+        (the group has no exit to wait on: it is looked at every ``LEFTOVER_PROBE_S``)."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + grace_s
+        while loop.time() < give_up_at:
+            try:
+                await asyncio.sleep(min(LEFTOVER_PROBE_S, max(0.0, give_up_at - loop.time())))
+            except asyncio.CancelledError:
+                _signal_group(pgid, signal.SIGKILL)  # a cancel does not skip what follows
+                raise
+            if not _signal_group(pgid, 0):
+                return
+        _signal_group(pgid, signal.SIGKILL)
 
     async def _terminate(self, child: Child, grace_s: float) -> None:
         pgid = child.pid
@@ -131,7 +157,45 @@ class ChildSupervisor:
         """Wait for zombie children that are not ours; returns the pids reaped."""
         return self._reaper.reap()
 
-    async def reap_forever(self, period_s: float = 1.0) -> None:
-        while True:
-            self.reap_orphans()
-            await asyncio.sleep(period_s)
+    async def guard_forever(self, period_s: float = 1.0) -> None:
+        """The daemon's guard of its children, until cancelled: the watchdog process runs
+        (``watchdog``), and orphans are reaped at each SIGCHLD, as tini does, and every
+        ``period_s`` as well (a handler that starts subprocesses through uvloop hands SIGCHLD
+        to libuv for good)."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def on_sigchld(_signum: int, _frame: object) -> None:
+            loop.call_soon(wake.set)  # a signal handler only sets an event (through the loop)
+
+        ticking: list[asyncio.TimerHandle] = []
+
+        def tick() -> None:
+            wake.set()
+            ticking[:] = [loop.call_later(period_s, tick)]
+
+        self.watchdog.start(loop)
+        tick()
+        previous = _take_sigchld(on_sigchld)
+        self._reaper.wake = wake.set
+        try:
+            while True:
+                await wake.wait()
+                wake.clear()
+                self._reaper.reap()
+        finally:
+            self._reaper.wake = None
+            ticking[0].cancel()
+            if previous is not None:
+                signal.signal(signal.SIGCHLD, previous)
+            await self.watchdog.close()
+
+
+def _take_sigchld(handler: Callable[[int, object], None]) -> signal.Handlers | None:
+    """Install ``handler`` for SIGCHLD; the disposition it replaced (None: not possible here,
+    off the main thread)."""
+    try:
+        previous = signal.signal(signal.SIGCHLD, handler)
+    except ValueError:
+        return None
+    return previous  # type: ignore[return-value]
