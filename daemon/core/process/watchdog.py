@@ -2,9 +2,10 @@
 process groups when the daemon cannot, at a database run's lease deadline or at the daemon's
 own end, since a stopped or blocked daemon fires no timer of its own.
 
-Telling it costs one datagram per job started (the group) and, for a database run, one per
-lease renewal; a job's end costs nothing (it sees the group empty itself). Should it die, it is
-started again and told every live group and deadline.
+Telling it costs one write of a line per job started (the group) and, for a database run, one
+per lease renewal (a line is shorter than PIPE_BUF: written whole or not at all); a job's end
+costs nothing (it sees the group empty itself). Should it die, it is started again and told
+every live group and deadline.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 import collections
 import contextlib
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -23,7 +23,7 @@ log = get_logger("runbroker.process")
 
 SCRIPT = str(Path(__file__).with_name("watchdog_main.py"))
 RESTART_AFTER_S = 1.0
-BACKLOG_MAX = 10_000  # messages kept while its socket is full (it is stopped, or slow)
+BACKLOG_MAX = 10_000  # lines kept while its pipe is full (it is stopped, or slow)
 
 
 class Watchdog:
@@ -31,7 +31,8 @@ class Watchdog:
 
     def __init__(self) -> None:
         self.pid = -1
-        self._sock: socket.socket | None = None
+        self._to_dog = -1  # the write end of its stdin
+        self._from_dog = -1  # the read end of its stdout: its answers, and its end
         self._loop: asyncio.AbstractEventLoop | None = None
         self._groups: dict[int, str] = {}  # live group -> run id, told again after a restart
         self._deadlines: dict[str, float] = {}  # run id -> monotonic deadline, the same
@@ -41,28 +42,32 @@ class Watchdog:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the process (at the daemon's start, before any job)."""
         self._loop = loop
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        their_stdin, to_dog = os.pipe2(os.O_CLOEXEC)
+        from_dog, their_stdout = os.pipe2(os.O_CLOEXEC)
         try:
             self.pid = os.posix_spawn(
                 sys.executable,
                 [sys.executable, "-I", "-S", SCRIPT],
                 {},
                 file_actions=[
-                    (os.POSIX_SPAWN_DUP2, theirs.fileno(), 0),
-                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, their_stdin, 0),
+                    (os.POSIX_SPAWN_DUP2, their_stdout, 1),
                 ],
                 setpgroup=0,
                 setsigmask=(),
             )
         except OSError as exc:
-            ours.close()
+            os.close(to_dog)
+            os.close(from_dog)
             log.error("watchdog.not_started", error=str(exc))
             return
         finally:
-            theirs.close()
-        ours.setblocking(False)
-        self._sock = ours
-        loop.add_reader(ours.fileno(), self._on_readable)
+            os.close(their_stdin)
+            os.close(their_stdout)
+        os.set_blocking(to_dog, False)
+        os.set_blocking(from_dog, False)
+        self._to_dog, self._from_dog = to_dog, from_dog
+        loop.add_reader(from_dog, self._on_readable)
         self._send_all([f"W {pgid} {key}" for pgid, key in self._groups.items()])
         self._send_all([f"D {key} {at!r}" for key, at in self._deadlines.items()])
         log.debug("watchdog.started", pid=self.pid)
@@ -86,18 +91,18 @@ class Watchdog:
             self._send(f"F {key}")
 
     def _send(self, text: str) -> None:
-        sock = self._sock
-        if sock is None:
+        if self._to_dog < 0:
             return
+        line = f"{text}\n".encode()
         if self._backlog:
-            self._backlog.append(text.encode())
+            self._backlog.append(line)
             return
         try:
-            sock.send(text.encode())
+            os.write(self._to_dog, line)
         except BlockingIOError:
-            self._backlog.append(text.encode())
+            self._backlog.append(line)
             assert self._loop is not None
-            self._loop.add_writer(sock.fileno(), self._flush)
+            self._loop.add_writer(self._to_dog, self._flush)
         except OSError:
             pass  # it is gone: its end of file restarts it, and it is told everything again
 
@@ -106,31 +111,29 @@ class Watchdog:
             self._send(text)
 
     def _flush(self) -> None:
-        sock = self._sock
-        assert sock is not None
         assert self._loop is not None
         while self._backlog:
             try:
-                sock.send(self._backlog[0])
+                os.write(self._to_dog, self._backlog[0])
             except BlockingIOError:
                 return
             except OSError:
                 break
             self._backlog.popleft()
         self._backlog.clear()
-        self._loop.remove_writer(sock.fileno())
+        self._loop.remove_writer(self._to_dog)
 
     def _on_readable(self) -> None:
-        assert self._sock is not None
         try:
-            message = self._sock.recv(512)
+            data = os.read(self._from_dog, 64 * 1024)
         except BlockingIOError:
             return
         except OSError:
-            message = b""
-        if message:
-            _kind, key, pgid = message.decode("ascii", "replace").split(" ")
-            log.warning("job.watchdog_killed", run_id=key, pgid=int(pgid), reason=KILLED_WHY)
+            data = b""
+        if data:
+            for line in data.decode("ascii", "replace").splitlines():
+                _kind, key, pgid = line.split(" ")
+                log.warning("job.watchdog_killed", run_id=key, pgid=int(pgid), reason=KILLED_WHY)
             return
         self._stop()
         if not self._closed:
@@ -143,14 +146,16 @@ class Watchdog:
             self.start(self._loop)
 
     def _stop(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None and self._loop is not None:
-            self._loop.remove_reader(sock.fileno())
-            if self._backlog:
-                self._loop.remove_writer(sock.fileno())
+        to_dog, from_dog = self._to_dog, self._from_dog
+        self._to_dog = self._from_dog = -1
+        if from_dog >= 0:
+            if self._loop is not None:
+                self._loop.remove_reader(from_dog)
+                if self._backlog:
+                    self._loop.remove_writer(to_dog)
+            os.close(from_dog)
+            os.close(to_dog)
         self._backlog.clear()
-        if sock is not None:
-            sock.close()
         if self.pid > 0:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)

@@ -1,9 +1,10 @@
 """The watchdog process: ends the jobs' process groups when the daemon itself cannot.
 
-The daemon starts it once (``python -I -S`` on this file, its socket as stdin) and tells it, over
-a SOCK_SEQPACKET pair, each job's process group and, for a database run, the monotonic time by
-which its lease must have been renewed. Fencing then holds whatever happens to the daemon
-process alone: a stopped daemon, a blocked event loop, a hung database link. Messages:
+The daemon starts it once (``python -I -S`` on this file, a pipe from the daemon as its stdin,
+one to the daemon as its stdout) and tells it, a line each, every job's process group and, for a
+database run, the monotonic time by which its lease must have been renewed. Fencing then holds
+whatever happens to the daemon process alone: a stopped daemon, a blocked event loop, a hung
+database link. Lines:
 
 - ``W PGID [KEY]``: a job's process group was started (KEY: its run id);
 - ``D KEY AT``: the run KEY must be gone by AT (CLOCK_MONOTONIC seconds, shared by every
@@ -11,7 +12,7 @@ process alone: a stopped daemon, a blocked event loop, a hung database link. Mes
 - ``F KEY``: KEY has no deadline any more (its run is recorded).
 
 It forgets a group once the group is empty (its leader's pidfd, then a probe), so the daemon
-sends nothing at a job's end. At the end of its socket (the daemon is gone, however it ended)
+sends nothing at a job's end. At the end of its stdin (the daemon is gone, however it ended)
 it SIGKILLs every group it knows and exits. Only the standard library: it imports nothing of
 the daemon, and stays small.
 """
@@ -22,11 +23,10 @@ import contextlib
 import os
 import select
 import signal
-import socket
 import time
 
 PROBE_S = 0.25  # how often a group whose leader has exited is looked for
-MESSAGE_BYTES = 512
+READ_BYTES = 64 * 1024
 
 
 def _kill(pgid: int, signum: int) -> bool:
@@ -41,10 +41,12 @@ def _kill(pgid: int, signum: int) -> bool:
 
 
 class Watch:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+    def __init__(self, requests: int, answers: int) -> None:
+        self.requests = requests  # the daemon's lines
+        self.answers = answers
+        self.partial = b""  # a line not ended yet
         self.poller = select.poll()
-        self.poller.register(sock.fileno(), select.POLLIN)
+        self.poller.register(requests, select.POLLIN)
         self.keys: dict[int, str] = {}  # live group -> its run id ("" for none)
         self.pgids: dict[str, int] = {}  # run id -> its live group
         self.pidfds: dict[int, int] = {}  # the leader's pidfd -> its group
@@ -62,6 +64,11 @@ class Watch:
         else:
             self.pidfds[pidfd] = pgid
             self.poller.register(pidfd, select.POLLIN)
+
+    def handle_lines(self, data: bytes) -> None:
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for line in lines:
+            self.handle(line)
 
     def handle(self, message: bytes) -> None:
         kind, *fields = message.decode("ascii", "replace").split(" ")
@@ -95,7 +102,7 @@ class Watch:
 
     def tell(self, text: str) -> None:
         with contextlib.suppress(OSError):  # the daemon is gone: its end of file comes next
-            self.sock.send(text.encode("ascii"))
+            os.write(self.answers, f"{text}\n".encode("ascii"))
 
     def timeout_ms(self, now: float) -> int | None:
         waits = [at - now for key, at in self.deadlines.items() if key in self.pgids]
@@ -112,24 +119,24 @@ class Watch:
     def serve(self) -> None:
         while True:
             for fd, _events in self.poller.poll(self.timeout_ms(time.monotonic())):
-                if fd != self.sock.fileno():
+                if fd != self.requests:
                     self.leader_exited(fd)
                     continue
-                message = self.sock.recv(MESSAGE_BYTES)
-                if not message:
+                data = os.read(self.requests, READ_BYTES)
+                if not data:
                     self.kill_all()  # the daemon has ended: no job outlives it
                     return
-                self.handle(message)
+                self.handle_lines(data)
             self.kill_overdue(time.monotonic())
             self.drop_empty_groups()
 
 
 def main() -> None:
-    # Its own process group already (a terminal's ^C does not reach it); only its socket's end
+    # Its own process group already (a terminal's ^C does not reach it); only its stdin's end
     # ends it: a signal meant for the daemon's group must not leave the jobs unguarded.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)
-    Watch(socket.socket(fileno=0)).serve()
+    Watch(0, 1).serve()
 
 
 if __name__ == "__main__":
