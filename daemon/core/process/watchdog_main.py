@@ -101,7 +101,7 @@ class Watch:
                 self.tell(f"K {key} {pgid}")
 
     def tell(self, text: str) -> None:
-        with contextlib.suppress(OSError):  # the daemon is gone: its end of file comes next
+        with contextlib.suppress(OSError):  # gone (its end of file comes next), or not reading
             os.write(self.answers, f"{text}\n".encode("ascii"))
 
     def timeout_ms(self, now: float) -> int | None:
@@ -136,6 +136,7 @@ def main() -> None:
     # ends it: a signal meant for the daemon's group must not leave the jobs unguarded.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)
+    os.set_blocking(1, False)  # a stalled daemon that reads no answers must not stall it too
     Watch(0, 1).serve()
 
 
