@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from daemon.core.process.child import Child, Poller
 from daemon.core.process.lines import LineSplitter, OutputSink
 from daemon.core.process.reaper import OrphanReaper
+from daemon.core.process.sigchld import reap_at_sigchld
 from daemon.core.process.spawn import Spawner
 from daemon.core.process.watchdog import Watchdog
 
@@ -162,51 +163,9 @@ class ChildSupervisor:
 
     async def guard_forever(self, period_s: float = 1.0) -> None:
         """The daemon's guard of its children, until cancelled: the watchdog process runs
-        (``watchdog``), and orphans are reaped at each SIGCHLD, as tini does, and every
-        ``period_s`` as well (a handler that starts subprocesses through uvloop hands SIGCHLD
-        to libuv for good). A look is a callback, not a task's turn: a job's own exit costs
-        the loop no extra iteration."""
-        loop = asyncio.get_running_loop()
-        asked = False
-        ticking: list[asyncio.TimerHandle] = []
-
-        def look() -> None:
-            nonlocal asked
-            asked = False
-            self._reaper.reap()
-
-        def ask() -> None:
-            nonlocal asked
-            if not asked:
-                asked = True
-                loop.call_soon(look)
-
-        def on_sigchld(_signum: int, _frame: object) -> None:
-            ask()  # a signal handler only asks the loop for a look
-
-        def tick() -> None:
-            ask()
-            ticking[:] = [loop.call_later(period_s, tick)]
-
-        self.watchdog.start(loop)
-        tick()
-        previous = _take_sigchld(on_sigchld)
-        self._reaper.wake = ask
+        (``watchdog``), and orphans are reaped at each SIGCHLD and every ``period_s``."""
+        self.watchdog.start(asyncio.get_running_loop())
         try:
-            await loop.create_future()  # until cancelled
+            await reap_at_sigchld(self._reaper, period_s)
         finally:
-            self._reaper.wake = None
-            ticking[0].cancel()
-            if previous is not None:
-                signal.signal(signal.SIGCHLD, previous)
             await self.watchdog.close()
-
-
-def _take_sigchld(handler: Callable[[int, object], None]) -> signal.Handlers | None:
-    """Install ``handler`` for SIGCHLD; the disposition it replaced (None: not possible here,
-    off the main thread)."""
-    try:
-        previous = signal.signal(signal.SIGCHLD, handler)
-    except ValueError:
-        return None
-    return previous  # type: ignore[return-value]
