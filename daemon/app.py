@@ -1,6 +1,6 @@
-"""Composition root: wires queue, executor, socket server, ticker, reaper and (with a database)
-the Postgres runner, runs them in one TaskGroup until a stop signal, then shuts them down in
-order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.shutdown``).
+"""Composition root: wires queue, executor, socket server, ticker, reaper and watchdog and (with
+a database) the Postgres runner, runs them in one TaskGroup until a stop signal, then shuts them
+down in order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.shutdown``).
 """
 
 from __future__ import annotations
@@ -147,6 +147,7 @@ class Broker:
                 dependency_wait_s=self.settings.dependency_wait_s,
                 cancel_running=self.executor.cancel_current,
                 fence_grace_s=max(graces_s(self.settings.grace_s, self.tasks.graces_s()).values()),
+                backstop=self.children.watchdog,
             )
             self.reloader.fence_widen = self.pgrunner.widen_fence
         watcher = start_watching(self.reloader)
@@ -171,7 +172,7 @@ class Broker:
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
             reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
-            reaper_task = group.create_task(self.children.reap_forever())
+            reaper_task = group.create_task(self.children.guard_forever())
             pg_task = None
             if self.pgrunner is not None:
                 pg_task = group.create_task(self.pgrunner.run(pg_stopping))

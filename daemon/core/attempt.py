@@ -204,6 +204,7 @@ class AttemptRunner:
                 grace_s=grace_s,
                 valve=flow,
                 terminated=self._note_terminated,
+                key=run.id,
             )
         except SpawnError as exc:
             return RunResult(ok=False, reason=str(exc))

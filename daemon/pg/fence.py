@@ -10,6 +10,12 @@ on. A renewal is sent every ``LEASE / 5`` (counted from the last one sent), and 
 no answer within ``LEASE / 2`` is given up: a hung connection (a partition: no answer, no
 error) never holds the loop past the point where the fence has taken over.
 
+The same promise holds when the daemon process itself stalls (stopped, its loop blocked): each
+running run's deadline, ``sent + LEASE - safety``, is also told to the daemon's watchdog, a
+process of its own (``daemon.core.process.watchdog``), which SIGKILLs the run's process group
+when it passes without a renewal. The loop's clock is CLOCK_MONOTONIC, read at the start of a
+loop turn, so never ahead of the watchdog's.
+
 The rule users must keep: every grace (``RUNBROKER_GRACE`` and each task's ``grace``) at most
 half the lease, and the lease at least 3 s. Then a healthy replica's fence is never reached
 (its renewals land every fifth of the lease, far before ``LEASE - lead``), and a cut-off
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 Held = TypeVar("Held")
 
@@ -79,9 +85,18 @@ def fencing_problem(lease_s: float, graces_s: Mapping[str, float]) -> str | None
     return None
 
 
+class Backstop(Protocol):
+    """Outside the daemon's process: the kill a stopped daemon cannot give (its watchdog)."""
+
+    def deadline(self, key: str, at_s: float) -> None: ...
+
+    def forget(self, key: str) -> None: ...
+
+
 class LeaseFence(Generic[Held]):
     """One timer per held run, at the point where it must be told to stop; moved on by every
-    renewal sent, dropped when the run's record is handed on."""
+    renewal sent, dropped when the run's record is handed on. A ``backstop`` is told the
+    deadline of each held run that reached the queue (by its run id), and every renewal."""
 
     def __init__(
         self,
@@ -95,6 +110,8 @@ class LeaseFence(Generic[Held]):
         self.on_fence = on_fence
         self._loop = loop
         self._timers: dict[int, tuple[asyncio.TimerHandle, Held, float]] = {}  # by job_runs id
+        self.backstop: Backstop | None = None
+        self._keys: dict[int, str] = {}  # job_runs id -> run id, for the backstop
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -122,6 +139,26 @@ class LeaseFence(Generic[Held]):
         """The lease of ``held`` was granted or renewed by a statement sent at ``sent_at``."""
         self.forget(run_id)
         self._set(run_id, held, sent_at + self.lease_s - self.lead_s)
+        key = self._keys.get(run_id)
+        if key is not None and self.backstop is not None:
+            self.backstop.deadline(key, sent_at + self.lease_s - safety_s(self.lease_s))
+
+    def submitted(self, run_id: int, key: str) -> None:
+        """The held run reached the queue as run ``key``: the backstop guards it from now on,
+        until ``settled``, whatever stops it meanwhile."""
+        entry = self._timers.get(run_id)
+        if self.backstop is None or entry is None:
+            return
+        self._keys[run_id] = key
+        sent_at = entry[2] + self.lead_s - self.lease_s
+        self.backstop.deadline(key, sent_at + self.lease_s - safety_s(self.lease_s))
+
+    def settled(self, run_id: int) -> None:
+        """The run's record is handed on: nothing of it is guarded any more."""
+        self.forget(run_id)
+        key = self._keys.pop(run_id, None)
+        if key is not None and self.backstop is not None:
+            self.backstop.forget(key)
 
     def _set(self, run_id: int, held: Held, fence_at: float) -> None:
         """A timer at ``fence_at`` (loop time; one in the past fires at the next iteration)."""
@@ -137,6 +174,7 @@ class LeaseFence(Generic[Held]):
         for timer, _held, _fence_at in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        self._keys.clear()  # the backstop keeps its deadlines: a run still going is still due
 
     def _fire(self, run_id: int, held: Held) -> None:
         self._timers.pop(run_id, None)

@@ -71,8 +71,7 @@ class HeldRuns:
         self.group: asyncio.TaskGroup | None = None  # the runner's, while it runs
         self.settled = asyncio.Event()  # a record was written (the drain waits on it)
         self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)
-        # the last first attempt's start (epoch seconds) and occurrence: schedule_lag_s
-        self._last_first_start: tuple[float, datetime] | None = None
+        self._last_first_start: tuple[float, datetime] | None = None  # (epoch s, occurrence)
 
     @property
     def schedule_lag_s(self) -> float:
@@ -136,6 +135,7 @@ class HeldRuns:
         request = run_request(held.claimed)
         try:
             held.run = self.queue.submit(request, watcher=partial(self._on_run, held))
+            self.fence.submitted(held.claimed.run_id, held.run.id)
         except Rejected as exc:
             self.log.info("job.released", job=held.claimed.job.name, reason=exc.reason)
             self.release(held)
@@ -180,13 +180,13 @@ class HeldRuns:
                 retry_in_s=None if finish.retry_in_s is None else round(finish.retry_in_s, 3),
             )
         held.settled = True
-        self.fence.forget(claimed.run_id)
+        self.fence.settled(claimed.run_id)
         self.writer.finish(finish)
 
     def release(self, held: Held) -> None:
         if not held.settled:
             held.settled = True
-            self.fence.forget(held.claimed.run_id)
+            self.fence.settled(held.claimed.run_id)
             self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
 
     def renewed(self, kept_job_ids: set[int], sent_at: float) -> None:

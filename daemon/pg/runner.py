@@ -24,6 +24,7 @@ from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
 from daemon.observe.logs import get_logger
 from daemon.pg.claimer import Claimer
 from daemon.pg.deps import DependencyWaiter
+from daemon.pg.fence import Backstop
 from daemon.pg.health import LOGGER_NAME, DbHealth
 from daemon.pg.held import HeldRuns
 from daemon.pg.loops import BackgroundLoops
@@ -52,6 +53,7 @@ class PgRunner:
         dependency_wait_s: float = 60.0,
         cancel_running: Callable[[str, str], str] | None = None,
         fence_grace_s: float = 0.0,
+        backstop: Backstop | None = None,
     ) -> None:
         """``cancel_running(run_id, reason)`` stops a running run (the executor's cancel): the
         lease fence calls it for a run whose lease could not be renewed; ``fence_grace_s`` is
@@ -76,6 +78,7 @@ class PgRunner:
             cancel_running=cancel_running,
             fence_grace_s=fence_grace_s,
         )
+        self.runs.fence.backstop = backstop  # the watchdog: it holds when this process stalls
         self.claimer = Claimer(
             replica, queue=queue, runs=self.runs, unusable=self.unusable, wake=self._wake
         )

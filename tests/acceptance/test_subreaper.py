@@ -40,8 +40,12 @@ def _parent(pid: int) -> int:
 def test_not_pid_1_it_adopts_and_reaps_the_orphans_of_its_jobs(workdir: Path) -> None:
     escaped = workdir / "escaped"
     # The job's grandchild leaves its session and process group, so the job's end does not
-    # take it along; its parent exits at once: an orphan.
-    job = f'setsid sleep 60 </dev/null >/dev/null 2>&1 & echo "$!" > {escaped}'
+    # take it along; its parent exits as soon as it has left (field 6 of stat: the session),
+    # since the SIGTERM to the job's group at its end would catch it still inside: an orphan.
+    job = (
+        f'setsid sleep 60 </dev/null >/dev/null 2>&1 & echo "$!" > {escaped}; '
+        """while [ "$(cut -d' ' -f6 /proc/$!/stat)" = "$$" ]; do :; done"""
+    )
     daemon = Daemon(workdir, ("sh", "-c", job), init=INIT)
     try:
         (daemon_pid,) = children_of(daemon.pid)  # the daemon is PID 1's child

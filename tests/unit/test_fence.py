@@ -148,3 +148,35 @@ async def test_a_widened_fence_already_past_fires_at_once() -> None:
     fence.widen(10.0)  # the new fence, sent + 20 - 11, is already past
     async with asyncio.timeout(2):
         await fired.wait()
+
+
+@dataclass
+class _Backstop:
+    """The watchdog's side, recorded: (run id, deadline) told, run ids forgotten."""
+
+    deadlines: list[tuple[str, float]] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+
+    def deadline(self, key: str, at_s: float) -> None:
+        self.deadlines.append((key, at_s))
+
+    def forget(self, key: str) -> None:
+        self.forgotten.append(key)
+
+
+def test_the_backstop_holds_each_run_in_the_queue_to_its_lease_less_the_margin() -> None:
+    """A stalled daemon fires no timer: its watchdog kills the run's group at the last
+    renewal's ``sent + LEASE - margin``, later than the fence's own SIGTERM by the grace."""
+    fence, _loop, _fenced = _fence(lease_s=60.0, grace_s=5.0)
+    backstop = _Backstop()
+    fence.backstop = backstop
+    fence.renewed(7, "held", sent_at=100.0)
+    assert backstop.deadlines == []  # claimed, not yet a run: nothing to kill
+    fence.submitted(7, "r-1")
+    fence.renewed(7, "held", sent_at=112.0)
+    margin_s = safety_s(60.0)
+    assert backstop.deadlines == [("r-1", 160.0 - margin_s), ("r-1", 172.0 - margin_s)]
+    fence.forget(7)  # fenced: told to stop, still guarded until its record is handed on
+    assert backstop.forgotten == []
+    fence.settled(7)
+    assert backstop.forgotten == ["r-1"]

@@ -185,9 +185,7 @@ def test_in_the_console_format_lines_go_through_structlog_for_people() -> None:
     assert not out.getvalue().startswith("{")
 
 
-async def test_a_follower_holds_the_run_back_past_half_the_kept_lines_and_not_again_once_let_go() -> (
-    None
-):
+async def test_a_follower_holds_past_half_the_kept_lines_and_not_again_once_let_go() -> None:
     log = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
     flow, pipes = OutputFlow(hold_max_s=60), Pipes()
     flow.connect(pipes.pause, pipes.resume)

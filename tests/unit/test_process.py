@@ -475,3 +475,33 @@ def test_reaper_never_takes_a_zombie_the_supervisor_owns(short_dir: Path) -> Non
     assert seen["leader"][0] in seen["zombies"], "the scenario did not produce an owned zombie"
     assert seen["reaped"] == []
     assert outcome == CommandOutcome(7)
+
+
+async def test_group_leftovers_that_ignore_sigterm_are_killed_after_the_grace() -> None:
+    """What the leader leaves in its group is ended as the job itself would be: SIGTERM, the
+    grace, SIGKILL; the run is over only once the group is gone."""
+    pidfds: list[int] = []
+
+    def sink(_stream: str, line: str) -> None:
+        pidfds.append(os.pidfd_open(int(line)))  # the leftover, before the leader exits
+
+    script = "(trap '' TERM; exec sleep 60) & echo $!"
+    supervisor = ChildSupervisor()
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(20):
+            began = loop.time()
+            outcome = await supervisor.run_command(
+                ["sh", "-c", script],
+                JOB_ENV,
+                each_line(sink),
+                grace_s=lambda: 0.3,
+            )
+            took_s = loop.time() - began
+        assert outcome == CommandOutcome(0)
+        assert len(pidfds) == 1
+        await wait_readable(pidfds[0], timeout_s=5)  # the TERM-ignoring sleep is gone
+        assert took_s >= 0.3, "killed before its grace was over"
+    finally:
+        for fd in pidfds:
+            os.close(fd)

@@ -28,12 +28,27 @@ class OrphanReaper:
         self._owned = owned
         self._clock = clock
         self._unclaimed: dict[int, float] = {}  # zombie of our session -> first seen
+        self._look_again = False  # an owned zombie hid the others: look once it is collected
+        self.wake: Callable[[], None] | None = None  # asks for a reap soon (SIGCHLD's reaper)
+
+    def collected(self) -> None:
+        """The supervisor has collected one of its own children."""
+        if self._look_again:
+            self._look_again = False
+            if self.wake is not None:
+                self.wake()
 
     def reap(self) -> list[int]:
         """Wait for zombie children that are not ours; returns the pids reaped."""
-        if not _has_zombie_child():
+        first = _first_zombie_child()
+        if first is None:
             self._unclaimed.clear()
             return []  # the common case, without scanning /proc
+        if first in self._owned:
+            # Most SIGCHLDs are a job's own exit, about to be collected: the scan waits for
+            # that, when the look is asked for again.
+            self._look_again = True
+            return []
         reaped = []
         own_session = os.getsid(0)
         now = self._clock()
@@ -60,13 +75,13 @@ class OrphanReaper:
         return reaped
 
 
-def _has_zombie_child() -> bool:
-    """Peek, without reaping, whether any child of ours has exited."""
+def _first_zombie_child() -> int | None:
+    """Peek, without reaping, at a child of ours that has exited: its pid (None: none has)."""
     try:
         info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
-        return False
-    return info is not None
+        return None
+    return None if info is None else info.si_pid
 
 
 def _children_of(parent_pid: int) -> list[str] | None:

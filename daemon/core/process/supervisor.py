@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from daemon.core.process.child import Child, Poller
 from daemon.core.process.lines import LineSplitter, OutputSink
 from daemon.core.process.reaper import OrphanReaper
+from daemon.core.process.sigchld import reap_at_sigchld
 from daemon.core.process.spawn import Spawner
 from daemon.core.process.valve import OutputValve
+from daemon.core.process.watchdog import Watchdog
+
+LEFTOVER_PROBE_S = 0.05  # the longest pause between two looks at what a leader left behind
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class ChildSupervisor:
         self._poller = Poller()
         self._owned: set[int] = set()
         self._reaper = OrphanReaper(self._owned, clock)
+        self.watchdog = Watchdog()  # told of every group started; runs in ``guard_forever``
 
     async def run_command(
         self,
@@ -69,6 +74,7 @@ class ChildSupervisor:
         grace_s: Callable[[], float],
         valve: OutputValve | None = None,
         terminated: Callable[[CommandOutcome], None] | None = None,
+        key: str = "",
     ) -> CommandOutcome:
         """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
         cannot start. ``valve``: the readers of the output that may hold it back (the pipes are
@@ -77,10 +83,13 @@ class ChildSupervisor:
         Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
         ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
         re-raised once the group is gone, after ``terminated`` was told how the job really
-        ended (a job that catches SIGTERM may exit 0).
+        ended (a job that catches SIGTERM may exit 0). What the leader leaves in its group when
+        it exits is terminated the same way. ``key`` (the run id) names the group to the
+        watchdog.
         """
         pid, out_read, err_read = self._spawn(argv, env)
         self._owned.add(pid)
+        self.watchdog.watch(pid, key)
         child: Child | None = None
         collected = False
         try:
@@ -108,10 +117,13 @@ class ChildSupervisor:
                         if terminated is not None:
                             terminated(describe_returncode(returncode))
                 raise
-            # The leader is gone: what it left in its group does not outlive the run.
-            _signal_group(pid, signal.SIGTERM)
             returncode = child.collect()
             collected = True
+            self._reaper.collected()
+            # The leader is gone: what it left in its group does not outlive the run. (No other
+            # group can have its id while one member is left: a group of none gets ESRCH.)
+            if _signal_group(pid, signal.SIGTERM):
+                await self._end_leftovers(pid, grace_s())
             await child.last_words()
             return describe_returncode(returncode)
         finally:
@@ -127,6 +139,25 @@ class ChildSupervisor:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)  # noqa: ASYNC222 - it has exited, or was just SIGKILLed
             self._owned.discard(pid)
+            self.watchdog.ended(pid)
+
+    async def _end_leftovers(self, pgid: int, grace_s: float) -> None:
+        """SIGKILL what is left in the group once ``grace_s`` has passed since its SIGTERM.
+        A group has no exit to wait on: it is looked at after 5 ms, then twice as long each
+        time up to ``LEFTOVER_PROBE_S`` (leftovers that obey SIGTERM are gone at once)."""
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + grace_s
+        pause_s = 0.005
+        while loop.time() < give_up_at:
+            try:
+                await asyncio.sleep(min(pause_s, max(0.0, give_up_at - loop.time())))
+            except asyncio.CancelledError:
+                _signal_group(pgid, signal.SIGKILL)  # a cancel does not skip what follows
+                raise
+            if not _signal_group(pgid, 0):
+                return
+            pause_s = min(2 * pause_s, LEFTOVER_PROBE_S)
+        _signal_group(pgid, signal.SIGKILL)
 
     async def _terminate(self, child: Child, grace_s: float) -> None:
         pgid = child.pid
@@ -150,7 +181,11 @@ class ChildSupervisor:
         """Wait for zombie children that are not ours; returns the pids reaped."""
         return self._reaper.reap()
 
-    async def reap_forever(self, period_s: float = 1.0) -> None:
-        while True:
-            self.reap_orphans()
-            await asyncio.sleep(period_s)
+    async def guard_forever(self, period_s: float = 1.0) -> None:
+        """The daemon's guard of its children, until cancelled: the watchdog process runs
+        (``watchdog``), and orphans are reaped at each SIGCHLD and every ``period_s``."""
+        self.watchdog.start(asyncio.get_running_loop())
+        try:
+            await reap_at_sigchld(self._reaper, period_s)
+        finally:
+            await self.watchdog.close()
