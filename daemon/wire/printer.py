@@ -45,7 +45,10 @@ class Printer:
         stream = self.to(self.err if event.get("stream") == "stderr" else self.out)
         lines = event.get("lines")
         if isinstance(lines, list):
-            stream.write("\n".join(map(str, lines)))
+            try:
+                stream.write("\n".join(lines))
+            except TypeError:  # not all text: say what there is
+                stream.write("\n".join(map(str, lines)))
         else:
             stream.write(str(event.get("line", "")))
         stream.write("\n")

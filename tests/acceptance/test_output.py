@@ -162,3 +162,28 @@ command = ["sh", "-c", 'printf "%s\\\\n" "$0" plain', '{"level": "info", "msg": 
     assert '{"level": "info", "msg": "job says hi"}' in daemon.log.raw
     assert "plain" in daemon.log.raw
     assert not daemon.log.events("run.output")
+
+
+def test_binary_output_survives_every_path(start_daemon: StartDaemon, workdir: Path) -> None:
+    tasks = """
+[tasks.binary]
+command = ["sh", "-c", "head -c 3000000 /dev/urandom; head -c 100000 /dev/urandom >&2"]
+"""
+    daemon = start_daemon(tasks_toml=tasks)
+    out_path = workdir / "out"
+    with out_path.open("wb") as out:
+        trigger = _client(daemon, "trigger", "binary", stdout=out, stderr=subprocess.PIPE)
+        _out, err = trigger.communicate(timeout=120)
+    assert trigger.returncode == 0, err
+    received = out_path.read_bytes().decode()  # what arrives is text: UTF-8, replaced
+    assert "\ufffd" in received
+    done = daemon.log.wait_for("run.done", lambda line: line["task"] == "binary")[0]
+    logged = daemon.log.events("run.output")
+    assert {line["stream"] for line in logged} == {"stdout", "stderr"}
+    assert "\n".join(line["line"] for line in logged if line["stream"] == "stdout") + "\n" == (
+        received
+    )
+    assert done["ok"] is True
+    assert daemon.exec("health").returncode == 0
+    followed = daemon.exec("logs", done["run_id"])
+    assert followed.returncode == 0
