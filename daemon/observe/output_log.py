@@ -48,13 +48,32 @@ class OutputLog:
         if self.mode == "off":
             return None
         if self.mode == "raw":
-            return _write_raw
+            return _guarded(_write_raw, fields)
         if not log_enabled(logging.INFO, LOGGER_NAME):
             return None
         out = json_log_stream()
         if out is None:
             return _structlog_writer(fields)
-        return _json_writer(out, fields)
+        return _guarded(_json_writer(out, fields), fields)
+
+
+def _guarded(write: LineWriter, fields: Mapping[str, str]) -> LineWriter:
+    """``write``, until the daemon's output fails (a closed pipe, a full disk): then said once
+    and no more lines of the run, which go on to its clients and the journal. (The log's
+    other lines go through stdlib logging, which swallows such errors itself.)"""
+    broken = False
+
+    def guarded(stream: str, lines: list[str]) -> None:
+        nonlocal broken
+        if broken:
+            return
+        try:
+            write(stream, lines)
+        except (OSError, ValueError) as exc:
+            broken = True
+            get_logger(LOGGER_NAME).error("output.log_failed", **fields, error=type(exc).__name__)
+
+    return guarded
 
 
 def _write_raw(stream: str, lines: list[str]) -> None:

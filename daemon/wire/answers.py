@@ -144,6 +144,14 @@ class AnswerStream(asyncio.Protocol):
             self.dropped_lines += len(lines)
             return
         data = encode_output(fields, self.batch)
+        room = BUFFERED_BYTES_MAX - backlog
+        if len(data) > room:  # what fits goes; the rest, and what follows until caught up, not
+            kept = lines[: len(lines) * room // len(data)]
+            self.dropped_lines += len(lines) - len(kept)
+            self.lagging = True
+            if not kept:
+                return
+            data = encode_output({**fields, "lines": kept}, self.batch)
         self._send(data)
         if backlog + len(data) >= HOLD_BYTES and self.holding is None:
             flow = run.flow

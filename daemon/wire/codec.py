@@ -164,7 +164,7 @@ def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
 _dumps: Any = None
 
 
-def _dump_json(body: dict[str, Any]) -> bytes:
+def _dump_json(body: Any) -> bytes:
     global _dumps
     if _dumps is None:
         import orjson
@@ -200,14 +200,17 @@ def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
     ``output`` line for each, made at C speed (one head, the lines' JSON joined)."""
     dumps = _dumps if _dumps is not None else _load_dumps()
     if batch:
-        return dumps({"event": EVENT_OUTPUT, **fields}) + b"\n"  # type: ignore[no-any-return]
+        return _dump_json({"event": EVENT_OUTPUT, **fields}) + b"\n"
     head = b'{"event":"output","ok":true,"id":%b,"stream":%b,"line":' % (
-        dumps(fields["id"]),
-        dumps(fields["stream"]),
+        _dump_json(fields["id"]),
+        _dump_json(fields["stream"]),
     )
     at = fields.get("at")
-    tail = b"}\n" if at is None else b',"at":%b}\n' % dumps(at)
-    body: bytes = (tail + head).join(map(dumps, fields["lines"]))
+    tail = b"}\n" if at is None else b',"at":%b}\n' % _dump_json(at)
+    try:
+        body: bytes = (tail + head).join(map(dumps, fields["lines"]))
+    except TypeError:  # what orjson refuses (a lone surrogate): the standard library's escapes
+        body = (tail + head).join(map(_dump_json, fields["lines"]))
     return head + body + tail
 
 

@@ -63,15 +63,12 @@ class LogReader:
         if not self.follow:
             self.stop_seq = log.end_seq
         elif log.result is None:
-            log.follow(self.on_lines)
+            self.hold.seq = self.seq
+            log.follow(self.on_lines, self.hold)
         self.stream.wake()
 
     def on_lines(self) -> None:
-        """The run wrote lines (or ended): hold its output back while this reader is so far
-        behind that the bound would soon drop lines it has not read; then write."""
-        log = self.log
-        if log is not None:
-            self.hold.check(log, self.seq)
+        """The run wrote lines (or ended): write them."""
         self.stream.wake()
 
     def wait_for(self, run: Run) -> None:
@@ -130,8 +127,10 @@ class LogReader:
             seq += len(lines)
         self.seq = seq
         stream.pending_bytes += sent
-        if self.hold.holding is not None:
-            self.hold.check(log, self.seq)
+        hold = self.hold
+        hold.seq = seq
+        if (hold.holding is not None or hold.let_go) and (end - seq) * 4 <= log.line_count:
+            hold.caught_up()  # within a quarter of what is kept: the run may go on
         if seq < end:
             return True
         if log.result is not None:
@@ -160,7 +159,7 @@ class LogReader:
     def close(self) -> None:
         self.hold.release()
         if self.log is not None:
-            self.log.unfollow(self.on_lines)
+            self.log.unfollow(self.on_lines, self.hold)
         if self.queued is not None:
             self.queued.unsubscribe(self.on_run_event)
             self.queued = None

@@ -61,9 +61,9 @@ class Printer:
         if event.get("event") != EVENT_OUTPUT or not isinstance(lines, list):
             out.write(json.dumps(event, ensure_ascii=False) + "\n")
             return
-        fields = {k: v for k, v in event.items() if k != "lines"}
+        fields = {"line" if key == "lines" else key: value for key, value in event.items()}
         for line in lines:
-            fields["line"] = line
+            fields["line"] = line  # where the wire has it: before ``at``
             out.write(json.dumps(fields, ensure_ascii=False) + "\n")
 
     def lifecycle(self, event: dict[str, Any], failure: str) -> None:

@@ -185,29 +185,79 @@ def test_in_the_console_format_lines_go_through_structlog_for_people() -> None:
     assert not out.getvalue().startswith("{")
 
 
-async def test_a_follower_holds_past_half_the_kept_lines_and_not_again_once_let_go() -> None:
+async def test_a_trim_keeps_what_a_follower_has_not_read_while_it_holds_the_run_back() -> None:
     log = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
     flow, pipes = OutputFlow(hold_max_s=60), Pipes()
     flow.connect(pipes.pause, pipes.resume)
     log.flow = flow
-    hold = FollowerHold()
-    log.add_lines("stdout", ["x" * 100] * 1000)  # under half the bound: nothing at risk
-    hold.check(log, 0)
-    assert hold.holding is None
-    log.add_lines("stdout", ["x" * 100] * 3000)  # the buffer past half full
-    hold.check(log, log.end_seq - log.line_count // 4)  # a quarter behind: fine
-    assert hold.holding is None
-    hold.check(log, log.first_seq)  # all of it behind: at risk
-    assert hold.holding is flow
+    reader = FollowerHold()  # at line 0
+    log.follow(lambda: None, reader)
+    read = ["x" * 100] * 1000  # what one read of the pipe gives
+    for _ in range(6):
+        log.add_lines("stdout", read)
+    assert log.first_seq == 0, "the follower's unread lines are kept"
+    assert reader.holding is flow
     assert pipes.calls == ["pause"]
-    hold.check(log, log.end_seq - log.line_count // 8)  # caught up
-    assert hold.holding is None
+    assert log.bytes < log.bytes_max + 2 * 160_000  # past the bound by what was read
+    reader.seq = log.end_seq  # it has read them all
+    reader.caught_up()
     assert pipes.calls == ["pause", "resume"]
-    hold.check(log, log.first_seq)
-    assert hold.holding is flow
-    flow.disconnect()  # as when the flow lets it go for holding too long
-    hold._let_go()
-    hold.check(log, log.first_seq)
-    assert hold.holding is None, "let go: it holds nothing until it has caught up"
-    hold.check(log, log.end_seq)
-    assert not hold.let_go
+    log.add_lines("stdout", read)
+    assert log.first_seq > 0  # trimmed again, down to the bound
+    assert log.bytes <= log.bytes_max
+    assert reader.holding is None
+
+
+async def test_a_follower_let_go_or_unable_to_hold_loses_lines_and_the_bound_holds() -> None:
+    log = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
+    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
+    flow.connect(pipes.pause, pipes.resume)
+    log.flow = flow
+    reader = FollowerHold()
+    log.follow(lambda: None, reader)
+    read = ["x" * 100] * 1000
+    for _ in range(6):
+        log.add_lines("stdout", read)
+    assert reader.holding is flow
+    flow.disconnect()  # as the flow does when it lets a reader go for holding too long
+    reader._let_go()
+    log.add_lines("stdout", read)
+    assert log.first_seq > 0  # it lost lines: counted by its reader, as before
+    assert log.bytes <= log.bytes_max
+    assert not reader.take(flow)  # let go: no hold until it has caught up
+    off = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
+    off.flow = OutputFlow(hold_max_s=0)  # RUNBROKER_OUTPUT_HOLD=0: nothing is ever held
+    off.flow.connect(pipes.pause, pipes.resume)
+    off.follow(lambda: None, FollowerHold())
+    for _ in range(7):
+        off.add_lines("stdout", read)
+    assert off.first_seq > 0
+    assert off.bytes <= off.bytes_max
+
+
+class Broken(io.StringIO):
+    """The daemon's stdout once its reader has gone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_failing_output_is_said_once_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broken = Broken()
+    monkeypatch.setattr("sys.stdout", broken)
+    write = OutputLog("raw").writer({"run_id": "r1", "task": "t"})
+    assert write is not None
+    with structlog.testing.capture_logs() as logged:
+        write("stdout", ["one"])  # raises nothing into the job's reading
+        write("stdout", ["two"])
+    assert broken.writes == 1  # given up after the first failure
+    assert [(e["event"], e["run_id"], e["error"]) for e in logged] == [
+        ("output.log_failed", "r1", "BrokenPipeError")
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import select
@@ -26,6 +27,7 @@ from daemon.core.process import (
 )
 from daemon.core.process.lines import LINE_LIMIT_BYTES, LineSplitter
 from daemon.core.process.reaper import UNCLAIMED_ZOMBIE_S, zombie_children
+from daemon.core.runqueue.flow import OutputFlow
 from tests.unit.conftest import JOB_ENV, wait_readable
 
 Lines = list[tuple[str, str]]
@@ -505,3 +507,33 @@ async def test_group_leftovers_that_ignore_sigterm_are_killed_after_the_grace() 
     finally:
         for fd in pidfds:
             os.close(fd)
+
+
+async def test_a_reader_holding_again_and_again_cannot_keep_a_run_open_past_its_end(
+    short_dir: Path,
+) -> None:
+    """A process left writing to the job's pipes from another session, and a reader that holds
+    the output back at every read and lets go a moment later: the run ends all the same once
+    more than the pipes can hold has come after its leader's exit."""
+    flow = OutputFlow(hold_max_s=60)
+    loop = asyncio.get_running_loop()
+
+    def slow_reader(_stream: str, _lines: list[str]) -> None:
+        def holder() -> None: ...
+
+        if flow.hold(holder):
+            loop.call_later(0.01, flow.release, holder)
+
+    pidfile = short_dir / "writer"
+    script = f"setsid sh -c 'echo $$ > {pidfile}; while :; do echo spam; done' & sleep 0.2"
+    supervisor = ChildSupervisor()
+    try:
+        async with asyncio.timeout(30):
+            outcome = await supervisor.run_command(
+                ["sh", "-c", script], JOB_ENV, slow_reader, grace_s=lambda: 1.0, valve=flow
+            )
+    finally:
+        writer = int(pidfile.read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(writer, signal.SIGKILL)
+    assert outcome == CommandOutcome(0)

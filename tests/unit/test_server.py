@@ -19,11 +19,16 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest
 from daemon.core.tasks import RunContext, Task, TaskRegistry
-from daemon.wire.answers import BUFFERED_BYTES_MAX, HOLD_BYTES
+from daemon.wire.answers import BUFFERED_BYTES_MAX, HOLD_BYTES, STREAMING
 from daemon.wire.binding import SocketInUse, bind_owner_only
 from daemon.wire.codec import encode_fields
 from daemon.wire.connection import Connection
-from daemon.wire.protocol import MAX_REQUEST_BYTES, REASON_BUSY, ControlRequest
+from daemon.wire.protocol import (
+    MAX_REQUEST_BYTES,
+    REASON_BUSY,
+    ControlRequest,
+    output_lines_event,
+)
 from daemon.wire.server import SocketServer
 from tests.unit.conftest import JOB_ENV
 
@@ -653,3 +658,39 @@ async def test_a_client_that_leaves_mid_run_is_not_an_error(
     assert run.result is not None
     assert run.result.ok
     assert [e for e in logs if e.get("log_level") in ("error", "critical")] == []
+
+
+class _BackloggedTransport(_WritesTransport):
+    """A transport that already holds ``backlog`` bytes its client has not read."""
+
+    def __init__(self, backlog: int) -> None:
+        super().__init__()
+        self.backlog = backlog
+
+    def get_write_buffer_size(self) -> int:
+        return self.backlog
+
+
+@pytest.mark.parametrize("batch", [False, True])
+async def test_one_read_of_many_short_lines_is_cut_at_the_clients_bound(
+    short_dir: Path, batch: bool
+) -> None:
+    """A 64 KiB read of empty lines is 5 MiB of answer a line at a time: what would pass the
+    per-client bound is dropped and counted, not queued."""
+    async with serving(short_dir / "rb.sock", _sh("default", "true")) as (server, _queue, _):
+        room = 100_000
+        transport = _BackloggedTransport(BUFFERED_BYTES_MAX - room)
+        connection = Connection(server)
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.state = STREAMING
+        connection.batch = batch
+        run = Run(RunRequest(task="default"))
+        lines = [""] * 65_536
+        connection.on_event(run, Event("output", output_lines_event(run.id, "stdout", lines)))
+        kept = sum(len(line) for line in connection.pending)
+        sent = [json.loads(frame) for line in connection.pending for frame in line.splitlines()]
+        got = sum(len(frame["lines"]) if batch else 1 for frame in sent)
+        assert kept <= room + 100  # at most a line past the bound
+        assert got + connection.dropped_lines == len(lines)
+        assert connection.dropped_lines > 0
+        transport.close()

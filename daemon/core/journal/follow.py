@@ -1,46 +1,42 @@
-"""How a follower of a run's log holds the run's output back while it is far behind.
+"""How a follower of a run's log holds the run's output back rather than lose lines.
 
-The journal keeps a run's newest lines within a bound: a follower (a ``runbroker logs -f``
-client) that falls so far behind that the next trims would drop lines it has not read holds
-the run's output back (``OutputFlow``: the job's pipes are not read) until it has caught up,
-for at most the flow's bound; let go, it holds nothing more until it has caught up, and what
-the bound drops before it got there is counted as it always was.
+The journal keeps a run's newest lines within a bound. A follower (a ``runbroker logs -f``
+client) whose unread lines a trim would drop holds the run's output back instead
+(``OutputFlow``: the job's pipes are not read) and the trim keeps them; once the follower has
+caught up it lets go. A follower may hold for at most the flow's bound: let go, it holds
+nothing more until it has caught up, and what the bound drops before it got there is counted
+as it always was.
 """
 
 from __future__ import annotations
 
-from daemon.core.journal.ring import RunLog
 from daemon.core.runqueue.flow import OutputFlow
 
 
 class FollowerHold:
-    """One follower's hold: taken past half the kept lines behind, released within a quarter."""
+    """One follower's place in a run's log (``seq``: the next line it reads) and its hold."""
 
-    __slots__ = ("holding", "let_go")
+    __slots__ = ("holding", "let_go", "seq")
 
     def __init__(self) -> None:
+        self.seq = 0
         self.holding: OutputFlow | None = None  # the run's flow, while this follower holds it
         self.let_go = False  # held too long: holds nothing more until it has caught up
 
-    def check(self, log: RunLog, seq: int) -> None:
-        """The follower's next line is ``seq``: hold the run back, or let it go on.
+    def take(self, flow: OutputFlow | None) -> bool:
+        """A trim would drop lines this follower has not read: hold the run back (True), or
+        say it may not (let go, or nothing can be held: no job, or holding is off)."""
+        if self.holding is not None:
+            return True
+        if self.let_go or flow is None or not flow.hold(self._let_go):
+            return False
+        self.holding = flow
+        return True
 
-        Held past half the kept lines behind, with the buffer at least half full: the lines a
-        trim drops (down to seven eighths of the bound) are then older than its position,
-        with a read or two of the job's pipe to spare before the hold takes effect."""
-        behind, kept = log.end_seq - seq, log.line_count
-        if behind * 4 <= kept or log.result is not None:
-            self.let_go = False
-            self.release()
-        elif (
-            behind * 2 > kept
-            and log.bytes * 2 >= log.bytes_max
-            and self.holding is None
-            and not self.let_go
-            and log.flow is not None
-            and log.flow.hold(self._let_go)
-        ):
-            self.holding = log.flow
+    def caught_up(self) -> None:
+        """The follower has read about all there is: the run goes on, and it may hold again."""
+        self.let_go = False
+        self.release()
 
     def release(self) -> None:
         flow, self.holding = self.holding, None

@@ -20,11 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from daemon.core.journal.sizes import (
-    LINE_BYTES,
-    MARK_BYTES,
-    line_bytes,
-)
+from daemon.core.journal.follow import FollowerHold
+from daemon.core.journal.sizes import LINE_BYTES, MARK_BYTES, line_bytes
+from daemon.core.journal.trim import oldest_to_drop
 from daemon.core.runqueue import Run, RunResult
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.observe.logs import get_logger
@@ -34,7 +32,6 @@ log = get_logger("runbroker.journal")
 LineRecord = tuple[str, str, float]  # (stream, line, at)
 Wake = Callable[[], None]  # a follower: told that a line came or that the run ended
 
-_BLOCK = 256  # lines a trim weighs at once
 _now = time.time
 _NONE: list[Any] = []  # what a log's lists are until its first line: never appended to
 
@@ -55,6 +52,7 @@ class RunLog:
         "first_seq",
         "flow",
         "followers",
+        "readers",
         "result",
         "run_id",
         "started_at",
@@ -86,6 +84,7 @@ class RunLog:
         self._loop = loop
         self.followers: list[Wake] = _NONE  # the readers that follow (``follow``)
         self.flow: OutputFlow | None = None  # who holds the running run's output back
+        self.readers: list[FollowerHold] = _NONE  # followers whose unread lines a trim keeps
         self._wake_due = False  # the followers are woken at the end of this loop turn
 
     def add(self, stream: str, line: str) -> None:
@@ -146,34 +145,23 @@ class RunLog:
 
     def _trim(self) -> None:
         """Drop the oldest lines (and marks) down to ``low_water_bytes``: an eighth of the bound
-        at a time. Whole blocks first, summed at C speed; then line by line."""
-        lines, head, seqs, mark = self._lines, 0, self._seqs, 0
-        size, count, first = self.bytes, len(lines), self.first_seq
-        target = self.low_water_bytes
-        while size > target and count - head > _BLOCK:
-            block = lines[head : head + _BLOCK]
-            if all(map(str.isascii, block)):
-                cost = sum(map(len, block)) + LINE_BYTES * _BLOCK
-            else:
-                cost = sum(map(line_bytes, block))
-            after = first + _BLOCK  # a kept line's number: the block is not the last one
-            after_mark = bisect.bisect_right(seqs, after, mark) - 1  # the mark it is under
-            cost += (after_mark - mark) * MARK_BYTES
-            if size - cost <= target:
-                break  # the bound falls in this block
-            size -= cost
-            head, first, mark = head + _BLOCK, after, after_mark
-        while size > target and head < count:
-            text = lines[head]
-            head += 1
-            first += 1
-            size -= line_bytes(text)
-            while mark + 1 < len(seqs) and seqs[mark + 1] <= first:
-                mark += 1  # the lines of this mark are all gone
-                size -= MARK_BYTES
-        if head == count:  # nothing kept: no mark either (the next line makes one)
-            size -= (len(seqs) - mark) * MARK_BYTES
-            mark = len(seqs)
+        at a time; never lines a follower that keeps reading has not read: it holds the run's
+        output back instead (``FollowerHold``), and the log passes its bound by what was
+        already read from the pipe, until the follower has caught up or is let go."""
+        lines, seqs, target = self._lines, self._seqs, self.low_water_bytes
+        readers = [reader for reader in self.readers if not reader.let_go]
+        floor = min((reader.seq for reader in readers), default=None)
+        was = self.first_seq, self.bytes
+        head, first, size, mark = oldest_to_drop(lines, seqs, *was, target, None)
+        if floor is not None and floor < first:
+            behind = [reader for reader in readers if reader.seq < first]
+            taken = [reader.take(self.flow) for reader in behind]  # each of them, not the first
+            if all(taken):
+                head, first, size, mark = oldest_to_drop(lines, seqs, *was, target, floor)
+            else:  # nothing can be held (holding is off, or the job is gone): they lose lines
+                for reader in behind:
+                    reader.release()
+        if head == len(lines):
             self._stream = None
         self.first_seq, self.bytes = first, size
         # Let go of the dropped lines and marks at once: the bound counts all that is held.
@@ -223,24 +211,32 @@ class RunLog:
         """The kept lines, oldest first (a copy)."""
         return [self.line_at(seq) for seq in range(self.first_seq, self.end_seq)]
 
-    def follow(self, wake: Wake) -> None:
-        """``wake`` is called at each line and at the end (then let go)."""
+    def follow(self, wake: Wake, reader: FollowerHold | None = None) -> None:
+        """``wake`` is called at each read and at the end (then let go); ``reader``, where the
+        follower is, keeps its unread lines from a trim while it may hold the run back."""
         if self.followers is _NONE:
             self.followers = []
         self.followers.append(wake)
+        if reader is not None:
+            if self.readers is _NONE:
+                self.readers = []
+            self.readers.append(reader)
 
     def end(self, result: RunResult) -> None:
         """The run has its result: followers are told a last time and let go."""
         self.result = result
         self.flow = None
+        self.readers = _NONE
         followers = self.followers
         if followers:
             self.followers = _NONE
             self._tell(followers)
 
-    def unfollow(self, wake: Wake) -> None:
+    def unfollow(self, wake: Wake, reader: FollowerHold | None = None) -> None:
         if wake in self.followers:
             self.followers.remove(wake)
+        if reader is not None and reader in self.readers:
+            self.readers.remove(reader)
 
     @property
     def finished_at(self) -> float | None:

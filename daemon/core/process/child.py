@@ -89,6 +89,8 @@ class Child:
         self.paused = False
         self.holdable = True
         self._resumed: asyncio.Future[None] | None = None
+        self._pausing: asyncio.Future[None] | None = None
+        self.read_bytes = 0  # from the pipes, so far
         self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
         poller.watch(self.pidfd, self._on_exit, loop)
         for fd in pipes:
@@ -130,6 +132,7 @@ class Child:
         except OSError:
             data = b""
         if data:
+            self.read_bytes += len(data)
             self.pipes[fd].feed(data)
             return
         self._close_pipe(fd)
@@ -150,6 +153,9 @@ class Child:
         self.paused = True
         for fd in self.pipes:
             self.poller.pause(fd)
+        pausing, self._pausing = self._pausing, None
+        if pausing is not None and not pausing.done():
+            pausing.set_result(None)
 
     def resume_output(self) -> None:
         if not self.paused:
@@ -169,18 +175,26 @@ class Child:
     async def last_words(self) -> None:
         """What the pipes still hold once the leader is gone, as far as it comes within
         ``DRAIN_AFTER_EXIT_S`` of reading (a process left holding them must not keep the run
-        open); a time the output is held by a reader (itself bounded) does not count."""
-        while not self.drained.done():
-            if self.paused:
+        open). A reader may hold the output back meanwhile, each hold bounded, for as much as
+        the pipes can hold; once more than that has come, another process is still writing,
+        and nothing is held any more."""
+        loop, left_s = self.loop, DRAIN_AFTER_EXIT_S
+        held_at_most = self.read_bytes + len(self.pipes) * PIPE_BYTES
+        while not self.drained.done() and left_s > 0:
+            if self.paused and self.read_bytes <= held_at_most:
                 if self._resumed is None:
-                    self._resumed = self.loop.create_future()
+                    self._resumed = loop.create_future()
                 await asyncio.shield(self._resumed)
                 continue
-            try:
-                await asyncio.wait_for(asyncio.shield(self.drained), DRAIN_AFTER_EXIT_S)
-            except TimeoutError:
-                if not self.paused:
-                    return
+            if self.read_bytes > held_at_most:
+                self.stop_holding()  # more than the pipes held: another process writes on
+            began = loop.time()
+            self._pausing = pausing = loop.create_future()  # a hold stops the clock
+            await asyncio.wait(
+                {self.drained, pausing}, timeout=left_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            self._pausing = None
+            left_s -= loop.time() - began
 
     def collect(self) -> int:
         """The exit status of the (exited) child, reaped now: a returncode as subprocess's."""

@@ -122,9 +122,14 @@ class ChildSupervisor:
             self._reaper.collected()
             # The leader is gone: what it left in its group does not outlive the run. (No other
             # group can have its id while one member is left: a group of none gets ESRCH.)
-            if _signal_group(pid, signal.SIGTERM):
-                await self._end_leftovers(pid, grace_s())
-            await child.last_words()
+            try:
+                if _signal_group(pid, signal.SIGTERM):
+                    await self._end_leftovers(pid, grace_s())
+                await child.last_words()
+            except asyncio.CancelledError:
+                if terminated is not None:  # cancelled after its end: it ended as it did
+                    terminated(describe_returncode(returncode))
+                raise
             return describe_returncode(returncode)
         finally:
             if valve is not None:
