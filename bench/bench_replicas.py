@@ -27,14 +27,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import uvloop
+from bench_workers import serve_replica  # the same replica, run the same way
 
-from daemon.core.executor import Executor
-from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import RunQueue
-from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.core.tasks import RunContext, Task
 from daemon.observe.logs import configure_logging
 from daemon.pg.migrate import as_tuples, load_migrations
-from daemon.pg.runner import PgRunner
 from daemon.pg.store.postgres import PostgresStore
 from daemon.settings import Settings
 
@@ -48,27 +45,7 @@ async def replica(dsn: str, name: str, run_s: float) -> None:
         await asyncio.sleep(run_s)
         return None
 
-    settings = Settings()
-    queue = RunQueue(settings.queue_capacity)
-    tasks = TaskRegistry({"sleep": Task(name="sleep", handler=sleeper)})
-    executor = Executor(queue, tasks, ChildSupervisor(), default_grace_s=1.0, base_env={})
-    runner = PgRunner(
-        store=PostgresStore(dsn), queue=queue, settings=settings, known_tasks={"sleep"}, owner=name
-    )
-    stopping = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
-
-    async def announce() -> None:
-        while not runner.listening:  # noqa: ASYNC110 (a bench: polling a flag is fine)
-            await asyncio.sleep(0.01)
-        print("ready", flush=True)
-
-    async with asyncio.TaskGroup() as group:
-        exec_task = group.create_task(executor.run_forever())
-        group.create_task(announce())
-        await runner.run(stopping)
-        queue.close()
-        await exec_task
+    await serve_replica(dsn, Settings(), Task(name="sleep", handler=sleeper), name)
 
 
 async def measure(jobs: int, replicas: int, run_s: float) -> None:

@@ -47,11 +47,21 @@ async def runbroker_worker(dsn: str, batch: int, name: str) -> None:
     settings = Settings().model_copy(
         update={"batch_size": batch, "queue_capacity": batch * 2, "poll_interval_s": 60.0}
     )
+    await serve_replica(dsn, settings, Task(name="noop", handler=noop_handler), name)
+
+
+async def serve_replica(dsn: str, settings: Settings, task: Task, name: str) -> None:
+    """One runbroker replica running ``task``'s database jobs until SIGTERM; says "ready" on
+    stdout once it listens (bench_replicas runs these too)."""
     queue = RunQueue(settings.queue_capacity)
-    tasks = TaskRegistry({"noop": Task(name="noop", handler=noop_handler)})
+    tasks = TaskRegistry({task.name: task})
     executor = Executor(queue, tasks, ChildSupervisor(), default_grace_s=1.0, base_env={})
     runner = PgRunner(
-        store=PostgresStore(dsn), queue=queue, settings=settings, known_tasks={"noop"}, owner=name
+        store=PostgresStore(dsn),
+        queue=queue,
+        settings=settings,
+        known_tasks={task.name},
+        owner=name,
     )
     stopping = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)

@@ -26,6 +26,19 @@ from tests.support.eventually import eventually
 
 RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
 WAIT_S = 20.0
+# A handler module whose handler ignores cancellation: the daemon must still end within its
+# shutdown budget.
+STUBBORN_HANDLER = """
+import asyncio
+
+
+async def stubborn(run):
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass  # ignores cancellation
+"""
 
 
 def processes_in_pid_namespace_of(pid: int) -> Iterator[Path]:
@@ -42,6 +55,20 @@ def processes_in_pid_namespace_of(pid: int) -> Iterator[Path]:
                 yield entry
         except OSError:
             continue  # gone meanwhile
+
+
+def host_pid_of(namespace_pid: int, ns_pid: int) -> int:
+    """The pid this host sees for the process ``ns_pid`` of the PID namespace of the process
+    ``namespace_pid`` (this host's pid of it)."""
+    for entry in processes_in_pid_namespace_of(namespace_pid):
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid:
+                return int(entry.name)
+    raise AssertionError(f"no process {ns_pid} in the namespace of {namespace_pid}")
 
 
 def zombies_in_pid_namespace_of(pid: int) -> list[str]:

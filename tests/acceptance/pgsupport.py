@@ -11,6 +11,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -153,3 +154,31 @@ async def _crash_restart(dsn: str, timeout_s: float) -> None:
     finally:
         for conn in (witness, victim):
             conn.terminate()
+
+
+def ledger_task(seconds: int) -> str:
+    """The tasks file's ``exclusive``: for ``seconds``, a line a 50 ms into ``$LEDGER`` with
+    its replica (``$REPLICA``) and the time, ignoring SIGTERM (only a SIGKILL ends it early):
+    two replicas' lines that interleave are two runs of one occurrence at once."""
+    return f"""
+[tasks.exclusive]
+command = ["sh", "-c", '''
+trap '' TERM
+end=$(( $(date +%s) + {seconds} ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  echo "$REPLICA $(date +%s.%N)" >> "$LEDGER"
+  sleep 0.05
+done
+''']
+grace = "1s"
+"""
+
+
+def read_ledger(path: Path) -> dict[str, list[float]]:
+    """Each replica's ledger times (``ledger_task``)."""
+    lines: dict[str, list[float]] = {}
+    for line in path.read_text().splitlines():
+        replica, _, stamp = line.partition(" ")
+        if stamp:  # a line cut short by the SIGKILL has no time
+            lines.setdefault(replica, []).append(float(stamp))
+    return lines

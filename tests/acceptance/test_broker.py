@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon
+from tests.acceptance.harness import STUBBORN_HANDLER, Daemon
 from tests.acceptance.pid1_scenarios import (
     test_every_signal_has_its_documented_effect,
     test_orphans_leave_no_zombies,
@@ -299,19 +299,6 @@ def test_a_trigger_outlives_the_daemon_it_saw_drain(
     _out, err = running.communicate(timeout=20)
     assert running.returncode == 1, err
     assert err.rstrip().endswith("failed: cancelled: scheduler shutting down"), err
-
-
-STUBBORN_HANDLER = """
-import asyncio
-
-
-async def stubborn(run):
-    while True:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            pass  # ignores cancellation: the daemon must still end within its budget
-"""
 
 
 SWALLOWING_HANDLER = """

@@ -13,29 +13,20 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, query, value
+from tests.acceptance.pgsupport import jobs, ledger_task, query, read_ledger, value
 from tests.support.eventually import eventually
 
 LEASE_S = 4.0
 GRACE_S = 1.0
-TASKS = """
-[tasks.exclusive]
-command = ["sh", "-c", '''
-trap '' TERM
-end=$(( $(date +%s) + 8 ))
-while [ "$(date +%s)" -lt "$end" ]; do
-  echo "$REPLICA $(date +%s.%N)" >> "$LEDGER"
-  sleep 0.05
-done
-''']
-grace = "1s"
-
+TASKS = (
+    ledger_task(8)
+    + """
 [tasks.noop]
 handler = "loop_blocker:noop"
 """
+)
 # Imported with the tasks file: this signal makes the daemon's event loop sleep (a callback
 # that blocks the loop, as a careless handler's would).
 BLOCK_S = 12
@@ -51,15 +42,6 @@ signal.signal(signal.SIGRTMIN + 3, _block)
 async def noop(run):
     return None
 """
-
-
-def _ledger(path: Path) -> dict[str, list[float]]:
-    lines: dict[str, list[float]] = {}
-    for line in path.read_text().splitlines():
-        replica, _, stamp = line.partition(" ")
-        if stamp:  # a line cut short by the SIGKILL has no time
-            lines.setdefault(replica, []).append(float(stamp))
-    return lines
 
 
 def _stall_replica_a(
@@ -82,7 +64,7 @@ def _stall_replica_a(
         started.append(a)
         a.log.wait_for("pgrunner.started")
         jobs(dsn, "add", "nightly", "--task", "exclusive", "--at", "now", "--max-attempts", "3")
-        eventually(lambda: "a" in _ledger(ledger), "replica a's run to start")
+        eventually(lambda: "a" in read_ledger(ledger), "replica a's run to start")
         b = Daemon(work_b.path, env={**common, "REPLICA": "b"}, tasks_toml=TASKS)
         started.append(b)
         b.log.wait_for("pgrunner.started")
@@ -95,7 +77,7 @@ def _stall_replica_a(
             until=lambda status: status == "succeeded",
             timeout_s=60,
         )
-        seen = _ledger(ledger)
+        seen = read_ledger(ledger)
         a_last, b_first = max(seen["a"]), min(seen["b"])
         assert a_last < b_first, f"the runs overlapped: a until {a_last}, b from {b_first}"
         assert a_last < stalled_at + LEASE_S  # killed within the lease of its last renewal

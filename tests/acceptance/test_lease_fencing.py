@@ -12,30 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, query, value
+from tests.acceptance.pgsupport import jobs, ledger_task, query, read_ledger, value
 from tests.acceptance.tcpproxy import PartitionableProxy
 from tests.support.eventually import eventually
 
 LEASE_S = 4.0
 GRACE_S = 1.0
-TASKS = """
-[tasks.exclusive]
-command = ["sh", "-c", '''
-trap '' TERM
-end=$(( $(date +%s) + 7 ))
-while [ "$(date +%s)" -lt "$end" ]; do
-  echo "$REPLICA $(date +%s.%N)" >> "$LEDGER"
-  sleep 0.05
-done
-''']
-grace = "1s"
-"""
+TASKS = ledger_task(7)
 
 
 def _through(dsn: str, proxy: PartitionableProxy) -> str:
@@ -43,15 +31,6 @@ def _through(dsn: str, proxy: PartitionableProxy) -> str:
     parts = urlsplit(dsn)
     userinfo, at, _host = parts.netloc.rpartition("@")
     return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{proxy.address()}"))
-
-
-def _ledger(path: Path) -> dict[str, list[float]]:
-    lines: dict[str, list[float]] = {}
-    for line in path.read_text().splitlines():
-        replica, _, stamp = line.partition(" ")
-        if stamp:  # a line cut short by the SIGKILL has no time
-            lines.setdefault(replica, []).append(float(stamp))
-    return lines
 
 
 @pytest.fixture
@@ -86,7 +65,7 @@ def test_a_partitioned_replica_stops_its_run_before_another_can_take_it(
         started.append(a)
         a.log.wait_for("pgrunner.started")
         jobs(dsn, "add", "nightly", "--task", "exclusive", "--at", "now", "--max-attempts", "3")
-        eventually(lambda: "a" in _ledger(ledger), "replica a's run to start")
+        eventually(lambda: "a" in read_ledger(ledger), "replica a's run to start")
 
         b = Daemon(
             work_b.path,
@@ -110,7 +89,7 @@ def test_a_partitioned_replica_stops_its_run_before_another_can_take_it(
         assert [(r["attempt"], r["status"]) for r in runs] == [(1, "abandoned"), (2, "succeeded")]
         assert runs[1]["owner"] != runs[0]["owner"]
 
-        seen = _ledger(ledger)
+        seen = read_ledger(ledger)
         a_last, b_first = max(seen["a"]), min(seen["b"])
         assert a_last < b_first, f"the runs overlapped: a until {a_last}, b from {b_first}"
         # a stopped within the lease of its last renewal (at most the cut), grace included

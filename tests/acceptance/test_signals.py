@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.harness import Daemon, children_of
+from tests.acceptance.harness import STUBBORN_HANDLER, Daemon, children_of
 from tests.acceptance.pid1_scenarios import RUNNING_JOB, check_every_signal
 from tests.support.eventually import eventually
 
@@ -41,17 +41,6 @@ def test_a_sigterm_blocked_by_the_parent_still_stops_the_daemon(workdir: Path) -
         daemon.stop()
 
 
-STUBBORN_HANDLER = """
-import asyncio
-
-
-async def stubborn(run):
-    while True:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            pass  # ignores cancellation
-"""
 BUDGET_S = 3.0
 EXIT_MARGIN_S = 0.4  # the process's own exit after the budget: the log flushed, the loop closed
 

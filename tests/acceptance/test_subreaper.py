@@ -9,7 +9,7 @@ import os
 import signal
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon, children_of, processes_in_pid_namespace_of
+from tests.acceptance.harness import Daemon, children_of, host_pid_of
 from tests.support.eventually import eventually
 
 # PID 1 of the namespace, like tini or docker-init without -s: it starts the daemon and waits
@@ -19,15 +19,7 @@ INIT = ["python3", "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.a
 
 def _host_pid(daemon: Daemon, ns_pid: int) -> int:
     """The pid this host sees for the process ``ns_pid`` of the daemon's namespace."""
-    for entry in processes_in_pid_namespace_of(daemon.pid):
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid:
-                return int(entry.name)
-    raise AssertionError(f"no process {ns_pid} in the daemon's namespace")
+    return host_pid_of(daemon.pid, ns_pid)
 
 
 def _parent(pid: int) -> int:
