@@ -91,6 +91,7 @@ class Child:
         self._resumed: asyncio.Future[None] | None = None
         self._pausing: asyncio.Future[None] | None = None
         self.read_bytes = 0  # from the pipes, so far
+        self.grown = False  # the pipes made larger (``_grow_pipes``)
         self.pidfd = os.pidfd_open(pid)  # our unreaped child: its pid cannot be reused
         poller.watch(self.pidfd, self._on_exit, loop)
         for fd in pipes:
@@ -99,8 +100,6 @@ class Child:
             # a handler's thread), a registration left behind under a reused number must not
             # block PID 1 in a read. One F_SETFL (os.set_blocking would ask F_GETFL first).
             fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
             poller.watch(fd, functools.partial(self._on_output, fd), loop)
 
     def _on_exit(self) -> None:
@@ -132,10 +131,20 @@ class Child:
         except OSError:
             data = b""
         if data:
+            if len(data) == READ_CHUNK_BYTES and not self.grown:
+                self._grow_pipes()  # a chatty job: from its first full read
             self.read_bytes += len(data)
             self.pipes[fd].feed(data)
             return
         self._close_pipe(fd)
+
+    def _grow_pipes(self) -> None:
+        """Pipes of ``PIPE_BYTES``: a burst of output goes on while the daemon reads, as it
+        would into a file. Only for a job that fills its pipe (two syscalls a run saved)."""
+        self.grown = True
+        for fd in self.pipes:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
 
     def _close_pipe(self, fd: int) -> None:
         splitter = self.pipes.pop(fd)
