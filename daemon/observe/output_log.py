@@ -20,8 +20,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Literal, TextIO
 
-import orjson
-
 from daemon.observe.logs import get_logger, json_log_stream, log_enabled
 
 OutputLogMode = Literal["json", "raw", "off"]
@@ -84,6 +82,8 @@ def _write_raw(stream: str, lines: list[str]) -> None:
 
 
 def _json_writer(out: TextIO, fields: Mapping[str, str]) -> LineWriter:
+    import orjson  # with the first run that prints: not in an idle daemon's memory
+
     # Every line of the run is this head, its time and stream, the line's text, and "}\n".
     known = orjson.dumps({"event": "run.output", "level": "info", **fields})
     head = known[:-1] + b',"timestamp":"'
