@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
+import select
 import sys
 from collections.abc import Callable, Mapping
 from typing import Literal, TextIO
@@ -75,10 +77,30 @@ def _guarded(write: LineWriter, fields: Mapping[str, str]) -> LineWriter:
 
 
 def _write_raw(stream: str, lines: list[str]) -> None:
-    out: TextIO = sys.stderr if stream == "stderr" else sys.stdout
-    out.write("\n".join(lines))
-    out.write("\n")
+    text = "\n".join(lines) + "\n"
+    _write_all(sys.stderr if stream == "stderr" else sys.stdout, text.encode("utf-8", "replace"))
+
+
+def _write_all(out: TextIO, data: bytes) -> None:
+    """All of ``data`` to ``out``, after what its text layer holds, written to its descriptor
+    until every byte is taken: a write of a pipe may be cut short by a signal, and the raw
+    stdout of PYTHONUNBUFFERED (a common container setting) would drop the rest, as would
+    the text layer over it. A stream without a descriptor (a test's) takes text."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        out.write(data.decode("utf-8", "replace"))
+        out.flush()
+        return
     out.flush()
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:  # a descriptor made non-blocking: wait until it takes more
+            select.select([], [fd], [])
+            continue
+        view = view[written:]
 
 
 def _json_writer(out: TextIO, fields: Mapping[str, str]) -> LineWriter:
@@ -88,18 +110,10 @@ def _json_writer(out: TextIO, fields: Mapping[str, str]) -> LineWriter:
     known = orjson.dumps({"event": "run.output", "level": "info", **fields})
     head = known[:-1] + b',"timestamp":"'
     middle = {name: f'","stream":"{name}","line":'.encode() for name in ("stdout", "stderr")}
-    binary = getattr(out, "buffer", None)  # the bytes under the text: no decode, no encode
 
     def write(stream: str, lines: list[str]) -> None:
         first = head + _timestamp().encode() + middle[stream]
-        data = first + (b"}\n" + first).join(map(orjson.dumps, lines)) + b"}\n"
-        if binary is None:
-            out.write(data.decode())
-            out.flush()
-            return
-        out.flush()  # what the log's other lines left in the text layer goes first
-        binary.write(data)
-        binary.flush()
+        _write_all(out, first + (b"}\n" + first).join(map(orjson.dumps, lines)) + b"}\n")
 
     return write
 

@@ -28,7 +28,7 @@ command = ["sh", "-c", '''
 if [ -n "$0" ]; then echo waiting >&2; while [ ! -e "$0" ]; do sleep 0.01; done; fi
 awk 'BEGIN {{
   for (i = 0; i < {LINES}; i++) {{
-    if (i == 7) {{ s = sprintf("%70000s", ""); gsub(/ /, "w", s); print s; continue }}
+    if (i == 7) {{ for (j = 0; j < 7000; j++) printf "wwwwwwwwww"; printf "\\n"; continue }}
     if (i == 9) {{ printf "bad \\377 byte\\n"; continue }}
     printf "line %d of the chatty job, about eighty characters of text, padded\\n", i
     if (i % {ERR_EVERY} == 0) printf "err %d\\n", i > "/dev/stderr"

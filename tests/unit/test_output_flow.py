@@ -7,6 +7,8 @@ import asyncio
 import io
 import json
 import logging
+import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +18,7 @@ from daemon.core.journal import FollowerHold, RunLog
 from daemon.core.runqueue import Run, RunRequest
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.observe.logs import configure_logging
-from daemon.observe.output_log import OutputLog
+from daemon.observe.output_log import OutputLog, _write_all
 
 
 class Pipes:
@@ -261,3 +263,24 @@ def test_a_failing_output_is_said_once_and_the_run_goes_on(
     assert [(e["event"], e["run_id"], e["error"]) for e in logged] == [
         ("output.log_failed", "r1", "BrokenPipeError")
     ]
+
+
+def test_every_byte_reaches_a_descriptor_that_takes_writes_in_parts() -> None:
+    """A pipe that takes only part of a write (non-blocking here; a signal or the raw stdout
+    of PYTHONUNBUFFERED does the same to a blocking one): every byte is written on, in order."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    data = bytes(range(256)) * 8192  # 2 MiB: many times what the pipe holds
+    got = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(read_end, 65536):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    with os.fdopen(write_end, "w") as out:
+        _write_all(out, data)
+    reader.join(10)
+    os.close(read_end)
+    assert bytes(got) == data
