@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import os
 import select
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Literal, TextIO
 
+from daemon.observe.jsonlines import json_lines
 from daemon.observe.logs import get_logger, json_log_stream, log_enabled
 
 OutputLogMode = Literal["json", "raw", "off"]
@@ -104,16 +106,13 @@ def _write_all(out: TextIO, data: bytes) -> None:
 
 
 def _json_writer(out: TextIO, fields: Mapping[str, str]) -> LineWriter:
-    import orjson  # with the first run that prints: not in an idle daemon's memory
-
     # Every line of the run is this head, its time and stream, the line's text, and "}\n".
-    known = orjson.dumps({"event": "run.output", "level": "info", **fields})
-    head = known[:-1] + b',"timestamp":"'
+    known = json.dumps({"event": "run.output", "level": "info", **fields}, separators=(",", ":"))
+    head = known[:-1].encode() + b',"timestamp":"'
     middle = {name: f'","stream":"{name}","line":'.encode() for name in ("stdout", "stderr")}
 
     def write(stream: str, lines: list[str]) -> None:
-        first = head + _timestamp().encode() + middle[stream]
-        _write_all(out, first + (b"}\n" + first).join(map(orjson.dumps, lines)) + b"}\n")
+        _write_all(out, json_lines(head + _timestamp().encode() + middle[stream], lines, b"}\n"))
 
     return write
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from daemon.observe.jsonlines import json_lines
 from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
     CONTROL_FIELDS,
@@ -198,7 +199,6 @@ def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
     """The wire lines of a run's output lines (``output_lines_event``'s or ``logged_lines``'
     fields): one ``output`` line with them all when the client asked for batches, else an
     ``output`` line for each, made at C speed (one head, the lines' JSON joined)."""
-    dumps = _dumps if _dumps is not None else _load_dumps()
     if batch:
         return _dump_json({"event": EVENT_OUTPUT, **fields}) + b"\n"
     head = b'{"event":"output","ok":true,"id":%b,"stream":%b,"line":' % (
@@ -207,16 +207,7 @@ def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
     )
     at = fields.get("at")
     tail = b"}\n" if at is None else b',"at":%b}\n' % _dump_json(at)
-    try:
-        body: bytes = (tail + head).join(map(dumps, fields["lines"]))
-    except TypeError:  # what orjson refuses (a lone surrogate): the standard library's escapes
-        body = (tail + head).join(map(_dump_json, fields["lines"]))
-    return head + body + tail
-
-
-def _load_dumps() -> Any:
-    _dump_json({})
-    return _dumps
+    return json_lines(head, fields["lines"], tail)
 
 
 def rejection(reason: str) -> bytes:

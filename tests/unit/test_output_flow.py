@@ -13,10 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+from hypothesis import given
+from hypothesis import strategies as st
 
 from daemon.core.journal import FollowerHold, RunLog
 from daemon.core.runqueue import Run, RunRequest
 from daemon.core.runqueue.flow import OutputFlow
+from daemon.observe.jsonlines import json_lines
 from daemon.observe.logs import configure_logging
 from daemon.observe.output_log import OutputLog, _write_all
 
@@ -284,3 +287,13 @@ def test_every_byte_reaches_a_descriptor_that_takes_writes_in_parts() -> None:
     reader.join(10)
     os.close(read_end)
     assert bytes(got) == data
+
+
+@given(st.lists(st.text(), max_size=40))
+def test_json_lines_are_each_line_as_a_json_string_between_head_and_tail(lines: list[str]) -> None:
+    """Whatever the lines hold (quotes, backslashes, controls, any character, lone surrogates),
+    each comes out as its own JSON line: the list's JSON cut apart, or the slow path."""
+    out = json_lines(b'{"k":1,"x":', lines, b"}\n")
+    parsed = [json.loads(line) for line in out.split(b"\n")[:-1]]
+    assert [obj["x"] for obj in parsed] == lines
+    assert all(obj["k"] == 1 for obj in parsed)

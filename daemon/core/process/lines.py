@@ -37,23 +37,23 @@ class LineSplitter:
         buffer = self._buffer + data if self._buffer else data
         end = buffer.rfind(b"\n")
         limit = LINE_LIMIT_BYTES
-        if (
-            self._cut
-            or len(buffer) - end - 1 > limit
-            or (end > limit and max(map(len, buffer[:end].split(b"\n"))) > limit)
-        ):
+        if self._cut or len(buffer) - end - 1 > limit:
             lines = self._split_long(buffer)
         elif end < 0:
             self._buffer = buffer
             return
         else:
-            self._buffer = buffer[end + 1 :]
             # A newline never falls inside a character, nor inside an invalid sequence: the
             # lines decoded together are the lines decoded one by one.
             text = buffer[:end].decode("utf-8", "replace")
             lines = text.split("\n")
-            if "\r" in text:
-                lines = [line.removesuffix("\r") for line in lines]
+            if end > limit // 4 and max(map(len, lines)) > limit // 4:
+                # Maybe past the limit in bytes (a character is up to four): count them.
+                lines = self._split_long(buffer)
+            else:
+                self._buffer = buffer[end + 1 :]
+                if "\r" in text:
+                    lines = [line.removesuffix("\r") for line in lines]
         if lines:
             self._sink(self._name, lines)
 
