@@ -7,8 +7,6 @@ set-up costs more than the round trip to the daemon): the C module ``_socket`` d
 
 from __future__ import annotations
 
-import _socket
-import os
 import sys
 import time
 
@@ -21,7 +19,15 @@ from daemon.exits import EXIT_OK as EXIT_OK
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
-from daemon.wire.peer import trust_server
+from daemon.wire.client_socket import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
+from daemon.wire.client_socket import DEFAULT_SOCKET as DEFAULT_SOCKET
+from daemon.wire.client_socket import FORBIDDEN_TEXT as FORBIDDEN_TEXT
+from daemon.wire.client_socket import Connection as Connection
+from daemon.wire.client_socket import Unreachable as Unreachable
+from daemon.wire.client_socket import connect as connect
+from daemon.wire.client_socket import leave_sockets_to_exit as leave_sockets_to_exit
+from daemon.wire.client_socket import left_sockets as left_sockets
+from daemon.wire.client_socket import socket_path_from_env as socket_path_from_env
 from daemon.wire.printer import Printer, dropped_text
 from daemon.wire.protocol import (
     EVENT_DONE,
@@ -30,111 +36,12 @@ from daemon.wire.protocol import (
     REASON_FORBIDDEN,
     TEMPFAIL_REASONS,
     ControlRequest,
-    Request,
     SubmitRequest,
-    decode_event,
-    encode_request,
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
     from typing import Any, TextIO
-
-DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
-CONNECT_TIMEOUT_S = 5.0
-RECV_BYTES = 256 * 1024
-
-
-def socket_path_from_env() -> str:
-    """The socket path, from ``RUNBROKER_SOCKET``: the one variable the client reads (the full
-    settings module is the daemon's and too slow to load here)."""
-    return os.environ.get("RUNBROKER_SOCKET") or DEFAULT_SOCKET
-
-
-class Unreachable(Exception):
-    pass
-
-
-# The daemon's peer check refused this user: as unusable as a socket it cannot open (69).
-FORBIDDEN_TEXT = "refused: permission denied (the daemon serves its own user and root)"
-
-
-# Sockets of finished connections that the process's exit closes (``leave_sockets_to_exit``).
-_left_to_exit: list[_socket.socket] | None = None
-
-
-def leave_sockets_to_exit() -> None:
-    """From now on a finished connection's socket is not closed but left open for the process's
-    exit, which the ``runbroker`` command then takes with ``os._exit`` (``left_sockets``).
-
-    Why: as PID 1 the daemon's exit kills every process of the container, and the daemon exits
-    once its last client has closed. A client that closed its socket and then spent a moment in
-    the interpreter's teardown could be killed in that moment, and ``docker exec`` would report
-    -9 instead of the run's status. A socket closed by the kernel's exit is closed after the
-    exit status is fixed. Only the command's entry point calls this, never a library user."""
-    global _left_to_exit
-    if _left_to_exit is None:
-        _left_to_exit = []
-
-
-def left_sockets() -> int:
-    """How many sockets wait for the process's exit to close them."""
-    return len(_left_to_exit) if _left_to_exit is not None else 0
-
-
-class Connection:
-    def __init__(self, sock: _socket.socket) -> None:
-        self.sock = sock
-        self.buffer = b""
-
-    def close(self) -> None:
-        if _left_to_exit is not None:
-            _left_to_exit.append(self.sock)
-        else:
-            self.sock.close()
-
-    def events(
-        self, deadline: float | None, before_wait: Callable[[], None] | None = None
-    ) -> Iterator[dict[str, Any]]:
-        """Answer lines as dicts until the server closes; unknown lines are skipped.
-        ``before_wait`` is called before each wait for more (to flush what was printed: a
-        read's lines are written together, and shown before the client waits)."""
-        while True:
-            if b"\n" in self.buffer:
-                *lines, self.buffer = self.buffer.split(b"\n")
-                for line in lines:
-                    event = decode_event(line)
-                    if event is not None:
-                        yield event
-            if before_wait is not None:
-                before_wait()
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                self.sock.settimeout(remaining)
-            else:
-                self.sock.settimeout(None)
-            chunk = self.sock.recv(RECV_BYTES)
-            if not chunk:
-                return
-            self.buffer += chunk
-
-
-def connect(path: str, request: Request) -> Connection:
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    sock.settimeout(CONNECT_TIMEOUT_S)
-    try:
-        sock.connect(path)
-        trust_server(sock)  # before the request says anything: a daemon of ours or root's
-        sock.sendall(encode_request(request))
-    except OSError as exc:
-        sock.close()
-        raise Unreachable(
-            f"runbroker: daemon unreachable at {path}: {exc.strerror or exc}"
-        ) from None
-    return Connection(sock)
 
 
 def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
@@ -180,7 +87,7 @@ def trigger(
     accepted = False  # a run exists once the daemon has said anything but a refusal
     printer = Printer(out, err)
     try:
-        for event in conn.events(deadline, printer.flush):
+        for event in conn.events(deadline, printer.flush, batches=True):
             kind = event.get("event")
             run_id = str(event.get("id", run_id))
             if kind == EVENT_OUTPUT and not as_json:

@@ -197,17 +197,26 @@ def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
 
 def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
     """The wire lines of a run's output lines (``output_lines_event``'s or ``logged_lines``'
-    fields): one ``output`` line with them all when the client asked for batches, else an
-    ``output`` line for each, made at C speed (one head, the lines' JSON joined)."""
+    fields). For a client that asked for batches, one ``output`` line with their ``count``
+    and their size in ``bytes``, then the lines themselves as that many bytes of UTF-8 text,
+    each ending with a newline: nothing for either side to escape or parse a line. Else an
+    ``output`` line for each, made at C speed (``json_lines``)."""
+    lines = fields["lines"]
     if batch:
-        return _dump_json({"event": EVENT_OUTPUT, **fields}) + b"\n"
+        data = ("\n".join(lines) + "\n").encode("utf-8", "replace")
+        header = {key: value for key, value in fields.items() if key != "lines"}
+        return (
+            _dump_json({"event": EVENT_OUTPUT, **header, "bytes": len(data), "count": len(lines)})
+            + b"\n"
+            + data
+        )
     head = b'{"event":"output","ok":true,"id":%b,"stream":%b,"line":' % (
         _dump_json(fields["id"]),
         _dump_json(fields["stream"]),
     )
     at = fields.get("at")
     tail = b"}\n" if at is None else b',"at":%b}\n' % _dump_json(at)
-    return json_lines(head, fields["lines"], tail)
+    return json_lines(head, lines, tail)
 
 
 def rejection(reason: str) -> bytes:

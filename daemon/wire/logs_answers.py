@@ -90,8 +90,9 @@ def logs_refusal(reason: str) -> dict[str, Any]:
 
 
 def logged_lines(run_id: str, stream: str, lines: list[str], at: float) -> dict[str, Any]:
-    """Journal lines read together, and when: one ``output`` line with ``lines`` for a client
-    that asked for batches (``batch``), else an ``output`` line for each (``line``, ``at``)."""
+    """Journal lines read together, and when: one batch of them for a client that asked for
+    batches (``batch``: ``at``, ``count``, ``bytes``, then the lines), else an ``output`` line
+    for each (``line``, ``at``)."""
     return {"ok": True, "id": run_id, "stream": stream, "lines": lines, "at": round(at, 6)}
 
 

@@ -85,7 +85,7 @@ def logs(
     found = False
     printer = Printer(out, err)
     try:
-        for event in conn.events(None, printer.flush):
+        for event in conn.events(None, printer.flush, batches=True):
             kind = event.get("event")
             if as_json:
                 printer.json(event)

@@ -41,29 +41,29 @@ class Printer:
         return stream
 
     def output(self, event: dict[str, Any]) -> None:
-        """An ``output`` line: its ``lines`` (a client that asked for batches) or ``line``."""
+        """An ``output`` event: a batch's lines (``data``, bytes) or one ``line``."""
         stream = self.to(self.err if event.get("stream") == "stderr" else self.out)
-        lines = event.get("lines")
-        if isinstance(lines, list):
-            try:
-                stream.write("\n".join(lines))
-            except TypeError:  # not all text: say what there is
-                stream.write("\n".join(map(str, lines)))
+        data = event.get("data")
+        if isinstance(data, bytes):
+            _write_bytes(stream, data)
         else:
             stream.write(str(event.get("line", "")))
-        stream.write("\n")
+            stream.write("\n")
 
     def json(self, event: dict[str, Any]) -> None:
         """An answer line as ``--json`` prints it: an ``output`` line for each of a batch's
         lines, as a client that takes no batches is sent them."""
         out = self.to(self.out)
-        lines = event.get("lines")
-        if event.get("event") != EVENT_OUTPUT or not isinstance(lines, list):
+        data = event.get("data")
+        if event.get("event") != EVENT_OUTPUT or not isinstance(data, bytes):
             out.write(json.dumps(event, ensure_ascii=False) + "\n")
             return
-        fields = {"line" if key == "lines" else key: value for key, value in event.items()}
-        for line in lines:
-            fields["line"] = line  # where the wire has it: before ``at``
+        fields = {key: value for key, value in event.items() if key not in _BATCH_KEYS}
+        at = fields.pop("at", None)
+        for line in data.decode("utf-8", "replace").split("\n")[:-1]:
+            fields["line"] = line
+            if at is not None:
+                fields["at"] = at  # after ``line``, where the wire has it
             out.write(json.dumps(fields, ensure_ascii=False) + "\n")
 
     def lifecycle(self, event: dict[str, Any], failure: str) -> None:
@@ -91,6 +91,29 @@ class Printer:
         if self._last is not None:
             self._last.flush()
             self._last = None
+
+
+_BATCH_KEYS = frozenset({"bytes", "count", "data"})
+
+
+def _write_bytes(stream: TextIO, data: bytes) -> None:
+    """``data`` to the bytes beneath ``stream`` (after what its text layer holds), every byte:
+    the raw stdout of PYTHONUNBUFFERED may take a write in parts. A stream without bytes
+    beneath it (a test's) takes the text."""
+    binary = getattr(stream, "buffer", None)
+    if binary is None:
+        stream.write(data.decode("utf-8", "replace"))
+        return
+    stream.flush()
+    view = memoryview(data)
+    while view:
+        written = binary.write(view)
+        if written is None:  # a descriptor made non-blocking, full: wait until it takes more
+            import select
+
+            select.select([], [binary.fileno()], [])
+            continue
+        view = view[written:]
 
 
 def dropped_text(event: dict[str, Any]) -> str:

@@ -68,7 +68,7 @@ class SubmitRequest:
     A plain immutable value class: ``dataclasses`` and ``typing.NamedTuple`` cost a cold client
     more than everything else it imports.
 
-    ``batch``: the client takes a read's output lines as one ``output`` line with ``lines``
+    ``batch``: the client takes a read's output lines together (``codec.encode_output``)
     (runbroker's own client asks for it; other clients get an ``output`` line for each line).
     How the answer is framed, not what runs: equality leaves it out.
     """
@@ -190,7 +190,7 @@ def output_event(run_id: str, stream: str, line: str) -> dict[str, Any]:
 
 def output_lines_event(run_id: str, stream: str, lines: list[str]) -> dict[str, Any]:
     """The lines of one read of a run's pipe: an ``output`` event a line on the wire, or one
-    ``output`` line with ``lines`` for a client that asked for batches (``batch``)."""
+    batch of them for a client that asked for batches (``batch``, ``codec.encode_output``)."""
     return {"ok": True, "id": run_id, "stream": stream, "lines": lines}
 
 

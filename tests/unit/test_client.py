@@ -20,6 +20,7 @@ import pytest
 from daemon.face import cli
 from daemon.wire import client
 from daemon.wire.protocol import ControlRequest, SubmitRequest
+from tests.support.frames import batch_frame
 
 Answer = dict[str, Any] | bytes
 
@@ -100,8 +101,8 @@ def test_success_streams_output_and_exits_0(short_dir: Path) -> None:
     ]
 
 
-def _batch(stream: str, *lines: str) -> dict[str, Any]:
-    return {"event": "output", "ok": True, "id": "r1", "stream": stream, "lines": list(lines)}
+def _batch(stream: str, *lines: str) -> bytes:
+    return batch_frame("r1", stream, *lines)
 
 
 class Writes(io.StringIO):
@@ -125,8 +126,8 @@ def test_batched_output_is_written_a_read_at_a_time_in_order_across_streams(
 ) -> None:
     path = short_dir / "rb.sock"
     done = {"event": "done", "ok": True, "id": "r1", "exit_code": 0}
-    answers = [QUEUED, STARTED, _batch("stdout", "a", "b"), _batch("stderr", "e"), done]
-    answers.insert(4, _batch("stdout", "c"))
+    first, second, third = _batch("stdout", "a", "b"), _batch("stderr", "e"), _batch("stdout", "c")
+    answers: list[Answer] = [QUEUED, STARTED, first, second, third, done]
     record: list[str] = []
     out, err = Writes("out", record), Writes("err", record)
     with fake_daemon(path, *answers):
@@ -136,7 +137,7 @@ def test_batched_output_is_written_a_read_at_a_time_in_order_across_streams(
     assert err.getvalue().splitlines()[2:] == ["e", "runbroker: done"]
     # One write for a read's lines; the other stream flushed before a stream is written to.
     writes = [entry for entry in record if entry not in ("out:\n", "err:\n")]
-    a_b, e, c = writes.index("out:a\nb"), writes.index("err:e"), writes.index("out:c")
+    a_b, e, c = writes.index("out:a\nb\n"), writes.index("err:e\n"), writes.index("out:c\n")
     assert a_b < e < c
     assert "out:flush" in writes[a_b:e]
     assert "err:flush" in writes[e:c]
@@ -555,3 +556,21 @@ def test_a_reader_gone_after_the_output_fit_the_pipe_ends_141(
         if not reader_leaves:
             os.close(read_end)
     assert code == (client.EXIT_BROKEN_PIPE if reader_leaves else 0)
+
+
+def test_a_batchs_lines_are_taken_whole_whatever_they_hold_and_however_they_arrive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's bytes may look like answer lines, and arrive a few bytes a read: they are the
+    run's lines all the same, and what follows them is the next answer line."""
+    lines = ['a "quoted" line', '{"event":"done","ok":false}', "", "\u20ac"]
+    answer = batch_frame("r1", "stdout", *lines) + b'{"event":"done","ok":true,"id":"r1"}\n'
+    ours, theirs = socket.socketpair()
+    theirs.sendall(answer)
+    theirs.close()
+    monkeypatch.setattr("daemon.wire.client_socket.RECV_BYTES", 5)
+    events = list(client.Connection(ours).events(None, batches=True))
+    ours.close()
+    assert [event["event"] for event in events] == ["output", "done"]
+    assert events[0]["data"] == "".join(f"{line}\n" for line in lines).encode()
+    assert events[1]["ok"] is True
