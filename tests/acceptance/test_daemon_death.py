@@ -1,6 +1,6 @@
 """Acceptance: a job does not outlive its daemon. When the daemon is not PID 1 (``docker run
---init``, a shared process namespace, a shell) and is killed with SIGKILL, its watchdog sees the
-end of its socket and SIGKILLs every job's process group."""
+--init``, a shared process namespace, a shell) and is killed with SIGKILL, or crashes on a fault
+of its own code, its watchdog sees the end of its pipe and SIGKILLs every job's process group."""
 
 from __future__ import annotations
 
@@ -42,5 +42,51 @@ def test_a_job_does_not_outlive_a_daemon_killed_with_sigkill(workdir: Path) -> N
         assert _running(job_pid)
         os.kill(daemon_pid, signal.SIGKILL)
         eventually(lambda: not _running(job_pid), "the job to end with its daemon", timeout_s=5)
+    finally:
+        daemon.stop()
+
+
+# A fault of the daemon's own code (a read of address 0) once the file GO exists: the handler
+# returns at once and leaves a check on the loop behind, so the fault comes while a job runs.
+CRASH_WHEN_TOLD = """
+import asyncio
+import ctypes
+import os
+
+
+async def crash_when_told(run):
+    loop = asyncio.get_running_loop()
+
+    def check():
+        if os.path.exists("GO"):
+            ctypes.string_at(0)
+        loop.call_later(0.01, check)
+
+    check()
+"""
+
+
+def test_a_job_does_not_outlive_a_daemon_that_crashes_on_a_fault(workdir: Path) -> None:
+    """A real SIGSEGV of the daemon's own code, with the process above it living on (a pod's
+    shared process namespace): the job it was running goes with it all the same."""
+    go = workdir / "go"
+    (workdir / "crashing.py").write_text(CRASH_WHEN_TOLD.replace("GO", str(go)))
+    job_pid_file = workdir / "job.pid"
+    tasks = (
+        '[tasks.crash]\nhandler = "crashing:crash_when_told"\n'
+        f'[tasks.job]\ncommand = ["sh", "-c", \'echo "$$" > {job_pid_file}; exec sleep 60\']\n'
+    )
+    daemon = Daemon(workdir, init=INIT, tasks_toml=tasks, env={"PYTHONPATH": str(workdir)})
+    try:
+        (daemon_pid,) = children_of(daemon.pid)
+        assert daemon.exec("trigger", "crash").returncode == 0
+        assert daemon.exec("trigger", "job", "--detach").returncode == 0
+        eventually(lambda: job_pid_file.exists() and job_pid_file.read_text().strip(), "the job")
+        job_pid = _host_pid(daemon, int(job_pid_file.read_text()))
+        assert _running(job_pid)
+        go.touch()
+        eventually(lambda: not _running(daemon_pid), "the daemon to crash", timeout_s=10)
+        eventually(lambda: not _running(job_pid), "the job to end with its daemon", timeout_s=5)
+        assert _running(daemon.pid), "the process above the daemon lives on"
     finally:
         daemon.stop()
