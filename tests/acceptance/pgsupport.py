@@ -157,7 +157,7 @@ async def _crash_restart(dsn: str, timeout_s: float) -> None:
 
 
 def ledger_task(seconds: int) -> str:
-    """The tasks file's ``exclusive``: for ``seconds``, a line a 50 ms into ``$LEDGER`` with
+    """The tasks file's ``exclusive``: for ``seconds``, a line every 50 ms into ``$LEDGER`` with
     its replica (``$REPLICA``) and the time, ignoring SIGTERM (only a SIGKILL ends it early):
     two replicas' lines that interleave are two runs of one occurrence at once."""
     return f"""
