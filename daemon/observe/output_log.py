@@ -4,10 +4,10 @@
   ``task`` (and ``job``, ``attempt`` for a database job), ``timestamp``, ``stream`` and
   ``line``: what a log search needs, and no more, since a chatty job's log is mostly these
   lines (its ``trigger`` is on its ``run.started``). Written a read of the pipe at a time,
-  each line encoded by orjson and joined at C speed: the structlog chain costs about 30 us a
-  line, which a chatty job would wait for. In the console format (a TTY) lines go through
-  structlog, for people.
-- ``raw``: the job's lines as they are, its stdout to the daemon's stdout and its stderr to the
+  the lines made JSON together at C speed (``jsonlines``): the structlog chain costs about
+  30 us a line, which a chatty job would wait for. In the console format (a TTY) lines go
+  through structlog, for people.
+- ``raw``: the job's lines unwrapped, its stdout to the daemon's stdout and its stderr to the
   daemon's stderr, for jobs that already log JSON of their own.
 - ``off``: not recorded (the journal of ``runbroker logs`` and the clients still get them).
 """

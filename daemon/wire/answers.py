@@ -77,7 +77,7 @@ class AnswerStream(asyncio.Protocol):
     stalled: asyncio.TimerHandle | None  # the client stopped reading
     closing: bool
     source: LineSource | None  # a logs request's lines
-    batch: bool  # the client asked for a read's output lines as one line (``lines``)
+    batch: bool  # the client asked for a read's output lines together (``encode_output``)
     holding: Run | None  # the run whose output this client holds back
     lagging: bool  # let go for holding too long: output is dropped until the client catches up
 
@@ -123,7 +123,7 @@ class AnswerStream(asyncio.Protocol):
         kind = event.kind
         fields = event.fields
         if kind == EVENT_OUTPUT:
-            self._output(run, fields["lines"], fields)
+            self._output(run, fields)
             return
         if kind == EVENT_DONE:
             if self.holding is not None:
@@ -135,9 +135,10 @@ class AnswerStream(asyncio.Protocol):
             return
         self._send(encode_fields(kind, fields))
 
-    def _output(self, run: Run, lines: list[str], fields: Mapping[str, Any]) -> None:
+    def _output(self, run: Run, fields: Mapping[str, Any]) -> None:
         """A read's output lines: sent, the run held back past ``HOLD_BYTES``, or dropped
         (counted) by a client that was let go or is at ``BUFFERED_BYTES_MAX``."""
+        lines: list[str] = fields["lines"]
         assert self.transport is not None
         backlog = self.transport.get_write_buffer_size() + self.pending_bytes
         if self.lagging or backlog >= BUFFERED_BYTES_MAX:

@@ -39,7 +39,7 @@ from daemon.wire.protocol import (
     done_event,
 )
 
-SEGMENT_LINES = 1024  # the most lines of one output line for a client that takes batches
+SEGMENT_LINES = 1024  # the most lines encoded at once (a batch, or an output line each)
 
 
 class LogReader:
@@ -64,11 +64,7 @@ class LogReader:
             self.stop_seq = log.end_seq
         elif log.result is None:
             self.hold.seq = self.seq
-            log.follow(self.on_lines, self.hold)
-        self.stream.wake()
-
-    def on_lines(self) -> None:
-        """The run wrote lines (or ended): write them."""
+            log.follow(self.stream.wake, self.hold)
         self.stream.wake()
 
     def wait_for(self, run: Run) -> None:
@@ -159,7 +155,7 @@ class LogReader:
     def close(self) -> None:
         self.hold.release()
         if self.log is not None:
-            self.log.unfollow(self.on_lines, self.hold)
+            self.log.unfollow(self.stream.wake, self.hold)
         if self.queued is not None:
             self.queued.unsubscribe(self.on_run_event)
             self.queued = None

@@ -184,10 +184,6 @@ def started_event(run_id: str, task: str) -> dict[str, Any]:
     return {"ok": True, "id": run_id, "task": task}
 
 
-def output_event(run_id: str, stream: str, line: str) -> dict[str, Any]:
-    return {"ok": True, "id": run_id, "stream": stream, "line": line}
-
-
 def output_lines_event(run_id: str, stream: str, lines: list[str]) -> dict[str, Any]:
     """The lines of one read of a run's pipe: an ``output`` event a line on the wire, or one
     batch of them for a client that asked for batches (``batch``, ``codec.encode_output``)."""

@@ -19,7 +19,7 @@ from daemon.core.runqueue import (
     RunRequest,
     RunResult,
 )
-from daemon.wire.protocol import EVENT_OUTPUT, output_event
+from daemon.wire.protocol import EVENT_OUTPUT, output_lines_event
 
 
 def _req(task: str = "default") -> RunRequest:
@@ -258,7 +258,7 @@ async def test_a_run_nobody_listens_to_builds_no_events(monkeypatch: pytest.Monk
     queue = RunQueue(capacity=1)
     run = queue.submit(_req(), watcher=lambda _run, _kind: None)
     run.mark_started()
-    run.emit_fields(EVENT_OUTPUT, output_event(run.id, "stdout", "x"))
+    run.emit_fields(EVENT_OUTPUT, output_lines_event(run.id, "stdout", ["x"]))
     assert run.finish(RunResult(ok=True)) is True
 
 
