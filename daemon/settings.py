@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from daemon.core.context_vars import CONTEXT_NAMES, ENV_PREFIX
 from daemon.setting_values import (
     ByteSize,
     Duration,
@@ -31,24 +32,11 @@ from daemon.wire.client import DEFAULT_SOCKET
 # keeps seven eighths of the bound: 7/8 of 640 KiB is 560 KiB, the first round size above.
 OUTPUT_RUN_BYTES_MIN = 640 * 1024
 
-ENV_PREFIX = "RUNBROKER_"
 DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")
 
 # Variables that belong to runbroker but are not settings of the daemon itself: the run context
-# given to jobs (a job may start `runbroker trigger`) and the client-only ones.
-CONTEXT_VARS = frozenset(
-    {
-        "RUN_ID",
-        "TASK",
-        "TRIGGER",
-        "JOB",
-        "SCHEDULED_FOR",
-        "ATTEMPT",
-        "PAYLOAD",
-        "TEST_BACKEND",
-        "TEST_DSN",
-    }
-)
+# given to jobs (a job may start `runbroker trigger`) and the test suite's own.
+CONTEXT_VARS = CONTEXT_NAMES | {"TEST_BACKEND", "TEST_DSN"}
 
 
 class SettingsError(Exception):

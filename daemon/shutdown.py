@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable
 
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
+from daemon.core.runqueue import RunQueue
 from daemon.exits import EXIT_FATAL, EXIT_OK
 from daemon.observe.logs import get_logger
+from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL
 from daemon.wire.server import SocketServer
 
 log = get_logger("runbroker.app")

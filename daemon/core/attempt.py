@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -19,9 +18,9 @@ from daemon.core.journal import Journal
 from daemon.core.own_context import awaited_in
 from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError
 from daemon.core.runqueue import (
-    REASON_SHUTDOWN_CANCEL,
     Run,
     RunResult,
+    is_json_output,
     job_context,
     output_log_fields,
     run_log_fields,
@@ -31,15 +30,20 @@ from daemon.core.tasks import Task, handler_context
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.observe.output_log import LineWriter, OutputLog, OutputLogMode
 from daemon.wire import protocol
+from daemon.wire.reasons import (
+    REASON_NOT_A_DICT,
+    REASON_NOT_JSON,
+    REASON_SHUTDOWN_CANCEL,
+    crash_reason,
+    exit_reason,
+    overdue_reason,
+    timed_out_reason,
+)
 
 log = get_logger("runbroker.executor")
 
 OUTPUT_LOG_DEFAULT: OutputLogMode = "json"  # RUNBROKER_OUTPUT_LOG's default
 OUTPUT_HOLD_DEFAULT_S = 5.0  # RUNBROKER_OUTPUT_HOLD's default
-
-
-def _format_s(seconds: float) -> str:
-    return f"{seconds:g}s"
 
 
 class AttemptRunner:
@@ -88,7 +92,7 @@ class AttemptRunner:
 
         def overdue() -> None:
             if not run.is_done:
-                reason = f"running longer than {_format_s(soft_s)}"
+                reason = overdue_reason(soft_s)
                 run.emit_fields(protocol.EVENT_OVERDUE, protocol.overdue_event(run.id, reason))
                 log.warning("run.overdue", **run_log_fields(run), soft_timeout_s=soft_s)
 
@@ -128,7 +132,7 @@ class AttemptRunner:
             self._deadline = self._handler_context = None
 
     def _timed_out_result(self, task: Task) -> RunResult:
-        reason = f"timed out after {_format_s(task.timeout_s or 0.0)}"
+        reason = timed_out_reason(task.timeout_s or 0.0)
         return RunResult(ok=False, reason=reason, timed_out=True, exit_code=self._terminated_code())
 
     def _note_terminated(self, outcome: CommandOutcome) -> None:
@@ -147,7 +151,7 @@ class AttemptRunner:
             log.warning("run.crashed", **fields)
         else:
             context.run(log.warning, "run.crashed", **fields)
-        return RunResult(ok=False, reason=f"{type(exc).__name__}: {exc}"[:1000])
+        return RunResult(ok=False, reason=crash_reason(exc))
 
     async def _invoke(self, run: Run, task: Task) -> RunResult:
         if task.handler is not None:
@@ -164,9 +168,9 @@ class AttemptRunner:
             self._handler_context = own = contextvars.copy_context()
             output = await awaited_in(task.handler(context), own)
             if output is not None and not isinstance(output, dict):
-                return RunResult(ok=False, reason="handler returned a non-dict value")
-            if output is not None and not _json_safe(output):
-                return RunResult(ok=False, reason="handler returned output that is not JSON")
+                return RunResult(ok=False, reason=REASON_NOT_A_DICT)
+            if output is not None and not is_json_output(output):
+                return RunResult(ok=False, reason=REASON_NOT_JSON)
             return RunResult(ok=True, output=output)
         task_grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
 
@@ -210,17 +214,5 @@ class AttemptRunner:
             return RunResult(ok=False, reason=str(exc))
         if outcome.exit_code == 0:
             return RunResult(ok=True, exit_code=0)
-        if outcome.signal_name:
-            reason = f"killed by {outcome.signal_name}"
-        else:
-            reason = f"exit status {outcome.exit_code}"
+        reason = exit_reason(outcome.exit_code, outcome.signal_name)
         return RunResult(ok=False, reason=reason, exit_code=outcome.exit_code)
-
-
-def _json_safe(output: dict[str, object]) -> bool:
-    """Whether the output can travel on the wire and into ``job_runs.output`` (jsonb)."""
-    try:
-        json.dumps(output, allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True

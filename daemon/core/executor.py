@@ -13,17 +13,11 @@ from collections.abc import Mapping
 from daemon.core.attempt import OUTPUT_HOLD_DEFAULT_S, OUTPUT_LOG_DEFAULT, AttemptRunner
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import (
-    REASON_SHUTDOWN_CANCEL,
-    REASON_USER_CANCEL,
-    Run,
-    RunQueue,
-    RunResult,
-    run_log_fields,
-)
+from daemon.core.runqueue import Run, RunQueue, RunResult, run_log_fields
 from daemon.core.tasks import Task, TaskRefused, TaskRegistry
 from daemon.observe.logs import get_logger
 from daemon.observe.output_log import OutputLogMode
+from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 
 log = get_logger("runbroker.executor")
 
@@ -173,7 +167,7 @@ class Executor(AttemptRunner):
         try:
             task = self.tasks.admit(run.request)  # again: the tasks may have been reloaded
         except TaskRefused as refused:
-            result = RunResult(ok=False, reason=refused.reason)
+            result = RunResult(ok=False, reason=refused.reason, code=refused.code)
             run.finish(result)
             log.warning("run.done", **run_log_fields(run), ok=False, reason=result.reason)
             return result

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from daemon.core.context_vars import ENV_PREFIX, PAYLOAD, RUN_ID, TASK, TRIGGER, env_name
 from daemon.core.runqueue import Run, job_context
 
-# Settings of the daemon itself are not the job's business (the database URL is a secret).
-_PRIVATE_ENV = ("RUNBROKER_",)
-# ...except where a job that runs `runbroker trigger` or `once` itself must find the daemon.
-_SHARED_ENV = frozenset({"RUNBROKER_SOCKET", "RUNBROKER_LOCK_DIR"})
+# Settings of the daemon itself are not the job's business (the database URL is a secret)...
+# except where a job that runs `runbroker trigger` or `once` itself must find the daemon.
+_SHARED_ENV = frozenset({env_name("SOCKET"), env_name("LOCK_DIR")})
 
 
 def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
@@ -19,7 +19,7 @@ def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in base.items()
-        if key in _SHARED_ENV or not key.startswith(_PRIVATE_ENV)
+        if key in _SHARED_ENV or not key.startswith(ENV_PREFIX)
     }
 
 
@@ -35,12 +35,12 @@ def with_run(shared: Mapping[str, str], run: Run) -> dict[str, str]:
     request = run.request
     env = dict(shared)
     env.update(request.env)
-    env["RUNBROKER_RUN_ID"] = run.id
-    env["RUNBROKER_TASK"] = request.task
-    env["RUNBROKER_TRIGGER"] = request.trigger
+    env[env_name(RUN_ID)] = run.id
+    env[env_name(TASK)] = request.task
+    env[env_name(TRIGGER)] = request.trigger
     if request.job is not None:  # a database job's run: RUNBROKER_JOB, _SCHEDULED_FOR, _ATTEMPT
         for key, value in job_context(request).items():
-            env[f"RUNBROKER_{key}"] = value
+            env[env_name(key)] = value
     if request.payload is not None:
-        env["RUNBROKER_PAYLOAD"] = json.dumps(request.payload, separators=(",", ":"))
+        env[env_name(PAYLOAD)] = json.dumps(request.payload, separators=(",", ":"))
     return env

@@ -80,7 +80,7 @@ def reload(args: argparse.Namespace) -> int:
     """Exit 0 when the tasks file was reloaded, 1 when it was refused (the reason on stderr),
     75 when the daemon is shutting down (as ``trigger``), 2 when it is older than the op."""
     from daemon.face.status_text import reload_summary
-    from daemon.wire.protocol import TEMPFAIL_REASONS
+    from daemon.wire.reasons import worth_a_retry
 
     answer = _control(args, "reload")
     if isinstance(answer, int):
@@ -97,4 +97,4 @@ def reload(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     print(f"runbroker: reload refused: {reason}", file=sys.stderr)
-    return EXIT_TEMPFAIL if reason in TEMPFAIL_REASONS else EXIT_FAILED
+    return EXIT_TEMPFAIL if worth_a_retry(answer) else EXIT_FAILED

@@ -28,8 +28,7 @@ from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EX
 from daemon.observe.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
 from daemon.wire.protocol import EVENT_OUTPUT
-
-REASON_INTERRUPTED = "cancelled: interrupted by a signal"
+from daemon.wire.reasons import REASON_INTERRUPTED
 
 log = get_logger("runbroker.once")
 

@@ -16,9 +16,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from daemon.core.runqueue import REASON_CLOSED, REASON_FULL, Run, RunQueue
+from daemon.core.runqueue import Run, RunQueue
 from daemon.core.ticker import TickPlan
 from daemon.observe.sources import RunnerFigures
+from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
 # failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it. The triggers

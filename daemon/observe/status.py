@@ -8,7 +8,7 @@
                "finished", "closed"},
      "current": null | {"id", "task", "trigger", "elapsed_ms"},
      "waiting": [{"id", "task", "trigger", "position"}],
-     "recent": [{"id", "task", "trigger", "ok", "reason", "exit_code", "duration_ms",
+     "recent": [{"id", "task", "trigger", "ok", "reason", "code", "exit_code", "duration_ms",
                  "finished_at"}],
      "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
      "reload": {"tasks_file": null | str, "watch": "inotify"|"signal"|"lost"|"none",
@@ -21,9 +21,10 @@
 ``journal`` is the output ``runbroker logs`` reads: the bytes its lines hold now, and how
 many runs (the running one and the finished ones kept), with its bounds.
 
-``health``: ``{"event": "health", "ok": bool, "reason": str, "ready": bool, "ready_reason": str,
-"warnings": [str]}`` (``reason`` and ``ready_reason`` empty when there is none, ``warnings``
-omitted when there are none). ``ok`` is liveness: whether this process works. It is false, with
+``health``: ``{"event": "health", "ok": bool, "reason": str, "code": str, "ready": bool,
+"ready_reason": str, "warnings": [str]}`` (``reason`` and ``ready_reason`` empty when there is
+none, ``code`` ``unhealthy`` beside a reason, ``warnings`` omitted when there are none).
+``ok`` is liveness: whether this process works. It is false, with
 the reason in one line, when: the daemon is shutting down; a run is wedged past its task's
 timeout + grace + 30 s; a ticking task has not fired within two of its intervals (or a schedule
 is over a minute late). A restart cures those. ``ready`` is readiness: live, and the database
@@ -78,6 +79,7 @@ def _result_summary(run: Run) -> dict[str, Any]:
         summary.update(
             ok=result.ok,
             reason=result.reason,
+            code=result.wire_code,
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
         )

@@ -5,8 +5,9 @@ occurrence)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from daemon.core.runqueue import Run, RunRequest, RunResult
+from daemon.core.runqueue import Run, RunRequest, RunResult, is_json_output
 from daemon.observe.logs import get_logger
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.plan import plan_finish
@@ -37,17 +38,12 @@ def finish_record(
     claimed: Claimed, run: Run | None, result: RunResult, settings: Settings, *, retryable: bool
 ) -> Finish:
     """The record of a held run's end (``run`` None: it never reached the queue). An output
-    that is not JSON is dropped with a warning: the run's result is still recorded. What the
-    database cannot store (NUL, a lone surrogate, NaN) is replaced (``store.jsonb_safe``), so
-    that one record can never fail the batch it is written in."""
+    that the rule of a run's output refuses (``is_json_output``: NaN, an infinity) is dropped
+    with a warning: the run's result is still recorded. A NUL or a lone surrogate, which the
+    database cannot store, is replaced (``store.jsonb_safe``), so that one record can never fail
+    the batch it is written in."""
     started_at = utc_from_epoch(run.started_at if run is not None else None)
-    output = result.output
-    if output is not None:
-        try:
-            output = jsonb_safe(output)
-        except (TypeError, ValueError):
-            log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
-            output = None
+    output = None if result.output is None else _storable(claimed, result.output)
     return plan_finish(
         claimed,
         ok=result.ok,
@@ -60,3 +56,15 @@ def finish_record(
         backoff_base_s=settings.retry_backoff_s,
         retryable=retryable,
     )
+
+
+def _storable(claimed: Claimed, output: dict[str, Any]) -> dict[str, Any] | None:
+    """``output`` as the database stores it, or None (dropped, with a warning) when it is not
+    JSON by the rule of a run's output."""
+    if is_json_output(output):
+        try:
+            return jsonb_safe(output)  # type: ignore[no-any-return]
+        except (TypeError, ValueError):
+            pass
+    log.warning("job.output_dropped", job=claimed.job.name, reason="not JSON")
+    return None

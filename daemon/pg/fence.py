@@ -30,14 +30,13 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Generic, Protocol, TypeVar
 
+from daemon.wire.reasons import REASON_JOB_REMOVED, REASON_LEASE_LOST
+
 Held = TypeVar("Held")
 
 MIN_LEASE_S = 3.0
 SAFETY_MIN_S = 0.25
 RENEWALS_PER_LEASE = 5
-REASON_FENCED = "cancelled: lease could not be renewed; stopped before it could expire"
-REASON_LEASE_LOST = "cancelled: lease lost to another replica"
-REASON_JOB_REMOVED = "cancelled: the job was removed"
 # A lease the heartbeat found gone, by whether the job is gone too: the event and the reason.
 LEASE_LOST_WHY = {
     False: ("job.lease_lost", REASON_LEASE_LOST),

@@ -21,12 +21,13 @@ from daemon.core.runqueue import Rejected, Run, RunQueue, RunResult
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
-from daemon.pg.fence import FENCE_WHY, LEASE_LOST_WHY, REASON_FENCED, LeaseFence
+from daemon.pg.fence import FENCE_WHY, LEASE_LOST_WHY, LeaseFence
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.replica import Replica
 from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.writer import ResultWriter
+from daemon.wire.reasons import REASON_FENCED
 
 log = get_logger(LOGGER_NAME)
 

@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Callable, Collection
 
-from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
+from daemon.core.runqueue import RunQueue
 from daemon.observe.logs import get_logger
 from daemon.pg.claimer import Claimer
 from daemon.pg.deps import DependencyWaiter
@@ -33,6 +33,7 @@ from daemon.pg.store.base import JobStore
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.waits import wait_event
 from daemon.settings import Settings
+from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL
 
 log = get_logger(LOGGER_NAME)
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.core.runqueue import REASON_CLOSED, RunQueue
+from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import (
     TaskChanges,
     TaskConfigError,
@@ -39,6 +39,7 @@ from daemon.observe.logs import get_logger
 from daemon.settings import Settings
 from daemon.ticking import tick_plans
 from daemon.wire.control_answers import reload_answer
+from daemon.wire.reasons import CODE_RELOAD_REFUSED, CODE_SHUTTING_DOWN, REASON_CLOSED
 
 log = get_logger("runbroker.reload")
 
@@ -53,6 +54,7 @@ class ReloadOutcome:
     ok: bool
     reason: str = ""  # why it was refused
     changes: TaskChanges | None = None
+    code: str = CODE_RELOAD_REFUSED  # the reason's code, when refused
 
 
 class TaskReloader:
@@ -101,7 +103,7 @@ class TaskReloader:
             why = "RUNBROKER_TASKS_FILE is not set and the default tasks file did not exist"
             return ReloadOutcome(False, f"no tasks file to reload ({why} at start)")
         if self.queue.closed:
-            return ReloadOutcome(False, REASON_CLOSED)
+            return ReloadOutcome(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)
         if self.resync_watch is not None and source != "file":
             self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`
         try:
@@ -199,7 +201,8 @@ class TaskReloader:
             return reload_answer(False, f"reload failed: {type(exc).__name__}: {exc}", None)
         assert outcome is not None  # always reloaded when asked
         changes = outcome.changes
-        return reload_answer(outcome.ok, outcome.reason, changes.names() if changes else None)
+        names = changes.names() if changes else None
+        return reload_answer(outcome.ok, outcome.reason, names, outcome.code)
 
     # -- what status and health say -----------------------------------------------------------
     def status(self) -> dict[str, Any]:

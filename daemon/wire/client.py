@@ -33,11 +33,10 @@ from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_OUTPUT,
     EVENT_QUEUED,
-    REASON_FORBIDDEN,
-    TEMPFAIL_REASONS,
     ControlRequest,
     SubmitRequest,
 )
+from daemon.wire.reasons import refused_user, worth_a_retry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,13 +47,14 @@ def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
     """The exit code of a ``done`` event and how to say it. A ``done`` before ``queued`` is the
     daemon refusing the request itself: a full queue or a shutdown is worth retrying (75), a
     request it would never run (an unknown task, args or env the task does not allow, a
-    malformed request) is a usage error (2)."""
+    malformed request) is a usage error (2). The event's ``code`` tells which (its reason's
+    text, from a daemon older than the code)."""
     reason = str(event.get("reason", "")) or "unknown reason"
     if event.get("ok"):
         return EXIT_OK, ""
-    if reason in TEMPFAIL_REASONS:
+    if worth_a_retry(event):
         return EXIT_TEMPFAIL, f"rejected: {reason}"
-    if not accepted and reason == REASON_FORBIDDEN:
+    if not accepted and refused_user(event):
         # The peer check: as unusable for this user as a socket it cannot open (69).
         return EXIT_UNAVAILABLE, FORBIDDEN_TEXT
     if not accepted:
@@ -126,11 +126,7 @@ def trigger(
 
 def _refused_by_peer_check(event: dict[str, Any]) -> bool:
     """A control request answered by the daemon's peer check instead of by its op."""
-    return (
-        event.get("event") == EVENT_DONE
-        and not event.get("ok")
-        and event.get("reason") == REASON_FORBIDDEN
-    )
+    return event.get("event") == EVENT_DONE and not event.get("ok") and refused_user(event)
 
 
 def control(path: str, request: ControlRequest, timeout_s: float = 10.0) -> dict[str, Any]:

@@ -25,8 +25,6 @@ from daemon.wire.protocol import (
     MAX_ENV,
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
-    REASON_TOO_LARGE,
-    REASON_UNDECODABLE,
     SUBMIT_FIELDS,
     ControlRequest,
     ProtocolError,
@@ -35,6 +33,7 @@ from daemon.wire.protocol import (
     answer_body,
     clip,
 )
+from daemon.wire.reasons import REASON_TOO_LARGE, REASON_UNDECODABLE
 
 
 def _string_list(value: Any, name: str) -> tuple[str, ...]:
@@ -219,6 +218,6 @@ def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
     return json_lines(head, lines, tail)
 
 
-def rejection(reason: str) -> bytes:
+def rejection(reason: str, code: str) -> bytes:
     """The single ``done`` line of a request that was not accepted."""
-    return encode_event(EVENT_DONE, False, reason=reason)
+    return encode_event(EVENT_DONE, False, reason=reason, code=code)

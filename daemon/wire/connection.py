@@ -18,6 +18,7 @@ from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
 from daemon.observe.logs import get_logger
+from daemon.wire import reasons
 from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
@@ -25,11 +26,6 @@ from daemon.wire.limits import ConnectionLimits
 from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
-    REASON_BUSY,
-    REASON_CONNECTIONS,
-    REASON_FORBIDDEN,
-    REASON_TOO_LARGE,
-    REASON_TOO_SLOW,
     ControlRequest,
     ProtocolError,
     SubmitRequest,
@@ -91,7 +87,8 @@ class Connection(AnswerStream):
         uid = peer_uid(sock) if sock is not None else -1
         if uid not in server.allowed_uids:
             log.warning("socket.refused", peer_uid=uid)
-            self._refuse(REASON_FORBIDDEN)  # what it sends is never decoded
+            # What it sends is never decoded.
+            self._refuse(reasons.REASON_FORBIDDEN, reasons.CODE_FORBIDDEN)
         limit = server.limits.meets(len(server.connections), sock.fileno() if sock else -1)
         if limit and self.state == READING:
             self._past_the_bound()
@@ -104,7 +101,7 @@ class Connection(AnswerStream):
         if isinstance(oldest, Connection) and oldest is not self:
             oldest.evict()
         elif len(server.connections) > server.limits.reserve_end:
-            self._refuse(REASON_CONNECTIONS, complete=True)
+            self._refuse(reasons.REASON_CONNECTIONS, reasons.CODE_BUSY, complete=True)
         else:
             self.control_only = True
 
@@ -112,7 +109,7 @@ class Connection(AnswerStream):
         """Closed to make room for a newer connection: it has not sent its request yet."""
         if self.state == READING:
             self._forget_buffer()
-            self._refuse(REASON_CONNECTIONS, complete=True)
+            self._refuse(reasons.REASON_CONNECTIONS, reasons.CODE_BUSY, complete=True)
         elif self.state == DRAINING:
             self._finish()
 
@@ -170,12 +167,12 @@ class Connection(AnswerStream):
         size = len(self.buffer) + len(data)
         if size > MAX_REQUEST_BYTES + 1:
             self._forget_buffer()
-            self._refuse(REASON_TOO_LARGE, "socket.bad_request")
+            self._refuse(reasons.REASON_TOO_LARGE, reasons.CODE_BAD_REQUEST, "socket.bad_request")
             return
         server = self.server
         if server.unfinished_bytes + len(data) > server.unfinished_bytes_max:
             self._forget_buffer()
-            self._refuse(REASON_BUSY, "socket.bad_request")
+            self._refuse(reasons.REASON_BUSY, reasons.CODE_BUSY, "socket.bad_request")
             return
         server.unfinished_bytes += len(data)
         self.buffer += data
@@ -188,7 +185,12 @@ class Connection(AnswerStream):
     def request_expired(self) -> None:
         if self.state == READING:
             self._forget_buffer()
-            self._refuse(REASON_TOO_SLOW, "socket.bad_request", complete=True)
+            self._refuse(
+                reasons.REASON_TOO_SLOW,
+                reasons.CODE_BAD_REQUEST,
+                "socket.bad_request",
+                complete=True,
+            )
         elif self.state == DRAINING:
             self._finish()
 
@@ -198,10 +200,12 @@ class Connection(AnswerStream):
         try:
             request = decode_request(line)
         except ProtocolError as exc:
-            self._refuse(exc.reason, "socket.bad_request", complete=True)
+            self._refuse(exc.reason, exc.code, "socket.bad_request", complete=True)
             return
         if self.control_only and (not isinstance(request, ControlRequest) or request.op == "logs"):
-            self._refuse(REASON_CONNECTIONS, "socket.bad_request", complete=True)
+            self._refuse(
+                reasons.REASON_CONNECTIONS, reasons.CODE_BUSY, "socket.bad_request", complete=True
+            )
             return
         if isinstance(request, ControlRequest):
             self.state = STREAMING
@@ -214,11 +218,11 @@ class Connection(AnswerStream):
             return
         self._submit(request)
 
-    def _refuse(self, reason: str, event: str = "", *, complete: bool = False) -> None:
+    def _refuse(self, reason: str, code: str, event: str = "", *, complete: bool = False) -> None:
         """Answer with a single ``done`` line; ``complete``: the request was all read."""
         if event:
             log.info(event, reason=clip(reason))
-        self._send(rejection(reason))
+        self._send(rejection(reason, code))
         if complete:
             self.state = STREAMING
             self._finish()
@@ -234,7 +238,7 @@ class Connection(AnswerStream):
             server.tasks.admit(run_request)
         except TaskRefused as refused:
             log.info("run.rejected", task=clip(request.task), reason=clip(refused.reason, 200))
-            self._refuse(refused.reason, complete=True)
+            self._refuse(refused.reason, refused.code, complete=True)
             return
         self.state = STREAMING
         self.batch = request.batch
@@ -242,5 +246,5 @@ class Connection(AnswerStream):
             server.queue.submit(run_request, self.on_event)
         except Rejected as exc:
             log.info("run.rejected", task=request.task, reason=exc.reason)
-            self._refuse(exc.reason, complete=True)
+            self._refuse(exc.reason, exc.code, complete=True)
             return

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from daemon.wire.protocol import clip
+from daemon.wire.reasons import CODE_NO_SUCH_RUN, CODE_RELOAD_REFUSED, CODE_UNHEALTHY
 
 EVENT_CANCEL = "cancel"
 EVENT_HEALTH = "health"
@@ -27,7 +28,13 @@ def cancel_answer(run_id: str, state: str, detail: str = "") -> dict[str, Any]:
 
 def cancel_refusal(run_id: str) -> dict[str, Any]:
     reason = f"no queued or running run {clip(run_id)!r}"
-    return {"event": EVENT_CANCEL, "ok": False, "id": run_id, "reason": reason}
+    return {
+        "event": EVENT_CANCEL,
+        "ok": False,
+        "id": run_id,
+        "reason": reason,
+        "code": CODE_NO_SUCH_RUN,
+    }
 
 
 def health_answer(
@@ -44,16 +51,23 @@ def health_answer(
         "ready": not why_not_ready,
         "ready_reason": why_not_ready,
     }
+    if problem:
+        answer["code"] = CODE_UNHEALTHY
     if warnings:
         answer["warnings"] = warnings
     return answer
 
 
 def reload_answer(
-    ok: bool, reason: str = "", changes: Mapping[str, list[str]] | None = None
+    ok: bool,
+    reason: str = "",
+    changes: Mapping[str, list[str]] | None = None,
+    code: str = CODE_RELOAD_REFUSED,
 ) -> dict[str, Any]:
     """A reload's outcome: ``changes`` maps added, removed, changed, unchanged to task names;
-    ``reason`` says why it was refused (the old tasks stay)."""
+    ``reason`` says why it was refused (the old tasks stay), ``code`` its code."""
     answer: dict[str, Any] = {"event": EVENT_RELOAD, "ok": ok, "reason": reason}
+    if not ok:
+        answer["code"] = code
     answer.update(changes or {})
     return answer

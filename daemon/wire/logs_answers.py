@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import re
 
+from daemon.wire.reasons import CODE_NO_SUCH_RUN
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -86,7 +88,7 @@ def logs_waiting(task: str) -> dict[str, Any]:
 
 
 def logs_refusal(reason: str) -> dict[str, Any]:
-    return {"event": EVENT_LOGS, "ok": False, "reason": reason}
+    return {"event": EVENT_LOGS, "ok": False, "reason": reason, "code": CODE_NO_SUCH_RUN}
 
 
 def logged_lines(run_id: str, stream: str, lines: list[str], at: float) -> dict[str, Any]:

@@ -147,6 +147,7 @@ class LogReader:
             result.duration_ms,
             result.exit_code,
             result.output,
+            result.wire_code,
         )
         if self.missed:
             fields["dropped_lines"] = self.missed
@@ -179,6 +180,7 @@ def _summary(log: RunLog) -> dict[str, Any]:
         "trigger": log.trigger,
         "outcome": result.outcome,
         "reason": result.reason,
+        "code": result.wire_code,
         "exit_code": result.exit_code,
         "started_at": log.started_at,
         "duration_ms": result.duration_ms,

@@ -11,15 +11,18 @@ every cold ``docker exec``, and encodes its request and decodes the answers with
 daemon's side of the format (``decode_request``, ``encode_fields``, ``encode_event``) is in
 ``codec``, with orjson.
 
-The vocabulary of the answers lives here: the event kinds, the reasons a client is told, the
-rule that an empty ``reason`` and a zero ``duration_ms`` are omitted (``answer_body``), and the
-constructors the server, the queue and the executor use (``queued_event`` ... ``done_event``); the
-control requests' answers are in ``control_answers``, the ``logs`` op's in ``logs_answers``.
+The vocabulary of the answers lives here: the event kinds, the rule that an empty ``reason``
+and a zero ``duration_ms`` are omitted (``answer_body``), and the constructors the server, the
+queue and the executor use (``queued_event`` ... ``done_event``); the control requests' answers
+are in ``control_answers``, the ``logs`` op's in ``logs_answers``; the reasons a client is told
+and the code beside each, in ``reasons``.
 """
 
 from __future__ import annotations
 
 import json
+
+from daemon.wire.reasons import CODE_BAD_REQUEST, CODE_OVERDUE
 
 TYPE_CHECKING = False  # the thin client must not pay for importing typing
 if TYPE_CHECKING:
@@ -33,18 +36,6 @@ MAX_ENV = 256
 MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
-REASON_UNDECODABLE = "undecodable request"
-REASON_TOO_LARGE = "request too large"
-REASON_TOO_SLOW = "request not received in time"
-REASON_FORBIDDEN = "permission denied"
-REASON_BUSY = "server busy: too many unfinished requests"
-REASON_CONNECTIONS = "server busy: too many connections"
-REASON_FULL = "run queue is full"
-REASON_CLOSED = "scheduler is shutting down"
-REASON_SHUTDOWN_CANCEL = "cancelled: scheduler shutting down"
-REASON_USER_CANCEL = "cancelled by request"
-# A client may try again later (exit 75): the daemon is busy, full or stopping.
-TEMPFAIL_REASONS = frozenset({REASON_FULL, REASON_CLOSED, REASON_BUSY, REASON_CONNECTIONS})
 CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
 # The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
 # would otherwise run the default task, or the task without its args). ``batch`` asks for
@@ -55,11 +46,13 @@ LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
 
 
 class ProtocolError(ValueError):
-    """A request that cannot be served; ``reason`` is what the client is told."""
+    """A request that cannot be served; ``reason`` is what the client is told, ``code`` its
+    code (``reasons``)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: str = CODE_BAD_REQUEST) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
 
 class SubmitRequest:
@@ -191,7 +184,7 @@ def output_lines_event(run_id: str, stream: str, lines: list[str]) -> dict[str, 
 
 
 def overdue_event(run_id: str, reason: str) -> dict[str, Any]:
-    return {"ok": True, "id": run_id, "reason": reason}
+    return {"ok": True, "id": run_id, "reason": reason, "code": CODE_OVERDUE}
 
 
 def done_event(
@@ -201,12 +194,16 @@ def done_event(
     duration_ms: int = 0,
     exit_code: int | None = None,
     output: dict[str, Any] | None = None,
+    code: str = "",
 ) -> dict[str, Any]:
-    """A run's result: an empty ``reason`` and a zero ``duration_ms`` are left out (the field
-    rule of ``answer_body``, written out: this is built for every run a client watches)."""
+    """A run's result: an empty ``reason`` or ``code`` and a zero ``duration_ms`` are left out
+    (the field rule of ``answer_body``, written out: this is built for every run a client
+    watches)."""
     fields: dict[str, Any] = {"ok": ok, "id": run_id}
     if reason:
         fields["reason"] = reason
+    if code:
+        fields["code"] = code
     if duration_ms:
         fields["duration_ms"] = duration_ms
     if exit_code is not None:
@@ -216,14 +213,15 @@ def done_event(
     return fields
 
 
-_LEFT_OUT_WHEN_EMPTY = ("reason", "duration_ms")
+_LEFT_OUT_WHEN_EMPTY = ("reason", "code", "duration_ms")
 
 
 def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, Any]:
     """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every
-    answer, as the Go framing has it: an empty ``reason`` and a zero ``duration_ms`` are left
-    out. (``done_event`` applies the same rule as it builds a run's result: it runs for every
-    run a client watches, where a call to this would cost more than its two tests.)"""
+    answer, as the Go framing has it: an empty ``reason`` (and ``code``) and a zero
+    ``duration_ms`` are left out. (``done_event`` applies the same rule as it builds a run's
+    result: it runs for every run a client watches, where a call to this would cost more than
+    its tests.)"""
     body: dict[str, Any] = {"event": event, "ok": ok}
     for key, value in fields.items():
         if key in _LEFT_OUT_WHEN_EMPTY and not value:

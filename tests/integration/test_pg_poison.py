@@ -1,5 +1,7 @@
 """A run's record that PostgreSQL would refuse (a NUL, a lone surrogate, NaN) affects that run
-alone: every other record of its batch is written, and nothing that succeeded runs again."""
+alone: every other record of its batch is written, and nothing that succeeded runs again. A NUL
+and a lone surrogate are replaced; an output with NaN or an infinity is not JSON by the rule of
+a run's output (``is_json_output``), and is dropped."""
 
 from __future__ import annotations
 
@@ -17,7 +19,11 @@ GOOD_JOBS = 40
 
 
 async def nul_output(_run: Run) -> RunResult:
-    return RunResult(ok=True, output={"x": "a\x00b", "k\x00": [float("nan")]})
+    return RunResult(ok=True, output={"x": "a\x00b", "k\x00": [None]})
+
+
+async def nan_output(_run: Run) -> RunResult:
+    return RunResult(ok=True, output={"x": [float("nan")], "y": float("inf")})
 
 
 async def lone_surrogate(_run: Run) -> RunResult:
@@ -34,10 +40,11 @@ async def test_forty_jobs_and_poisoned_records_only_the_poisoned_runs_are_touche
     store = PostgresStore(db_dsn)
     for i in range(GOOD_JOBS):
         await add(store, f"good{i:02d}")
-    for task in ("nul", "surrogate", "nulerror"):
+    for task in ("nul", "nan", "surrogate", "nulerror"):
         await add(store, f"poison-{task}", task=task, max_attempts=1)
     handlers: dict[str, Handler] = {
         "nul": nul_output,
+        "nan": nan_output,
         "surrogate": lone_surrogate,
         "nulerror": nul_error,
     }
@@ -54,7 +61,7 @@ async def test_forty_jobs_and_poisoned_records_only_the_poisoned_runs_are_touche
         " FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id ORDER BY j.name"
     )
     by_job = {row["name"]: row for row in runs}
-    assert len(runs) == GOOD_JOBS + 3  # one run each: nothing ran again
+    assert len(runs) == GOOD_JOBS + 4  # one run each: nothing ran again
     for i in range(GOOD_JOBS):
         row = by_job[f"good{i:02d}"]
         assert (row["status"], row["attempt"], row["error"]) == ("succeeded", 1, None)
@@ -63,6 +70,8 @@ async def test_forty_jobs_and_poisoned_records_only_the_poisoned_runs_are_touche
     assert json.loads(nul["output"]) == {"x": "a\ufffdb", "k\ufffd": [None]}
     surrogate = by_job["poison-surrogate"]
     assert json.loads(surrogate["output"]) == {"x": "\ufffd", "pair": "\U0001f600"}
+    nan = by_job["poison-nan"]
+    assert (nan["status"], nan["output"]) == ("succeeded", None)
     failed = by_job["poison-nulerror"]
     assert (failed["status"], failed["error"]) == (
         "failed",

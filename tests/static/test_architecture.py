@@ -80,9 +80,9 @@ def test_the_walk_sees_the_package() -> None:
 
 @pytest.mark.parametrize("module", _of("daemon.core"), ids=_ids(_of("daemon.core")))
 def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> None:
-    # The wire's vocabulary (event kinds, reasons, constructors) is data the core emits;
-    # the server, the client and everything else of the face are not the core's business.
-    allowed_outside = {"daemon", "daemon.wire", "daemon.wire.protocol"}
+    # The wire's vocabulary (event kinds, constructors; reasons and their codes) is data the
+    # core emits; the server, the client and everything else of the face are not its business.
+    allowed_outside = {"daemon", "daemon.wire", "daemon.wire.protocol", "daemon.wire.reasons"}
     bad = {
         name
         for name in module.imports
@@ -105,7 +105,13 @@ def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> No
 def test_the_thin_client_knows_only_the_wire() -> None:
     (client,) = (module for module in MODULES if module.name == "daemon.wire.client")
     ours = {name for name in client.imports if _in(name, "daemon")}
-    allowed = {"daemon", "daemon.wire", "daemon.wire.protocol", "daemon.wire.printer"}
+    allowed = {
+        "daemon",
+        "daemon.wire",
+        "daemon.wire.protocol",
+        "daemon.wire.reasons",
+        "daemon.wire.printer",
+    }
     assert ours <= {*allowed, "daemon.wire.client_socket", "daemon.exits"}, ours
     assert not {name for name in client.imports if _in(name, "pydantic", "structlog", "uvloop")}
     parts = {"daemon.wire.printer": set(), "daemon.wire.client_socket": {"daemon.wire.peer"}}

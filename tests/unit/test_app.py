@@ -16,9 +16,6 @@ import pytest
 from daemon import settings as settings_module
 from daemon.app import Broker, run_broker
 from daemon.core.runqueue import (
-    REASON_CLOSED,
-    REASON_SHUTDOWN_CANCEL,
-    REASON_USER_CANCEL,
     Event,
     Rejected,
     Run,
@@ -30,6 +27,7 @@ from daemon.settings import Settings, load_settings
 from daemon.signals import Signals
 from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
+from daemon.wire.reasons import REASON_CLOSED, REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 from daemon.wire.server import SocketServer
 
 MakeSettings = Callable[..., Settings]
@@ -214,19 +212,24 @@ async def test_status_health_and_cancel_of_a_queued_run(
     after = broker.control(_op("status"))
     assert [item["id"] for item in after["waiting"]] == [second.id]
     assert [item["id"] for item in after["recent"]] == [first.id]
-    assert after["recent"][0]["reason"] == REASON_USER_CANCEL
+    assert (after["recent"][0]["reason"], after["recent"][0]["code"]) == (
+        REASON_USER_CANCEL,
+        "cancelled",
+    )
     unknown = broker.control(_op("cancel", "r-nope"))
     assert unknown == {
         "event": "cancel",
         "ok": False,
         "id": "r-nope",
         "reason": "no queued or running run 'r-nope'",
+        "code": "no_such_run",
     }
     broker.queue.close()
     assert broker.control(_op("health")) == {
         "event": "health",
         "ok": False,
         "reason": "shutting down",
+        "code": "unhealthy",
         "ready": False,
         "ready_reason": "shutting down",
     }

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from daemon.wire.limits import ConnectionLimits
-from daemon.wire.protocol import REASON_CONNECTIONS, ControlRequest
+from daemon.wire.protocol import ControlRequest
+from daemon.wire.reasons import REASON_CONNECTIONS
 from tests.support.eventually import eventually_async
 from tests.unit.test_server import _sh, exchange, serving
 
-BUSY = {"event": "done", "ok": False, "reason": REASON_CONNECTIONS}
+BUSY = {"event": "done", "ok": False, "reason": REASON_CONNECTIONS, "code": "busy"}
 
 
 def _health(_request: ControlRequest) -> dict[str, Any]:

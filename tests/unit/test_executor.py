@@ -22,8 +22,6 @@ from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Exe
 from daemon.core.jobenv import job_environment
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import (
-    REASON_SHUTDOWN_CANCEL,
-    REASON_USER_CANCEL,
     Event,
     Run,
     RunQueue,
@@ -32,6 +30,7 @@ from daemon.core.runqueue import (
 )
 from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
 from daemon.wire.codec import encode_event
+from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 from tests.unit.conftest import JOB_ENV
 
 # Settings of the daemon that must never reach a job, next to what should.

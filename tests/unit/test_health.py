@@ -57,6 +57,7 @@ async def test_a_run_wedged_past_its_timeout_is_unhealthy_until_it_ends(
         "event": "health",
         "ok": False,
         "reason": problem,
+        "code": "unhealthy",
         "ready": False,  # not live: not ready either
         "ready_reason": problem,
     }

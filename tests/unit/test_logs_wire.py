@@ -186,6 +186,7 @@ async def test_following_streams_the_buffer_then_live_lines_then_the_result() ->
         "ok": False,
         "id": log.run_id,
         "reason": "exit status 3",
+        "code": "failed",
         "duration_ms": 12,
         "exit_code": 3,
     }
@@ -353,6 +354,7 @@ async def test_the_last_finished_runs_are_listed_newest_first() -> None:
         "trigger": "tick",
         "outcome": "failed",
         "reason": "exit status 3",
+        "code": "failed",
         "exit_code": 3,
         "started_at": logs[1].started_at,
         "duration_ms": 12,

@@ -12,7 +12,6 @@ import pytest
 
 from daemon.core.runqueue import Run, RunResult, job_context
 from daemon.pg import horizon
-from daemon.pg.fence import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -22,6 +21,7 @@ from daemon.pg.store.base import (
 )
 from daemon.pg.store.memory import MemoryStore
 from daemon.pg.store.memory_rows import MemRun
+from daemon.wire.reasons import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
 from tests.unit.pgfakes import fail, running
 
 

@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 from daemon.wire.codec import decode_request, encode_event
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
-    REASON_TOO_LARGE,
-    REASON_UNDECODABLE,
     ControlRequest,
     ProtocolError,
     SubmitRequest,
     decode_event,
     encode_request,
 )
+from daemon.wire.reasons import REASON_TOO_LARGE, REASON_UNDECODABLE
 
 
 def test_empty_object_runs_default() -> None:

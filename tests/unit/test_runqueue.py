@@ -9,9 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.runqueue import (
-    REASON_CLOSED,
-    REASON_FULL,
-    REASON_SHUTDOWN_CANCEL,
     Event,
     Rejected,
     Run,
@@ -20,6 +17,7 @@ from daemon.core.runqueue import (
     RunResult,
 )
 from daemon.wire.protocol import EVENT_OUTPUT, output_lines_event
+from daemon.wire.reasons import REASON_CLOSED, REASON_FULL, REASON_SHUTDOWN_CANCEL
 
 
 def _req(task: str = "default") -> RunRequest:

@@ -25,10 +25,10 @@ from daemon.wire.codec import encode_fields
 from daemon.wire.connection import Connection
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
-    REASON_BUSY,
     ControlRequest,
     output_lines_event,
 )
+from daemon.wire.reasons import REASON_BUSY
 from daemon.wire.server import SocketServer
 from tests.support.frames import answer_events
 from tests.unit.conftest import JOB_ENV
@@ -255,7 +255,9 @@ async def test_a_peer_of_another_uid_is_refused_and_nothing_queued(short_dir: Pa
     async with serving(path, _sh("default", "true"), allowed_uids=others) as (_, queue, _f):
         answer = await exchange(path, b"{}\n")
         assert queue.statistics().accepted == 0
-    assert answer == [{"event": "done", "ok": False, "reason": "permission denied"}]
+    assert answer == [
+        {"event": "done", "ok": False, "reason": "permission denied", "code": "forbidden"}
+    ]
 
 
 async def test_an_oversized_request_is_refused(short_dir: Path) -> None:
@@ -264,7 +266,9 @@ async def test_an_oversized_request_is_refused(short_dir: Path) -> None:
         payload = b'{"task":"' + b"x" * MAX_REQUEST_BYTES + b'"}\n'
         answer = await exchange(path, payload)
         assert queue.statistics().accepted == 0
-    assert answer == [{"event": "done", "ok": False, "reason": "request too large"}]
+    assert answer == [
+        {"event": "done", "ok": False, "reason": "request too large", "code": "bad_request"}
+    ]
 
 
 async def test_a_slow_request_is_cut_off_while_others_are_served(short_dir: Path) -> None:
@@ -276,7 +280,8 @@ async def test_a_slow_request_is_cut_off_while_others_are_served(short_dir: Path
         assert served[-1]["ok"] is True
         slow = await _read_answer(reader)
         writer.close()
-    assert slow == [{"event": "done", "ok": False, "reason": "request not received in time"}]
+    too_slow = "request not received in time"
+    assert slow == [{"event": "done", "ok": False, "reason": too_slow, "code": "bad_request"}]
 
 
 async def test_a_request_without_newline_is_read_at_half_close(short_dir: Path) -> None:
@@ -293,20 +298,30 @@ async def test_a_request_without_newline_is_read_at_half_close(short_dir: Path) 
 
 
 @pytest.mark.parametrize(
-    ("payload", "reason"),
+    ("payload", "reason", "code"),
     [
-        (b'{"task":"ghost"}\n', "unknown task 'ghost': this container defines default"),
-        (b'{"args":["x"]}\n', "task 'default' does not accept args"),
-        (b'{"env":{"SECRET":"x"}}\n', "task 'default' does not allow env 'SECRET'"),
-        (b"nonsense\n", "undecodable request"),
+        (
+            b'{"task":"ghost"}\n',
+            "unknown task 'ghost': this container defines default",
+            "unknown_task",
+        ),
+        (b'{"args":["x"]}\n', "task 'default' does not accept args", "not_allowed"),
+        (b'{"env":{"SECRET":"x"}}\n', "task 'default' does not allow env 'SECRET'", "not_allowed"),
+        (b"nonsense\n", "undecodable request", "bad_request"),
+        (b'{"tsak":"x"}\n', "invalid request: unknown field 'tsak' (", "bad_request"),
     ],
 )
-async def test_refused_requests_queue_nothing(short_dir: Path, payload: bytes, reason: str) -> None:
+async def test_refused_requests_queue_nothing(
+    short_dir: Path, payload: bytes, reason: str, code: str
+) -> None:
     path = short_dir / "rb.sock"
     async with serving(path, _sh("default", "true")) as (_, queue, _f):
         answer = await exchange(path, payload)
         assert queue.statistics().accepted == 0
-    assert answer == [{"event": "done", "ok": False, "reason": reason}]
+    assert [(event["event"], event["ok"], event["code"]) for event in answer] == [
+        ("done", False, code)
+    ]
+    assert answer[0]["reason"].startswith(reason)
 
 
 async def test_rejections_full_then_shutting_down(short_dir: Path) -> None:
@@ -324,8 +339,11 @@ async def test_rejections_full_then_shutting_down(short_dir: Path) -> None:
         full = await exchange(path, b"{}\n")
         queue.close()
         closed = await exchange(path, b"{}\n")
-    assert full == [{"event": "done", "ok": False, "reason": "run queue is full"}]
-    assert closed == [{"event": "done", "ok": False, "reason": "scheduler is shutting down"}]
+    assert full == [
+        {"event": "done", "ok": False, "reason": "run queue is full", "code": "queue_full"}
+    ]
+    shutting_down = {"reason": "scheduler is shutting down", "code": "shutting_down"}
+    assert closed == [{"event": "done", "ok": False, **shutting_down}]
 
 
 async def test_control_requests_get_the_handlers_single_answer(short_dir: Path) -> None:
@@ -612,6 +630,7 @@ async def test_unfinished_requests_together_are_bounded(short_dir: Path) -> None
             "event": "done",
             "ok": False,
             "reason": REASON_BUSY,
+            "code": "busy",
         }
         assert transports[2].closed
         for connection in holders[:2]:
@@ -634,6 +653,7 @@ async def test_a_request_with_a_nul_in_its_args_runs_nothing(short_dir: Path) ->
             "event": "done",
             "ok": False,
             "reason": "invalid request: args must not contain NUL characters",
+            "code": "bad_request",
         }
     ]
 

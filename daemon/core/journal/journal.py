@@ -36,6 +36,7 @@ def kept_result(result: RunResult) -> RunResult:
         duration_ms=result.duration_ms,
         cancelled=result.cancelled,
         timed_out=result.timed_out,
+        code=result.code,
     )
 
 

@@ -1,25 +1,18 @@
 """The run queue and the run lifecycle: every accepted run gets exactly one result.
 
-``queue`` holds the bounded FIFO (``RunQueue``) and its reasons, ``run`` the accepted run and
+``queue`` holds the bounded FIFO (``RunQueue``), ``run`` the accepted run and
 its events, ``records`` what a run is asked to do and what it came to. Submitters, the executor
 and the observers import these names from here.
 """
 
-from daemon.core.runqueue.queue import (
-    REASON_CLOSED,
-    REASON_FULL,
-    REASON_SHUTDOWN_CANCEL,
-    REASON_USER_CANCEL,
-    QueueStats,
-    Rejected,
-    RunQueue,
-)
+from daemon.core.runqueue.queue import QueueStats, Rejected, RunQueue
 from daemon.core.runqueue.records import (
     Event,
     RunRequest,
     RunResult,
     RunState,
     Trigger,
+    is_json_output,
     job_context,
 )
 from daemon.core.runqueue.run import (
@@ -32,10 +25,6 @@ from daemon.core.runqueue.run import (
 )
 
 __all__ = [
-    "REASON_CLOSED",
-    "REASON_FULL",
-    "REASON_SHUTDOWN_CANCEL",
-    "REASON_USER_CANCEL",
     "Event",
     "Listener",
     "QueueStats",
@@ -47,6 +36,7 @@ __all__ = [
     "RunState",
     "Trigger",
     "Watcher",
+    "is_json_output",
     "job_context",
     "new_run_id",
     "output_log_fields",

@@ -20,24 +20,26 @@ from daemon.core.runqueue.records import RunRequest, RunResult
 from daemon.core.runqueue.run import Listener, Run, Watcher, run_log_fields
 from daemon.observe.logs import get_logger, log_enabled
 from daemon.wire import protocol
+from daemon.wire.reasons import (
+    CODE_QUEUE_FULL,
+    CODE_SHUTTING_DOWN,
+    REASON_CLOSED,
+    REASON_FULL,
+    REASON_SHUTDOWN_CANCEL,
+    REASON_USER_CANCEL,
+)
 
 _log = get_logger("runbroker.runqueue")
-
-# The reasons are wire vocabulary: protocol.py holds them; they are named here too because the
-# queue is where they arise.
-REASON_FULL = protocol.REASON_FULL
-REASON_CLOSED = protocol.REASON_CLOSED
-REASON_SHUTDOWN_CANCEL = protocol.REASON_SHUTDOWN_CANCEL
-REASON_USER_CANCEL = protocol.REASON_USER_CANCEL
 
 
 class Rejected(Exception):
     """A submission that was not accepted (by the queue; ``TaskRefused``: by its task);
-    ``reason`` is the wire reason."""
+    ``reason`` is the wire reason, ``code`` the code beside it."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,11 @@ class RunQueue:
         "started" and "done" by kind (see ``Watcher``)."""
         if self._closed:
             self._rejected_closed += 1
-            raise Rejected(REASON_CLOSED)
+            raise Rejected(REASON_CLOSED, CODE_SHUTTING_DOWN)
         idle = self.current is None and not self._waiting
         if len(self._waiting) >= self.capacity and not idle:
             self._rejected_full += 1
-            raise Rejected(REASON_FULL)
+            raise Rejected(REASON_FULL, CODE_QUEUE_FULL)
         run = Run(request, watcher=watcher)
         self._waiting[run.id] = run
         self._accepted += 1

@@ -7,13 +7,15 @@ record, and a run makes two to four of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from daemon.core.context_vars import ATTEMPT, JOB, SCHEDULED_FOR
 from daemon.core.rfc3339 import rfc3339_utc
-from daemon.wire.protocol import REASON_USER_CANCEL
+from daemon.wire.reasons import CODE_FAILED, CODE_TIMEOUT, REASON_USER_CANCEL, cancel_code
 
 Trigger = Literal["tick", "external", "schedule", "once"]
 RunState = Literal["queued", "running", "done"]
@@ -43,11 +45,11 @@ def job_context(request: RunRequest) -> dict[str, str]:
     ``RUNBROKER_`` before each name, a command's environment): those that are set."""
     context: dict[str, str] = {}
     if request.job is not None:
-        context["JOB"] = request.job
+        context[JOB] = request.job
     if request.scheduled_for is not None:
-        context["SCHEDULED_FOR"] = rfc3339_utc(request.scheduled_for)
+        context[SCHEDULED_FOR] = rfc3339_utc(request.scheduled_for)
     if request.attempt is not None:
-        context["ATTEMPT"] = str(request.attempt)
+        context[ATTEMPT] = str(request.attempt)
     return context
 
 
@@ -61,6 +63,17 @@ class RunResult:
     cancelled: bool = False
     timed_out: bool = False
     """The task's own ``timeout`` ended the run (set by the executor, read by the metrics)."""
+    code: str = ""
+    """The reason's code when neither the flags nor a cancel's reason tell it (``wire_code``)."""
+
+    @property
+    def wire_code(self) -> str:
+        """The code the wire sends beside ``reason`` (``reasons.CODE_*``; empty: none)."""
+        if self.code or self.ok or not self.reason:
+            return self.code
+        if self.cancelled:
+            return cancel_code(self.reason)
+        return CODE_TIMEOUT if self.timed_out else CODE_FAILED
 
     @property
     def outcome(self) -> str:
@@ -84,3 +97,16 @@ class Event:
 
     kind: str
     fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+def is_json_output(output: object) -> bool:
+    """The one rule for a run's output: JSON values only, and no NaN or infinity in them.
+
+    NaN and the infinities are not JSON, and PostgreSQL's jsonb refuses them: a handler's run
+    that returns them fails, a database job's as any other. A NUL or a lone surrogate in a text
+    is JSON, which jsonb refuses too: ``store.jsonb_safe`` replaces those characters."""
+    try:
+        json.dumps(output, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True

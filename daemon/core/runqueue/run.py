@@ -154,6 +154,7 @@ class Run:
                 result.duration_ms,
                 result.exit_code,
                 result.output,
+                result.wire_code,
             )
             self.emit_fields(protocol.EVENT_DONE, fields)
             self._listeners.clear()

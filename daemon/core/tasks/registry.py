@@ -22,6 +22,15 @@ from typing import Any
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.schedules import Schedule
+from daemon.wire.reasons import (
+    CODE_NOT_ALLOWED,
+    CODE_UNKNOWN_TASK,
+    args_refused_reason,
+    env_refused_reason,
+    removed_task_reason,
+    too_many_args_reason,
+    unknown_task_reason,
+)
 
 MAX_ARGS = 256
 LISTED_TASKS = 30  # an unknown task's refusal names at most this many of the defined ones
@@ -69,6 +78,9 @@ Handler = Callable[[RunContext], Awaitable[dict[str, Any] | None]]
 class TaskRefused(Rejected):
     """A request its task does not run (or no task of that name); ``reason`` says why."""
 
+    def __init__(self, reason: str, code: str = CODE_NOT_ALLOWED) -> None:
+        super().__init__(reason, code)
+
 
 @dataclass(frozen=True)
 class Task:
@@ -87,12 +99,12 @@ class Task:
     def refusal(self, request: RunRequest) -> str | None:
         """Why this task refuses ``request``, or None when it may run."""
         if request.args and not self.allow_args:
-            return f"task {self.name!r} does not accept args"
+            return args_refused_reason(self.name)
         if len(request.args) > MAX_ARGS:
-            return f"too many args (at most {MAX_ARGS})"
+            return too_many_args_reason(MAX_ARGS)
         for name in request.env:
             if name not in self.allow_env:
-                return f"task {self.name!r} does not allow env {name!r}"
+                return env_refused_reason(self.name, name)
         return None
 
 
@@ -119,7 +131,7 @@ class TaskRegistry:
         remembered (a queued run of it is refused with that reason) until a reload adds it."""
         changes = compare_tasks(self.tasks, tasks)
         for name in changes.removed:
-            self.removed[name] = f"task {name!r} was removed by a reload"
+            self.removed[name] = removed_task_reason(name)
         self.tasks = dict(tasks)
         for name in self.tasks:
             self.removed.pop(name, None)
@@ -135,9 +147,10 @@ class TaskRegistry:
         if task is None:
             removed = self.removed.get(request.task)
             if removed is not None:
-                raise TaskRefused(f"{removed} (this container defines {self.listing()})")
-            reason = f"unknown task {_shown(request.task)}: this container defines {self.listing()}"
-            raise TaskRefused(reason)
+                reason = f"{removed} (this container defines {self.listing()})"
+                raise TaskRefused(reason, CODE_UNKNOWN_TASK)
+            reason = unknown_task_reason(_shown(request.task), self.listing())
+            raise TaskRefused(reason, CODE_UNKNOWN_TASK)
         if not request.args and not request.env:
             return task  # nothing for the task's policy to refuse
         refusal = task.refusal(request)
