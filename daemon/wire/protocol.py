@@ -6,10 +6,10 @@ One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB
 ``health``, ``reload``, ``logs`` (``id`` or ``task``, ``follow``: ``logs_answers``). Answers
 are JSON objects, one per line, with at least ``event`` and ``ok``.
 
-At import this module loads only the standard library's ``json``: the thin client loads it on
-every cold ``docker exec``, and encodes its request and decodes the answers with it. The
-daemon's side of the format (``decode_request``, ``encode_fields``, ``encode_event``) is in
-``codec``, with orjson.
+At import this module loads only the standard library's ``json`` (and ``reasons``, which loads
+nothing): the thin client loads it on every cold ``docker exec``, and encodes its request and
+decodes the answers with it. The daemon's side of the format (``decode_request``,
+``encode_fields``, ``encode_event``) is in ``codec``, with orjson.
 
 The vocabulary of the answers lives here: the event kinds, the rule that an empty ``reason``
 and a zero ``duration_ms`` are omitted (``answer_body``), and the constructors the server, the

@@ -370,7 +370,10 @@ async def test_shutdown_order(
     assert journal.index(running.id, "done", REASON_SHUTDOWN_CANCEL) > term_at
     # The client streaming the running job got its result before the socket closed.
     assert client_lines[-1]["event"] == "done"
-    assert client_lines[-1]["reason"] == REASON_SHUTDOWN_CANCEL
+    assert (client_lines[-1]["reason"], client_lines[-1]["code"]) == (
+        REASON_SHUTDOWN_CANCEL,
+        "shutdown",
+    )
     assert not path.exists()
     with pytest.raises(Rejected) as rejected:
         broker.queue.submit(RunRequest(task="default"))

@@ -226,6 +226,37 @@ def test_another_uid_refused_is_unavailable_not_a_usage_error(short_dir: Path) -
     assert "permission denied" in err
 
 
+@pytest.mark.parametrize(
+    ("events", "exit_code"),
+    [
+        # Refused before a run existed: the code says which refusal, whatever the words.
+        ([{"reason": "run queue is full", "code": "queue_full"}], 75),
+        ([{"reason": "the queue has no room", "code": "queue_full"}], 75),
+        ([{"reason": "stopping now", "code": "shutting_down"}], 75),
+        ([{"reason": "server busy: too many connections", "code": "busy"}], 75),
+        ([{"reason": "run queue is full", "code": "bad_request"}], 2),
+        ([{"reason": "not for you", "code": "forbidden"}], 69),
+        ([{"reason": "permission denied", "code": "unknown_task"}], 2),
+        # A run's end: a handler's own words that read as a refusal are still a failure.
+        ([QUEUED, {"reason": "run queue is full", "code": "failed"}], 1),
+        ([QUEUED, {"reason": "server busy: too many connections", "code": "failed"}], 1),
+        ([QUEUED, {"reason": "cancelled by request", "code": "cancelled"}], 1),
+        # A daemon older than the code: the reason's text decides.
+        ([{"reason": "run queue is full"}], 75),
+        ([{"reason": "server busy: too many unfinished requests"}], 75),
+        ([{"reason": "permission denied"}], 69),
+        ([{"reason": "the queue has no room"}], 2),
+    ],
+)
+def test_the_exit_code_follows_the_code_beside_the_reason(
+    short_dir: Path, events: list[dict[str, Any]], exit_code: int
+) -> None:
+    path = short_dir / "rb.sock"
+    *before, last = events
+    with fake_daemon(path, *before, {"event": "done", "ok": False, **last}):
+        assert _trigger(path)[0] == exit_code
+
+
 def test_a_cancelled_run_exits_1_not_75(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
     done = {"event": "done", "ok": False, "reason": "cancelled: scheduler shutting down"}
@@ -508,6 +539,12 @@ def test_only_short_lived_commands_leave_their_sockets_to_exit(
         ({"ok": True, "added": [], "removed": [], "changed": [], "unchanged": ["a"]}, 0, ""),
         ({"ok": False, "reason": "tasks file /x: line 1"}, 1, "reload refused: tasks file"),
         ({"ok": False, "reason": "scheduler is shutting down"}, 75, "shutting down"),
+        ({"ok": False, "reason": "stopping", "code": "shutting_down"}, 75, "refused: stopping"),
+        (
+            {"ok": False, "reason": "scheduler is shutting down", "code": "reload_refused"},
+            1,
+            "reload refused: scheduler",
+        ),
         ({"ok": False, "reason": "unknown op 'reload'"}, 2, "does not know `reload`"),
     ],
 )

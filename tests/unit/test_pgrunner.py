@@ -51,6 +51,32 @@ async def test_due_job_runs_once_with_context_and_is_recorded() -> None:
     assert context["SCHEDULED_FOR"].endswith("Z")
 
 
+@pytest.mark.parametrize(
+    ("output", "recorded"),
+    [
+        ({"x": [float("nan")]}, None),
+        ({"x": float("inf")}, None),
+        ({"x": -float("inf"), "y": 1}, None),
+        ({"x": 1.5, "y": "a\x00b"}, {"x": 1.5, "y": "a\ufffdb"}),
+    ],
+)
+async def test_a_run_output_that_is_not_json_by_the_rule_is_dropped_from_its_record(
+    output: dict[str, Any], recorded: dict[str, Any] | None
+) -> None:
+    """The one rule of a run's output (``is_json_output``) holds for the record too: NaN and
+    the infinities are not JSON, never a null in their place; a NUL is made storable."""
+    store = MemoryStore()
+    store.add("odd", "default", "every 1h", now())
+
+    async def odd_output(_run: Run) -> RunResult:
+        return RunResult(ok=True, output=output)
+
+    async with running(store, handlers={"default": odd_output}):
+        await store.wait_for(lambda: store.job("odd").last_status == "succeeded")
+    (run,) = store.runs_of("odd")
+    assert (run.status, run.output) == ("succeeded", recorded)
+
+
 def succeeded(store: MemoryStore, name: str) -> bool:
     return store.job(name).last_status == "succeeded"
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.wire.codec import decode_request, encode_event
+from daemon.core.runqueue import Event, Run, RunRequest, RunResult
+from daemon.wire import reasons
+from daemon.wire.codec import decode_request, encode_event, rejection
+from daemon.wire.control_answers import cancel_refusal, health_answer, reload_answer
+from daemon.wire.logs_answers import logs_refusal
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     ControlRequest,
@@ -16,6 +23,7 @@ from daemon.wire.protocol import (
     SubmitRequest,
     decode_event,
     encode_request,
+    overdue_event,
 )
 from daemon.wire.reasons import REASON_TOO_LARGE, REASON_UNDECODABLE
 
@@ -71,7 +79,7 @@ def test_the_go_clients_requests_and_the_batch_field_are_taken() -> None:
 def test_bad_requests_have_reasons(line: bytes, reason: str) -> None:
     with pytest.raises(ProtocolError) as excinfo:
         decode_request(line)
-    assert excinfo.value.reason == reason
+    assert (excinfo.value.reason, excinfo.value.code) == (reason, "bad_request")
 
 
 def test_oversized_request() -> None:
@@ -91,7 +99,7 @@ def test_control_requests() -> None:
 
 
 def test_event_omits_empty_reason_and_zero_duration() -> None:
-    line = encode_event("done", True, reason="", duration_ms=0, id="r1")
+    line = encode_event("done", True, reason="", code="", duration_ms=0, id="r1")
     assert line.endswith(b"\n")
     assert json.loads(line) == {"event": "done", "ok": True, "id": "r1"}
     assert decode_event(line) == {"event": "done", "ok": True, "id": "r1"}
@@ -190,3 +198,89 @@ def test_fuzz_structured_requests(obj: dict[str, object]) -> None:
         assert exc.reason
     else:
         assert isinstance(request, SubmitRequest | ControlRequest)
+
+
+# -- the code beside each reason ---------------------------------------------------------------
+def _done_fields(result: RunResult) -> dict[str, Any]:
+    """The ``done`` event a listener hears when a run ends with ``result``."""
+    heard: list[Event] = []
+    run = Run(RunRequest())
+    run._listeners.append(lambda _run, event: heard.append(event))
+    run.finish(result)
+    (done,) = heard
+    return dict(done.fields)
+
+
+@pytest.mark.parametrize(
+    ("result", "code"),
+    [
+        (RunResult(ok=False, reason="exit status 3", exit_code=3), "failed"),
+        (RunResult(ok=False, reason=reasons.exit_reason(None, "SIGKILL")), "failed"),
+        (RunResult(ok=False, reason=reasons.REASON_NOT_JSON), "failed"),
+        (RunResult(ok=False, reason=reasons.REASON_FULL), "failed"),  # a handler's own words
+        (RunResult(ok=False, reason=reasons.timed_out_reason(2), timed_out=True), "timeout"),
+        (RunResult(ok=False, reason=reasons.REASON_USER_CANCEL, cancelled=True), "cancelled"),
+        (RunResult(ok=False, reason=reasons.REASON_SHUTDOWN_CANCEL, cancelled=True), "shutdown"),
+        (RunResult(ok=False, reason=reasons.REASON_INTERRUPTED, cancelled=True), "interrupted"),
+        (RunResult(ok=False, reason=reasons.REASON_FENCED, cancelled=True), "fenced"),
+        (RunResult(ok=False, reason=reasons.REASON_LEASE_LOST, cancelled=True), "lease_lost"),
+        (RunResult(ok=False, reason=reasons.REASON_JOB_REMOVED, cancelled=True), "job_removed"),
+        (
+            RunResult(ok=False, reason=reasons.removed_task_reason("x"), code="unknown_task"),
+            "unknown_task",
+        ),
+    ],
+)
+def test_a_runs_done_carries_the_code_of_its_reason(result: RunResult, code: str) -> None:
+    fields = _done_fields(result)
+    assert (fields["reason"], fields["code"]) == (result.reason, code)
+    line = json.loads(encode_event("done", fields.pop("ok"), **fields))
+    assert (line["reason"], line["code"]) == (result.reason, code)
+
+
+def test_a_result_without_a_reason_has_no_code() -> None:
+    assert "code" not in _done_fields(RunResult(ok=True, exit_code=0))
+    assert "code" not in _done_fields(RunResult(ok=False, exit_code=1))
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        (overdue_event("r1", reasons.overdue_reason(5)), "overdue"),
+        (cancel_refusal("r1"), "no_such_run"),
+        (logs_refusal("no run 'r1'"), "no_such_run"),
+        (health_answer("executor wedged"), "unhealthy"),
+        (reload_answer(False, "tasks file /x: line 1"), "reload_refused"),
+        (reload_answer(False, reasons.REASON_CLOSED, None, "shutting_down"), "shutting_down"),
+        (json.loads(rejection(reasons.REASON_FULL, "queue_full")), "queue_full"),
+    ],
+)
+def test_every_answer_with_a_reason_carries_its_code(answer: dict[str, Any], code: str) -> None:
+    assert answer["reason"]
+    assert answer["code"] == code
+    assert code in _codes()
+
+
+def test_an_answer_without_a_reason_has_no_code() -> None:
+    assert "code" not in json.loads(encode_event(**health_answer(None)))
+    assert "code" not in reload_answer(True, "", {"added": ["a"]})
+
+
+def _codes() -> set[str]:
+    return {value for name, value in vars(reasons).items() if name.startswith("CODE_")}
+
+
+def test_the_readme_lists_every_code_once_with_its_exit_code() -> None:
+    """The README's table of codes is the contract: each code in it is one ``reasons`` sends,
+    and a client exits 75 for those ``worth_a_retry`` tells by their code, 69 for a refusal of
+    its user."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## The socket and its protocol", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| `code` | when (the reason's words) | exit code |", 1)[1]
+    rows = re.findall(r"^\| `([a-z_]+)` \| .* \| ([^|]*) \|$", table, re.MULTILINE)
+    assert sorted(code for code, _exit in rows) == sorted(_codes())
+    exits = dict(rows)
+    retried = {code for code in exits if reasons.worth_a_retry({"code": code})}
+    assert retried == {code for code, said in exits.items() if said == "75"}
+    refused = {code for code in exits if reasons.refused_user({"code": code})}
+    assert refused == {code for code, said in exits.items() if said == "69"}

@@ -4,11 +4,15 @@ and never show a secret, unknown variables, the database URL from a file."""
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from daemon import settings as settings_module
+from daemon.core.context_vars import CONTEXT_NAMES, ENV_PREFIX, env_name
+from daemon.core.jobenv import job_environment
+from daemon.core.runqueue import Run, RunRequest
 from daemon.settings import SettingsError, load_settings, unknown_variables
 
 DSN = "postgres://app:hunter2@db.internal/app"
@@ -257,6 +261,23 @@ def test_unknown_variables_are_reported() -> None:
         "OTHER_RUNBROKER_X": "1",
     }
     assert unknown_variables(environ) == ["RUNBROKER_GRACE_PERIOD", "RUNBROKER_INTERVALL"]
+
+
+def test_every_context_variable_a_job_is_given_is_one_the_settings_know() -> None:
+    """The run context's names have one home (``context_vars``): what a job is given is
+    exactly those, and none of them is warned about as an unknown setting."""
+    request = RunRequest(
+        task="t",
+        trigger="schedule",
+        payload={"k": 1},
+        job="nightly",
+        attempt=1,
+        scheduled_for=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    env = job_environment({"RUNBROKER_GRACE": "5s"}, Run(request, run_id="r1"))
+    given = {name for name in env if name.startswith(ENV_PREFIX)}
+    assert given == {env_name(name) for name in CONTEXT_NAMES}
+    assert unknown_variables(env) == []
 
 
 def test_unknown_variables_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -130,6 +130,9 @@ async def test_a_handler_within_its_timeout_is_not_timed_out() -> None:
         ([1, 2], "handler returned a non-dict value"),
         ("done", "handler returned a non-dict value"),
         ({"when": datetime(2026, 1, 1)}, "handler returned output that is not JSON"),
+        ({"ratio": float("nan")}, "handler returned output that is not JSON"),
+        ({"ratios": [1.0, float("inf")]}, "handler returned output that is not JSON"),
+        ({"low": -float("inf")}, "handler returned output that is not JSON"),
     ],
 )
 async def test_an_output_that_is_not_a_json_dict_is_refused(output: Any, reason: str) -> None:
@@ -140,6 +143,16 @@ async def test_an_output_that_is_not_a_json_dict_is_refused(output: Any, reason:
     assert not result.ok
     assert result.reason == reason
     assert result.output is None
+
+
+async def test_an_output_whose_text_the_database_would_replace_is_kept() -> None:
+    """A NUL or a lone surrogate is JSON: the run succeeds (its record replaces them)."""
+
+    async def texts(_ctx: RunContext) -> Any:
+        return {"nul": "a\x00b", "lone": "\ud800"}
+
+    result = await run_handler(texts)
+    assert (result.ok, result.output) == (True, {"nul": "a\x00b", "lone": "\ud800"})
 
 
 async def test_a_running_handler_can_be_cancelled() -> None:
