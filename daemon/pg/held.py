@@ -27,7 +27,7 @@ from daemon.pg.replica import Replica
 from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.writer import ResultWriter
-from daemon.wire.reasons import REASON_FENCED
+from daemon.wire.reasons import REASON_FENCED, unknown_task_reason
 
 log = get_logger(LOGGER_NAME)
 
@@ -107,7 +107,7 @@ class HeldRuns:
             self._finish(held, RunResult(ok=False, reason=error), retryable=False)
         elif job.task not in self.known_tasks:
             defined = ", ".join(sorted(self.known_tasks)) or "none"
-            error = f"unknown task {job.task!r}: this container defines {defined}"
+            error = unknown_task_reason(repr(job.task), defined)
             self.unusable.found(job, error)
             self._finish(held, RunResult(ok=False, reason=error), retryable=False)
         elif job.depends_on and self.group is not None:
