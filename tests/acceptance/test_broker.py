@@ -107,7 +107,9 @@ def test_queue_full_is_75_with_the_exact_reason(start_daemon: StartDaemon, workd
     full = daemon.exec("trigger", "--json")
     assert full.returncode == 75
     events = [json.loads(line) for line in full.stdout.splitlines()]
-    assert events == [{"event": "done", "ok": False, "reason": "run queue is full"}]
+    assert events == [
+        {"event": "done", "ok": False, "reason": "run queue is full", "code": "queue_full"}
+    ]
     release.touch()
     assert running.wait(timeout=20) == 0
     daemon.log.wait_for("run.done", count=2)
@@ -167,10 +169,11 @@ def test_bad_requests_get_reasons_while_others_are_served(
     slow.connect(str(daemon.socket))
     slow.sendall(b'{"task":')  # and nothing more
     assert _raw_request(daemon.socket, b"this is not json\n") == [
-        {"event": "done", "ok": False, "reason": "undecodable request"}
+        {"event": "done", "ok": False, "reason": "undecodable request", "code": "bad_request"}
     ]
     big = b'{"task":"' + b"x" * (8 * 1024 * 1024) + b'"}\n'
-    assert _raw_request(daemon.socket, big)[-1]["reason"] == "request too large"
+    too_large = _raw_request(daemon.socket, big)[-1]
+    assert (too_large["reason"], too_large["code"]) == ("request too large", "bad_request")
     served = daemon.exec("trigger")
     assert served.returncode == 0
     assert served.stdout.strip() == "served"
@@ -184,7 +187,8 @@ def test_bad_requests_get_reasons_while_others_are_served(
     slow.settimeout(10)
     answer = json.loads(slow.recv(65536))
     slow.close()
-    assert answer == {"event": "done", "ok": False, "reason": "request not received in time"}
+    too_slow = {"reason": "request not received in time", "code": "bad_request"}
+    assert answer == {"event": "done", "ok": False, **too_slow}
     assert daemon.exec("health").returncode == 0
 
 
