@@ -11,7 +11,7 @@ from daemon.core.runqueue import Run, job_context
 
 # Settings of the daemon itself are not the job's business (the database URL is a secret)...
 # except where a job that runs `runbroker trigger` or `once` itself must find the daemon.
-_SHARED_ENV = frozenset({env_name("SOCKET"), env_name("LOCK_DIR")})
+_SHARED_ENV = frozenset({f"{ENV_PREFIX}SOCKET", f"{ENV_PREFIX}LOCK_DIR"})
 
 
 def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
