@@ -21,8 +21,8 @@ from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
 from daemon.gctune import tune_gc
+from daemon.log.logs import get_logger
 from daemon.observe import status
-from daemon.observe.logs import get_logger
 from daemon.reload.reloader import TaskReloader
 from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, SettingsError

@@ -10,7 +10,7 @@ import sys
 
 from daemon.core.tasks import TaskConfigError, build_registry
 from daemon.exits import EXIT_CONFIG, EXIT_FATAL
-from daemon.observe.logs import configure_logging, get_logger
+from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
 
 

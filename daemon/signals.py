@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
 
 log = get_logger("runbroker.signals")

@@ -22,8 +22,8 @@ from daemon.core.runqueue import (
     run_log_fields,
 )
 from daemon.core.tasks import Task, TaskRefused, TaskRegistry
-from daemon.observe.logs import get_logger
-from daemon.observe.output_log import OutputLogMode
+from daemon.log.logs import get_logger
+from daemon.log.output_log import OutputLogMode
 
 log = get_logger("runbroker.executor")
 

@@ -25,7 +25,7 @@ from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
 from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
-from daemon.observe.logs import configure_logging, get_logger
+from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
 from daemon.wire.protocol import EVENT_OUTPUT
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from daemon.core.runqueue import Run, RunRequest, RunResult
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.plan import plan_finish
 from daemon.pg.store.base import Claimed, Finish

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Collection
 
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.claimer import Claimer
 from daemon.pg.deps import DependencyWaiter
 from daemon.pg.fence import Backstop

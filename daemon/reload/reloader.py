@@ -35,7 +35,7 @@ from daemon.core.tasks import (
     tasks_from_bytes,
 )
 from daemon.core.ticker import Ticker
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.settings import Settings
 from daemon.ticking import tick_plans
 from daemon.wire.control_answers import reload_answer

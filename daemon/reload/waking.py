@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.reload.reloader import WATCH_INOTIFY, TaskReloader
 from daemon.reload.watcher import TasksFileWatcher
 

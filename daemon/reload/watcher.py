@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.reload import inotify
 
 log = get_logger("runbroker.reload")

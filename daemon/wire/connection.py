@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
 from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection

@@ -92,8 +92,8 @@ def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> No
                 name,
                 "daemon.core",
                 "daemon.schedules",
-                "daemon.observe.logs",
-                "daemon.observe.output_log",  # the log's writer of a job's lines
+                "daemon.log.logs",
+                "daemon.log.output_log",  # the log's writer of a job's lines
             )
             and name not in allowed_outside
         )
