@@ -25,12 +25,12 @@ from daemon.log.logs import get_logger
 from daemon.observe import status
 from daemon.reload.reloader import TaskReloader
 from daemon.reload.waking import reload_forever, start_watching
+from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
 from daemon.shutdown import shutdown
 from daemon.signals import Signals, report_signals, signal_name
 from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
-from daemon.wire.server import SocketServer
 
 if TYPE_CHECKING:
     from daemon.observe.metrics_http import MetricsServer

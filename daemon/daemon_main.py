@@ -64,7 +64,7 @@ def main(command: list[str], early_signals: list[int]) -> int:
     from daemon.app import run_broker
     from daemon.core.subreaper import MODE_NONE, adopt_orphans
     from daemon.looprun import run_loop
-    from daemon.wire.server import SocketInUse
+    from daemon.server.server import SocketInUse
     from daemon.workdir import leave_start_directory
 
     reaper = adopt_orphans()  # before any job can leave an orphan

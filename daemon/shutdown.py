@@ -21,7 +21,7 @@ from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import REASON_SHUTDOWN_CANCEL, RunQueue
 from daemon.exits import EXIT_FATAL, EXIT_OK
 from daemon.log.logs import get_logger
-from daemon.wire.server import SocketServer
+from daemon.server.server import SocketServer
 
 log = get_logger("runbroker.app")
 

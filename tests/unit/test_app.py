@@ -26,11 +26,11 @@ from daemon.core.runqueue import (
 )
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.schedules import parse_schedule
+from daemon.server.server import SocketServer
 from daemon.settings import Settings, load_settings
 from daemon.signals import Signals
 from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
-from daemon.wire.server import SocketServer
 
 MakeSettings = Callable[..., Settings]
 Logs = list[MutableMapping[str, Any]]

@@ -11,7 +11,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-from daemon.wire.limits import ConnectionLimits
+from daemon.server.limits import ConnectionLimits
 from daemon.wire.protocol import REASON_CONNECTIONS, ControlRequest
 from tests.support.eventually import eventually_async
 from tests.unit.test_server import _sh, exchange, serving

@@ -4,7 +4,7 @@ Bounded three ways: the running run keeps its newest ``run_bytes_max`` bytes (``
 history keeps at most ``history_runs_max`` finished runs, and at most ``history_bytes_max``
 bytes of their lines together (the oldest runs go first). So the journal never holds more than
 ``run_bytes_max + history_bytes_max`` bytes of lines. The executor tells it when a run begins
-and ends; ``runbroker logs`` reads it (``daemon.wire.logs_select``).
+and ends; ``runbroker logs`` reads it (``daemon.server.logs_select``).
 """
 
 from __future__ import annotations

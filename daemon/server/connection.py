@@ -18,11 +18,11 @@ from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
 from daemon.log.logs import get_logger
-from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
-from daemon.wire.binding import peer_uid
+from daemon.server.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
+from daemon.server.binding import peer_uid
+from daemon.server.limits import ConnectionLimits
+from daemon.server.logstream import open_logs
 from daemon.wire.codec import decode_request, encode_event, rejection
-from daemon.wire.limits import ConnectionLimits
-from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     REASON_BUSY,
