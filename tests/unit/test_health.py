@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from daemon import settings as settings_module
-from daemon.app import Broker
+from daemon.broker.app import Broker
+from daemon.broker.signals import Signals
 from daemon.core.runqueue import RunRequest, RunResult
 from daemon.core.tasks import Task, TaskRegistry
 from daemon.observe.status import health_answer, health_problem, readiness_problem
@@ -19,7 +20,6 @@ from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import Claimed, StoreUnavailable
 from daemon.pg.store.memory import MemoryStore
 from daemon.settings import Settings
-from daemon.signals import Signals
 from tests.support.eventually import eventually_async
 
 

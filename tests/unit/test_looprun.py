@@ -10,7 +10,7 @@ import pytest
 import uvloop
 from structlog.testing import capture_logs
 
-from daemon.looprun import run_loop
+from daemon.broker.looprun import run_loop
 
 
 async def _main_with_leftovers(ticks: list[int]) -> str:

@@ -1,4 +1,4 @@
-"""The running daemon's signal handlers (``daemon.signal_plan`` says what each signal does):
+"""The running daemon's signal handlers (``daemon.broker.signal_plan`` says what each signal does):
 a stop signal is counted (the first asks for the drain, a second forces the exit), SIGHUP asks
 for a reload of the tasks file, SIGUSR1 for a status line, and the others are noted for the
 log. Handlers only count and set events; ``report_signals`` and the app act on them.
@@ -12,8 +12,8 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from daemon.broker.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
 from daemon.log.logs import get_logger
-from daemon.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
 
 log = get_logger("runbroker.signals")
 

@@ -1,6 +1,6 @@
 """Composition root: wires queue, executor, socket server, ticker, reaper and watchdog and (with
 a database) the Postgres runner, runs them in one TaskGroup until a stop signal, then shuts them
-down in order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.shutdown``).
+down in order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.broker.shutdown``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from daemon.cancel import cancel_run
+from daemon.broker.cancel import cancel_run
+from daemon.broker.gctune import tune_gc
+from daemon.broker.reload.reloader import TaskReloader
+from daemon.broker.reload.waking import reload_forever, start_watching
+from daemon.broker.shutdown import shutdown
+from daemon.broker.signals import Signals, report_signals, signal_name
+from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
 from daemon.core.executor import Executor
 from daemon.core.journal import Journal
@@ -20,16 +26,10 @@ from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
-from daemon.gctune import tune_gc
 from daemon.log.logs import get_logger
 from daemon.observe import status
-from daemon.reload.reloader import TaskReloader
-from daemon.reload.waking import reload_forever, start_watching
 from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
-from daemon.shutdown import shutdown
-from daemon.signals import Signals, report_signals, signal_name
-from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
 
 if TYPE_CHECKING:

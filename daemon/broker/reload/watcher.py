@@ -23,8 +23,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from daemon.broker.reload import inotify
 from daemon.log.logs import get_logger
-from daemon.reload import inotify
 
 log = get_logger("runbroker.reload")
 
