@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.pg.store.queries.claim import OUTLOOK, SELECT_DUE
 

@@ -31,7 +31,7 @@ from bench_workers import serve_replica  # the same replica, run the same way
 
 from daemon.core.tasks import RunContext, Task
 from daemon.log.logs import configure_logging
-from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.settings import Settings
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 
 ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")

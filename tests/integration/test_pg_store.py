@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_claim, plan_finish
 from daemon.pg.store.base import (
     ClaimPlan,
@@ -18,6 +17,7 @@ from daemon.pg.store.base import (
     StoreSchemaMissing,
     WriteBatch,
 )
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.pg.store.queries.claim import SELECT_DUE
 from tests.integration.jobrows import add, success

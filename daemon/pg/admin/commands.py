@@ -36,10 +36,10 @@ from daemon.pg.admin.view import (
     runs_table,
     schedule_text,
 )
-from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_first_run, rfc3339_utc
 from daemon.pg.store.admin_records import JobError, JobExists, JobInvalid, NewJob
 from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings

@@ -15,7 +15,7 @@ from daemon.pg.store.queries.admin import (
 
 
 class PgMigrator(PgPool):
-    """Applies the migration files (``daemon.pg.migrate`` reads them); safe from several
+    """Applies the migration files (``daemon.pg.store.migrate`` reads them); safe from several
     replicas at once: the second waits for the lock and finds nothing to do."""
 
     async def migrate(self, migrations: Sequence[tuple[int, str, str, str]]) -> list[str]:

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from daemon.pg.migrate import latest_migration_version
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -21,6 +20,7 @@ from daemon.pg.store.base import (
     WriteBatch,
     WriteOutcome,
 )
+from daemon.pg.store.migrate import latest_migration_version
 from daemon.pg.store.postgres.listen import PgListening, start_listening
 from daemon.pg.store.postgres.pool import SCHEMA_NOT_MIGRATED, PgPool, transaction_if
 from daemon.pg.store.postgres.rows import (
