@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from daemon.broker.cancel import cancel_run
+from daemon.broker.engine import Engine
 from daemon.broker.gctune import tune_gc
 from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
@@ -19,10 +20,8 @@ from daemon.broker.shutdown import shutdown
 from daemon.broker.signals import Signals, report_signals, signal_name
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
-from daemon.core.executor import Executor
 from daemon.core.journal import Journal
-from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import Run, RunQueue
+from daemon.core.runqueue import Run
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
@@ -58,20 +57,11 @@ class Broker:
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
         self.signals = signals
-        self.queue = RunQueue(settings.queue_capacity)
-        self.children = ChildSupervisor(job_dir=job_dir)
         self.journal = Journal(
             settings.output_run_bytes, settings.output_history_runs, settings.output_history_bytes
         )
-        self.executor = Executor(
-            self.queue,
-            tasks,
-            self.children,
-            default_grace_s=settings.grace_s,
-            output_log_mode=settings.output_log,
-            output_hold_s=settings.output_hold_s,
-            journal=self.journal,
-        )
+        engine = Engine.for_daemon(settings, tasks, self.journal, job_dir)
+        self.queue, self.children, self.executor = engine.queue, engine.children, engine.executor
         self.server = SocketServer(
             settings.socket,
             self.queue,
