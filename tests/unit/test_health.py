@@ -1,5 +1,5 @@
-"""Health turns unhealthy, and healthy again, in each of its cases (issue: a truthful health
-check): a wedged executor, a stalled ticker, an unreachable database."""
+"""Health turns unhealthy, and healthy again, in each of its cases: a wedged executor, a
+stalled ticker, an unreachable database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reloading the tasks file (issue 14): the registry swapped whole, a queued run of a removed
+"""Reloading the tasks file: the registry swapped whole, a queued run of a removed
 task refused with one result, a refused file leaving the old tasks, what status and health say."""
 
 from __future__ import annotations
