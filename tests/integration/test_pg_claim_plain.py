@@ -4,6 +4,8 @@ Random job rows in every state the claim meets: fresh occurrences with the follo
 unknown or already past (missed), misfire skip inside and outside the grace, retries, expired
 leases, schedules to recompute. One ``claim`` takes them all; each outcome is compared with
 ``plan_claim`` on the row as it was, and the plain ones must not have reached the planner.
+Both sides take the rule from ``plain_case``: what this checks is the rule's SQL against its
+Python, and ``following_run_at`` against the schedule it stands for.
 """
 
 from __future__ import annotations

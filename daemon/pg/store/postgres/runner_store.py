@@ -23,14 +23,7 @@ from daemon.pg.store.base import (
 )
 from daemon.pg.store.postgres.listen import PgListening, start_listening
 from daemon.pg.store.postgres.pool import SCHEMA_NOT_MIGRATED, PgPool, transaction_if
-from daemon.pg.store.postgres.rows import (
-    EPOCH,
-    due_job,
-    finishes_json,
-    flag_value,
-    interval_value,
-    plans_json,
-)
+from daemon.pg.store.postgres.rows import EPOCH, due_job, finishes_json, plans_json
 from daemon.pg.store.queries.admin import SCHEMA_VERSION
 from daemon.pg.store.queries.claim import CLAIM, CLAIM_PLAIN, OUTLOOK, SELECT_DUE
 from daemon.pg.store.queries.runs import (
@@ -42,6 +35,7 @@ from daemon.pg.store.queries.runs import (
     PRUNE,
     RELEASE,
 )
+from daemon.pg.store.scheduler_flags import read_flags
 
 
 class PgRunnerStore(PgPool):
@@ -101,11 +95,7 @@ class PgRunnerStore(PgPool):
             row = await conn.fetchrow(OUTLOOK)
         due_in_s = row["due_in_s"]
         return Outlook(
-            SchedulerFlags(
-                paused=flag_value(row["paused"], False),
-                enabled=flag_value(row["enabled"], True),
-                interval_s=interval_value(row["interval_s"]),
-            ),
+            read_flags(row["paused"], row["enabled"], row["interval_s"]),
             None if due_in_s is None else float(due_in_s),
         )
 
