@@ -49,7 +49,7 @@ async def fresh_database(kind: str) -> AsyncIterator[str]:
         dsn = dsn_for(name)
         if kind == "rb":
             store = PostgresStore(dsn)
-            await store.migrate(as_tuples(load_migrations()))
+            await store.migrator.migrate(as_tuples(load_migrations()))
             await store.close()
         else:
             from pgqueuer.db import AsyncpgDriver

@@ -56,7 +56,7 @@ async def measure(jobs: int, replicas: int, run_s: float) -> None:
     procs: list[subprocess.Popen[str]] = []
     try:
         store = PostgresStore(dsn)
-        await store.migrate(as_tuples(load_migrations()))
+        await store.migrator.migrate(as_tuples(load_migrations()))
         await store.close()
         for i in range(replicas):
             argv = [sys.executable, __file__, "--replica", dsn, f"r{i + 1}", str(run_s)]

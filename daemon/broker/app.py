@@ -9,6 +9,7 @@ import asyncio
 import collections
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from daemon.broker.cancel import cancel_run
@@ -100,7 +101,7 @@ class Broker:
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
 
-    def control(self, request: ControlRequest) -> dict[str, Any]:
+    def control(self, request: ControlRequest) -> Mapping[str, Any]:
         if request.op == "status":
             return status.status_answer(self)
         if request.op == "health":

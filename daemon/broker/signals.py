@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from daemon.broker.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
@@ -58,7 +58,7 @@ def signal_name(signum: int | None) -> str | None:
     return None if signum is None else signal.Signals(signum).name
 
 
-async def report_signals(signals: Signals, status: Callable[[], dict[str, Any]]) -> None:
+async def report_signals(signals: Signals, status: Callable[[], Mapping[str, Any]]) -> None:
     """Log what SIGUSR1 and the ignored signals asked for, until cancelled."""
 
     async def statuses() -> None:

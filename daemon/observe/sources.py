@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from daemon.wire.control_shapes import DatabaseStatus, ReloadStatus
+
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
     from daemon.core.runqueue import Run, RunQueue
@@ -27,7 +29,7 @@ class RunnerFigures(Protocol):
 class RunnerStatus(Protocol):
     """What ``status`` and ``health`` read of the Postgres runner."""
 
-    def status(self) -> dict[str, object]: ...
+    def status(self) -> DatabaseStatus: ...
 
     def health_problem(self) -> str | None: ...
 
@@ -37,7 +39,7 @@ class RunnerStatus(Protocol):
 class ReloadRecord(Protocol):
     """What ``status`` and ``health`` read of the tasks file's reloads."""
 
-    def status(self) -> dict[str, object]: ...
+    def status(self) -> ReloadStatus: ...
 
     def health_warnings(self) -> list[str]: ...
 

@@ -33,6 +33,7 @@ from daemon.pg.store.base import JobStore
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.waits import wait_event
 from daemon.settings import Settings
+from daemon.wire.control_shapes import DatabaseStatus
 
 log = get_logger(LOGGER_NAME)
 
@@ -139,7 +140,7 @@ class PgRunner:
         """LISTEN is up: NOTIFY wakes this runner."""
         return self.loops.listening
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> DatabaseStatus:
         """The ``database`` part of ``status``: connection, flags, what this replica holds."""
         down_since = self.health.down_since
         flags = self.claimer.flags

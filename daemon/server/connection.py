@@ -11,7 +11,7 @@ that the client learns why. A submit request its task refuses is answered with t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from daemon.core.journal import Journal
@@ -38,7 +38,7 @@ from daemon.wire.protocol import (
 
 log = get_logger("runbroker.server")
 
-ControlHandler = Callable[[ControlRequest], dict[str, Any]]
+ControlHandler = Callable[[ControlRequest], Mapping[str, Any]]
 
 
 class ConnectionServer(AnswerServer, Protocol):

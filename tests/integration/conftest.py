@@ -41,7 +41,7 @@ async def _make_template(name: str) -> None:
     await _admin(f'CREATE DATABASE "{name}"')
     store = PostgresStore(dsn_for(name))
     try:
-        await store.migrate(as_tuples(load_migrations()))
+        await store.migrator.migrate(as_tuples(load_migrations()))
     finally:
         await store.close()
 

@@ -1,5 +1,5 @@
 """The daemon's loop runs on past a SystemExit or KeyboardInterrupt that a handler's leftover
-callback or task raises (issue 23): logged, and every task goes on where it was."""
+callback or task raises: logged, and every task goes on where it was."""
 
 from __future__ import annotations
 

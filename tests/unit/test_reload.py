@@ -1,4 +1,4 @@
-"""Reloading the tasks file (issue 14): the registry swapped whole, a queued run of a removed
+"""Reloading the tasks file: the registry swapped whole, a queued run of a removed
 task refused with one result, a refused file leaving the old tasks, what status and health say."""
 
 from __future__ import annotations
@@ -219,6 +219,7 @@ def test_a_bad_file_is_refused_and_the_old_tasks_stay(
     assert named in refused[0]["error"]
     status = status_answer(broker)["reload"]
     assert status["last_ok"] is False
+    assert status["last_error"] is not None
     assert named in status["last_error"]
     health = health_answer(broker)
     assert health["ok"] is True  # degraded, not dead: the old tasks still run

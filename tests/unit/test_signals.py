@@ -1,5 +1,5 @@
 """The daemon's signal handlers only count and set events; report_signals logs what SIGUSR1
-and the ignored signals asked for; the shutdown's budget arithmetic (issue 23)."""
+and the ignored signals asked for; the shutdown's budget arithmetic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The daemon works in ``/`` and starts its commands where it was started (issue 23)."""
+"""The daemon works in ``/`` and starts its commands where it was started."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from daemon.core.ticker import Ticker
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
 from daemon.wire.control_answers import reload_answer
+from daemon.wire.control_shapes import ReloadStatus
 
 log = get_logger("runbroker.reload")
 
@@ -202,7 +203,7 @@ class TaskReloader:
         return reload_answer(outcome.ok, outcome.reason, changes.names() if changes else None)
 
     # -- what status and health say -----------------------------------------------------------
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ReloadStatus:
         last = self.last
         return {
             "tasks_file": None if self.path is None else str(self.path),

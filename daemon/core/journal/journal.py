@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from daemon.core.journal.ring import RunLog
 from daemon.core.runqueue import Run, RunResult
+from daemon.wire.control_shapes import JournalFigures
 
 RUN_BYTES_MAX = 1024 * 1024
 HISTORY_RUNS_MAX = 32
@@ -111,7 +112,7 @@ class Journal:
         current = self.current
         return self.history_bytes + (current.bytes if current is not None else 0)
 
-    def figures(self) -> dict[str, int]:
+    def figures(self) -> JournalFigures:
         """What ``status`` shows of the journal."""
         return {
             "bytes": self.bytes_held,
