@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.pg.store.queries.claim import OUTLOOK, SELECT_DUE
 
@@ -49,7 +49,7 @@ async def fresh_database(kind: str) -> AsyncIterator[str]:
         dsn = dsn_for(name)
         if kind == "rb":
             store = PostgresStore(dsn)
-            await store.migrate(as_tuples(load_migrations()))
+            await store.migrator.migrate(as_tuples(load_migrations()))
             await store.close()
         else:
             from pgqueuer.db import AsyncpgDriver

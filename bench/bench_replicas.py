@@ -30,8 +30,8 @@ import uvloop
 from bench_workers import serve_replica  # the same replica, run the same way
 
 from daemon.core.tasks import RunContext, Task
-from daemon.observe.logs import configure_logging
-from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.log.logs import configure_logging
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.settings import Settings
 
@@ -56,7 +56,7 @@ async def measure(jobs: int, replicas: int, run_s: float) -> None:
     procs: list[subprocess.Popen[str]] = []
     try:
         store = PostgresStore(dsn)
-        await store.migrate(as_tuples(load_migrations()))
+        await store.migrator.migrate(as_tuples(load_migrations()))
         await store.close()
         for i in range(replicas):
             argv = [sys.executable, __file__, "--replica", dsn, f"r{i + 1}", str(run_s)]

@@ -29,7 +29,7 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import RunContext, Task, TaskRegistry
-from daemon.observe.logs import configure_logging
+from daemon.log.logs import configure_logging
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.postgres import PostgresStore
 from daemon.settings import Settings

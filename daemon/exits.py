@@ -1,5 +1,5 @@
 """The exit codes of the ``runbroker`` command: its contract with shells, cron, CI and
-``docker exec`` (DESIGN.md, "Exit codes"). Every command returns one of these and no module
+``docker exec`` (the README, "Commands"). Every command returns one of these and no module
 defines its own. No imports: a cold ``runbroker trigger`` loads this module.
 
 What a code means depends on the command: ``trigger`` exits 1 for a run that failed or was

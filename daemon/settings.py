@@ -24,7 +24,7 @@ from daemon.setting_values import (
     database_url_problem,
     normalized_host_port,
 )
-from daemon.wire.client import DEFAULT_SOCKET
+from daemon.wire.protocol import DEFAULT_SOCKET
 
 # A run's journal must keep its longest line whole: a line is at most 64 KiB of UTF-8
 # (LINE_LIMIT_BYTES), so at most 65,536 characters, which count at most 8 bytes each when not

@@ -27,8 +27,8 @@ from daemon.core.runqueue import (
 )
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import Task, handler_context
-from daemon.observe.logs import get_logger, log_enabled
-from daemon.observe.output_log import LineWriter, OutputLog, OutputLogMode
+from daemon.log.logs import get_logger, log_enabled
+from daemon.log.output_log import LineWriter, OutputLog, OutputLogMode
 from daemon.wire import protocol
 from daemon.wire.reasons import (
     REASON_NOT_A_DICT,

@@ -15,8 +15,8 @@ from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunResult, run_log_fields
 from daemon.core.tasks import Task, TaskRefused, TaskRegistry
-from daemon.observe.logs import get_logger
-from daemon.observe.output_log import OutputLogMode
+from daemon.log.logs import get_logger
+from daemon.log.output_log import OutputLogMode
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 
 log = get_logger("runbroker.executor")

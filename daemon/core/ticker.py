@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.schedules import Schedule
 
 log = get_logger("runbroker.ticker")

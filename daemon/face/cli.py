@@ -213,7 +213,7 @@ def _submit(
 
 
 def _run(args: argparse.Namespace) -> int:
-    from daemon.signal_plan import prepare_process
+    from daemon.broker.signal_plan import prepare_process
 
     early_signals: list[int] = []  # the stop signals that come during start-up
 
@@ -221,9 +221,9 @@ def _run(args: argparse.Namespace) -> int:
         early_signals.append(signum)
 
     # Before any slow import: as PID 1 a signal without a handler is simply dropped, and any
-    # other process dies of most of them (daemon/signal_plan.py says what each one does).
+    # other process dies of most of them (daemon/broker/signal_plan.py says what each one does).
     prepare_process(remember)
-    from daemon.daemon_main import main as daemon_main
+    from daemon.broker.daemon_main import main as daemon_main
 
     argv = list(args.argv)
     if argv and argv[0] == "--":

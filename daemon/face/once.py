@@ -18,14 +18,14 @@ import asyncio
 import signal
 import sys
 
+from daemon.broker.engine import Engine
 from daemon.coord.exclusive import Exclusive
 from daemon.coord.outcome import Outcome
 from daemon.core.executor import Executor
-from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import Event, Run, RunQueue, RunRequest, RunResult
+from daemon.core.runqueue import Event, Run, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
 from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
-from daemon.observe.logs import configure_logging, get_logger
+from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
 from daemon.wire.protocol import EVENT_OUTPUT
 from daemon.wire.reasons import REASON_INTERRUPTED
@@ -73,10 +73,8 @@ async def run_single(
     output: _Output | None = None,
 ) -> RunResult:
     """One run through the same executor the daemon uses, in this process."""
-    queue = RunQueue(capacity=1)
-    executor = Executor(
-        queue, tasks, ChildSupervisor(), default_grace_s=settings.grace_s, output_log_mode=None
-    )
+    engine = Engine.for_once(settings, tasks)
+    queue, executor = engine.queue, engine.executor
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

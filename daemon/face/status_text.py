@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -170,7 +171,7 @@ def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
-def render_status(answer: dict[str, Any], now: float | None = None) -> str:
+def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     uptime_s = float(answer.get("uptime_s") or 0)
     started = datetime.fromtimestamp(now - uptime_s, UTC)

@@ -1,1 +1,1 @@
-"""Observability: logs, metrics, the status report."""
+"""Observability above the core: metrics, the status report and what they read it through."""

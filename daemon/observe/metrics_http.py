@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.observe.metrics import Metrics
 
 log = get_logger("runbroker.metrics")

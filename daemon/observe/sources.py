@@ -1,15 +1,17 @@
 """What status, health and metrics read of the running daemon, as Protocols.
 
 ``daemon/observe`` depends on these shapes, not on what provides them: the broker
-(``daemon.app.Broker``, which imports observe/ to answer the control ops) and the Postgres runner
-(``daemon.pg.runner.PgRunner``, loaded only with a database). Type checking holds both to them
-where the broker hands itself, and its runner, to observe/.
+(``daemon.broker.app.Broker``, which imports observe/ to answer the control ops) and the
+Postgres runner (``daemon.pg.runner.PgRunner``, loaded only with a database). Type checking
+holds both to them where the broker hands itself, and its runner, to observe/.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
+
+from daemon.wire.control_shapes import DatabaseStatus, ReloadStatus
 
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
@@ -27,7 +29,7 @@ class RunnerFigures(Protocol):
 class RunnerStatus(Protocol):
     """What ``status`` and ``health`` read of the Postgres runner."""
 
-    def status(self) -> dict[str, object]: ...
+    def status(self) -> DatabaseStatus: ...
 
     def health_problem(self) -> str | None: ...
 
@@ -37,7 +39,7 @@ class RunnerStatus(Protocol):
 class ReloadRecord(Protocol):
     """What ``status`` and ``health`` read of the tasks file's reloads."""
 
-    def status(self) -> dict[str, object]: ...
+    def status(self) -> ReloadStatus: ...
 
     def health_warnings(self) -> list[str]: ...
 

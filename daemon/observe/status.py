@@ -1,44 +1,7 @@
-"""The answers to the ``status`` and ``health`` control ops (a stable, documented shape).
+"""The answers to the ``status`` and ``health`` control ops, built from the broker's parts.
 
-``status``::
-
-    {"event": "status", "ok": true, "pid": int, "reaper": "pid1"|"subreaper"|"none",
-     "uptime_s": float,
-     "queue": {"capacity", "waiting", "accepted", "rejected_full", "rejected_closed",
-               "finished", "closed"},
-     "current": null | {"id", "task", "trigger", "elapsed_ms"},
-     "waiting": [{"id", "task", "trigger", "position"}],
-     "recent": [{"id", "task", "trigger", "ok", "reason", "code", "exit_code", "duration_ms",
-                 "finished_at"}],
-     "ticks": [{"task", "schedule", "tz", "next_at", "last_at"}],
-     "reload": {"tasks_file": null | str, "watch": "inotify"|"signal"|"lost"|"none",
-                "last_at", "last_source": "signal"|"file"|"request", "last_ok": null | bool,
-                "last_changes": null | {"added", "removed", "changed", "unchanged"} (counts),
-                "last_error": null | str, "last_failed_at"},
-     "journal": {"bytes", "runs", "run_bytes_max", "history_runs_max", "history_bytes_max"},
-     "database": null | {...}}
-
-``journal`` is the output ``runbroker logs`` reads: the bytes its lines hold now, and how
-many runs (the running one and the finished ones kept), with its bounds.
-
-``health``: ``{"event": "health", "ok": bool, "reason": str, "code": str, "ready": bool,
-"ready_reason": str, "warnings": [str]}`` (``reason`` and ``ready_reason`` empty when there is
-none, ``code`` ``unhealthy`` beside a reason, ``warnings`` omitted when there are none).
-``ok`` is liveness: whether this process works. It is false, with
-the reason in one line, when: the daemon is shutting down; a run is wedged past its task's
-timeout + grace + 30 s; a ticking task has not fired within two of its intervals (or a schedule
-is over a minute late). A restart cures those. ``ready`` is readiness: live, and the database
-(when one is configured) works: not when it has been unreachable longer than the runner's
-threshold, or every claim has failed that long, or its schema is missing or older than this
-runbroker. A restart cures none of those (every replica sees the same database), so they never
-make the daemon unhealthy: a liveness probe would restart every replica during an outage, and
-kill their running jobs with it. ``warnings`` name
-database job rows the runner could not use (a payload it cannot read, a schedule it cannot
-compute, a task this container does not define): each fails or is disabled on its own, every
-other job goes on, and a restart would not fix the row, so they do not make it unhealthy. A
-last reload of the tasks file that was refused is a warning too, not a problem: the daemon still
-runs the tasks it had, and a restart would read the same bad file and not start at all; so is a
-lost watch of the tasks file's directory (SIGHUP or ``runbroker reload`` re-arm it).
+Their shapes are ``daemon.wire.control_shapes`` (checked by mypy); what each field means, and
+why a database problem makes the daemon not ready but never unhealthy, is in the README.
 """
 
 from __future__ import annotations
@@ -46,12 +9,20 @@ from __future__ import annotations
 import os
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from daemon.core.runqueue import Run
 from daemon.core.ticker import TickPlan
 from daemon.schedules.every import every_text
 from daemon.wire import control_answers as answers
+from daemon.wire.control_shapes import (
+    CurrentRun,
+    HealthAnswer,
+    RecentRun,
+    RunSummary,
+    StatusAnswer,
+    TickSummary,
+)
 
 if TYPE_CHECKING:
     from daemon.observe.sources import BrokerState
@@ -68,21 +39,24 @@ def _iso(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")
 
 
-def _run_summary(run: Run) -> dict[str, Any]:
+def _run_summary(run: Run) -> RunSummary:
     return {"id": run.id, "task": run.request.task, "trigger": run.request.trigger}
 
 
-def _result_summary(run: Run) -> dict[str, Any]:
-    summary = _run_summary(run)
+def _result_summary(run: Run) -> RecentRun:
+    summary: RecentRun = {
+        "id": run.id,
+        "task": run.request.task,
+        "trigger": run.request.trigger,
+        "finished_at": None,
+    }
     result = run.result
     if result is not None:
-        summary.update(
-            ok=result.ok,
-            reason=result.reason,
-            code=result.wire_code,
-            exit_code=result.exit_code,
-            duration_ms=result.duration_ms,
-        )
+        summary["ok"] = result.ok
+        summary["reason"] = result.reason
+        summary["code"] = result.wire_code
+        summary["exit_code"] = result.exit_code
+        summary["duration_ms"] = result.duration_ms
     # A run that started finished its duration later; one cancelled while queued never ran.
     finished_at = None
     if run.started_at is not None and result is not None:
@@ -91,8 +65,8 @@ def _result_summary(run: Run) -> dict[str, Any]:
     return summary
 
 
-def _tick_summary(plan: TickPlan) -> dict[str, Any]:
-    """A tick plan as ``status`` shows it. ``schedule`` is the one text form of DESIGN.md
+def _tick_summary(plan: TickPlan) -> TickSummary:
+    """A tick plan as ``status`` shows it. ``schedule`` is the one text form of a schedule
     (``every DUR`` for an interval, the schedule's text otherwise, ``once`` for a run at start),
     ``tz`` its zone (None for an interval); times are RFC 3339 in UTC, like ``finished_at``."""
     schedule, tz = "-", None
@@ -111,10 +85,10 @@ def _tick_summary(plan: TickPlan) -> dict[str, Any]:
     }
 
 
-def status_answer(broker: BrokerState) -> dict[str, Any]:
+def status_answer(broker: BrokerState) -> StatusAnswer:
     stats = broker.queue.statistics()
     current = broker.queue.current
-    current_info = None
+    current_info: CurrentRun | None = None
     if current is not None:
         current_info = {**_run_summary(current), "elapsed_ms": round(current.elapsed_s() * 1000)}
     database = broker.pgrunner.status() if broker.pgrunner is not None else None
@@ -197,6 +171,6 @@ def health_warnings(broker: BrokerState) -> list[str]:
     return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
 
 
-def health_answer(broker: BrokerState) -> dict[str, Any]:
+def health_answer(broker: BrokerState) -> HealthAnswer:
     problem = health_problem(broker)
     return answers.health_answer(problem, health_warnings(broker), readiness_problem(broker))

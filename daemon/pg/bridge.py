@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from daemon.core.runqueue import Run, RunRequest, RunResult, is_json_output
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.plan import plan_finish
 from daemon.pg.store.base import Claimed, Finish

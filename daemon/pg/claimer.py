@@ -17,7 +17,7 @@ from datetime import datetime
 from functools import partial
 
 from daemon.core.runqueue import Run, RunQueue
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.health import LOGGER_NAME, Backoff
 from daemon.pg.held import HeldRuns
 from daemon.pg.horizon import RunHorizon

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.health import DbHealth
 from daemon.pg.store.base import (
     Dependency,

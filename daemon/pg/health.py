@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import time
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.store.base import StoreSchemaMissing
 
 LOGGER_NAME = "runbroker.pgrunner"  # every part of the Postgres runner logs under this name

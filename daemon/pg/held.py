@@ -18,7 +18,7 @@ from datetime import datetime
 from functools import partial
 
 from daemon.core.runqueue import Rejected, Run, RunQueue, RunResult
-from daemon.observe.logs import get_logger, log_enabled
+from daemon.log.logs import get_logger, log_enabled
 from daemon.pg.bridge import finish_record, run_request
 from daemon.pg.deps import DependencyWaiter
 from daemon.pg.fence import FENCE_WHY, LEASE_LOST_WHY, LeaseFence

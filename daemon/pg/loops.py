@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.deps import DependencyWaiter
 from daemon.pg.fence import renew_every_s
 from daemon.pg.health import LOGGER_NAME, Backoff

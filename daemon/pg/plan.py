@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import functools
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from daemon.core.rfc3339 import rfc3339_utc as rfc3339_utc  # the one text form of a time
 from daemon.pg.missed import Occurrences, latest_missed
 from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
+from daemon.pg.store.plain_case import EARLIEST_USABLE, LATEST_USABLE, is_plain
 from daemon.schedules import parse_schedule
 
 BACKOFF_CAP_S = 3600.0
-# A time a row holds outside these is out of range: BC and '-infinity' (which the claim reads as
-# the year 1, the earliest time Python holds), 'infinity' and the years after 9999 (read as the
-# last day of 9999), or a time that no zone's wall clock can hold.
-EARLIEST_USABLE = datetime(1, 1, 2, tzinfo=UTC)
-LATEST_USABLE = datetime(9999, 12, 30, tzinfo=UTC)
 
 
 def _out_of_range(job: DueJob) -> str | None:
@@ -124,10 +120,10 @@ def plan_claim(
     what one row holds (a bad spec or zone, a schedule that fails to compute): that job is
     disabled with the reason, and the claim goes on for the others.
 
-    This is the source of the claim's rules. The store's ``CLAIM_PLAIN`` statement
-    (``daemon/pg/store/queries``) restates its plain case in SQL, to claim a fresh occurrence
-    without a round trip to Python; ``tests/integration/test_pg_claim_plain.py`` keeps the two
-    in step: change this first, then the statement."""
+    The plain case (a fresh occurrence, none missed, on time) is ``plain_case.PLAIN_CASE``, the
+    rule the store's ``CLAIM_PLAIN`` is rendered from, decided here first; the branches below
+    decide every other row. ``tests/integration/test_pg_claim_plain.py`` checks that the
+    statement, reading ``following_run_at``, decides as this does from the schedule."""
     try:
         return _plan_claim(
             job, now, default_max_attempts=default_max_attempts, misfire_grace_s=misfire_grace_s
@@ -140,6 +136,8 @@ def _plan_claim(
     job: DueJob, now: datetime, *, default_max_attempts: int, misfire_grace_s: float
 ) -> ClaimPlan:
     sched = schedule_for(job.schedule, job.tz)
+    if is_plain(job, now, misfire_grace_s, lambda: occurrence_after(sched, job.next_run_at)):
+        return ClaimPlan(run=True, scheduled_for=job.next_run_at, attempt=1)
     limit = job.max_attempts or default_max_attempts
     if (column := _out_of_range(job)) is not None:
         return _rescheduled(job, sched, now, column)

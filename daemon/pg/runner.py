@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Collection
 
 from daemon.core.runqueue import RunQueue
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.claimer import Claimer
 from daemon.pg.deps import DependencyWaiter
 from daemon.pg.fence import Backstop
@@ -33,6 +33,7 @@ from daemon.pg.store.base import JobStore
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.waits import wait_event
 from daemon.settings import Settings
+from daemon.wire.control_shapes import DatabaseStatus
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL
 
 log = get_logger(LOGGER_NAME)
@@ -140,7 +141,7 @@ class PgRunner:
         """LISTEN is up: NOTIFY wakes this runner."""
         return self.loops.listening
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> DatabaseStatus:
         """The ``database`` part of ``status``: connection, flags, what this replica holds."""
         down_since = self.health.down_since
         flags = self.claimer.flags

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.store.base import DueJob
 

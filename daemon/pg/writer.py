@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.pg.health import LOGGER_NAME, Backoff, DbHealth
 from daemon.pg.store.base import (
     Finish,

@@ -1,4 +1,4 @@
-"""Schedules in the one text form of DESIGN.md ("Schedules"), evaluated in an IANA zone.
+"""Schedules in their one text form (the README's **Schedules**), evaluated in an IANA zone.
 
 ``every DUR`` | ``daily HH:MM`` | ``weekly DAY HH:MM`` | ``cron EXPR`` | ``at RFC3339``.
 ``next_after`` takes and returns aware UTC datetimes. Each form is a module of this package

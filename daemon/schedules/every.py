@@ -10,7 +10,7 @@ from daemon.schedules.duration import DurationError, format_duration, parse_dura
 
 
 def every_text(interval_s: float) -> str:
-    """The one text form of a fixed interval (DESIGN.md, "Schedules"): ``every 1h30m``."""
+    """The one text form of a fixed interval (the README, **Schedules**): ``every 1h30m``."""
     return f"every {format_duration(interval_s)}"
 
 

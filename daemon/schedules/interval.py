@@ -1,6 +1,6 @@
-"""The interval rules of DESIGN.md ("Interval rules"): what an interval setting means for the
-ticker, and the bounds every interval is held to. The durations they are written in are
-``daemon.schedules.duration``'s (re-exported here for the modules that read both).
+"""The interval rules (the README's `INTERVAL`): what an interval setting means for the ticker,
+and the bounds every interval is held to, in ``daemon.schedules.duration``'s durations
+(re-exported here for the modules that read both).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def parse_interval(
     max_s: float | None = None,
     redact: bool = False,
 ) -> IntervalDecision:
-    """Apply the DESIGN.md interval rules to a raw setting; never raises for any text.
+    """Apply the interval rules to a raw setting; never raises for any text.
 
     - None, empty or ASCII whitespace: built-in at ``default_s``.
     - ``off`` / ``disabled`` (ASCII letters, any case): external.

@@ -1,1 +1,1 @@
-"""What crosses the unix socket: the wire vocabulary, the server, the thin client."""
+"""What crosses the unix socket, below the core: the wire vocabulary and the thin client."""

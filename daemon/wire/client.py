@@ -20,7 +20,6 @@ from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
 from daemon.wire.client_socket import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
-from daemon.wire.client_socket import DEFAULT_SOCKET as DEFAULT_SOCKET
 from daemon.wire.client_socket import FORBIDDEN_TEXT as FORBIDDEN_TEXT
 from daemon.wire.client_socket import Connection as Connection
 from daemon.wire.client_socket import Unreachable as Unreachable

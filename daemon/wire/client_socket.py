@@ -10,14 +10,19 @@ import os
 import time
 
 from daemon.wire.peer import trust_server
-from daemon.wire.protocol import EVENT_OUTPUT, Request, decode_event, encode_request
+from daemon.wire.protocol import (
+    DEFAULT_SOCKET,
+    EVENT_OUTPUT,
+    Request,
+    decode_event,
+    encode_request,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"
 CONNECT_TIMEOUT_S = 5.0
 RECV_BYTES = 256 * 1024
 

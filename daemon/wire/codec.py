@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.observe.jsonlines import json_lines
+from daemon.log.jsonlines import json_lines
 from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
     CONTROL_FIELDS,

@@ -6,14 +6,15 @@ wire vocabulary of ``protocol``, which the thin client loads alone: these are th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
+from daemon.wire.control_shapes import HealthAnswer
 from daemon.wire.protocol import clip
 from daemon.wire.reasons import CODE_NO_SUCH_RUN, CODE_RELOAD_REFUSED, CODE_UNHEALTHY
 
 EVENT_CANCEL = "cancel"
-EVENT_HEALTH = "health"
-EVENT_STATUS = "status"
+EVENT_HEALTH: Final = "health"
+EVENT_STATUS: Final = "status"
 EVENT_RELOAD = "reload"
 CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
 CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
@@ -39,12 +40,12 @@ def cancel_refusal(run_id: str) -> dict[str, Any]:
 
 def health_answer(
     problem: str | None, warnings: list[str] | None = None, not_ready: str | None = None
-) -> dict[str, Any]:
+) -> HealthAnswer:
     """``ok`` (live) unless there is a ``problem``, which is the reason; ``ready`` when live and
     nothing keeps it ``not_ready`` (the database), with the first of the two as ``ready_reason``;
     what is wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
     why_not_ready = problem or not_ready or ""
-    answer: dict[str, Any] = {
+    answer: HealthAnswer = {
         "event": EVENT_HEALTH,
         "ok": problem is None,
         "reason": problem or "",

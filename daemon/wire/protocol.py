@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"  # RUNBROKER_SOCKET's default: daemon and client
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 REQUEST_DEADLINE_S = 30.0
 MAX_ARGS = 256

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
+from daemon.broker.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
 from tests.acceptance.backends import DaemonHandle
 from tests.support.eventually import eventually
 
@@ -65,7 +65,7 @@ RUNNING_JOB = "trap 'exit 143' TERM; echo ready; while :; do sleep 0.05; done"
 def check_every_signal(daemon: DaemonHandle, pid: int, send: Callable[[int], None]) -> None:
     """The signals whose default ends a process that is not PID 1, sent by ``send`` to the
     daemon (``pid``, as this host sees it) while it runs ``RUNNING_JOB``: each does what
-    daemon/signal_plan.py and the README say; then SIGTERM drains as ever."""
+    daemon/broker/signal_plan.py and the README say; then SIGTERM drains as ever."""
     running = daemon.popen("trigger")
     daemon.log.wait_for("run.output", lambda line: line["line"] == "ready")
     for count, signum in enumerate(IGNORED_SIGNALS, start=1):

@@ -1,4 +1,4 @@
-"""Reloading the tasks file of a running daemon, PID 1 of its namespace (issue 14): SIGHUP, a
+"""Reloading the tasks file of a running daemon, PID 1 of its namespace: SIGHUP, a
 change on disk (a rename over the file, a ConfigMap's symlink swap), ``runbroker reload``; a
 bad file refused with the old tasks still running; a reload under load that loses nothing."""
 

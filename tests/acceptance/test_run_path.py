@@ -1,5 +1,5 @@
 """The run path from the outside, with the daemon as PID 1: what a hostile handler, a hostile
-peer or a careless job does to it, and what it must still do (issue: reliability defects)."""
+peer or a careless job does to it, and what it must still do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What each signal does to the daemon, as PID 1 and not (issue 23): the stop signals drain,
+"""What each signal does to the daemon, as PID 1 and not: the stop signals drain,
 SIGUSR1 writes a status line, the others are logged and ignored; a signal mask inherited from
 the parent does not keep the daemon from hearing them."""
 

@@ -1,4 +1,4 @@
-"""Where the daemon and its jobs work (issue 23): the daemon in ``/``, holding no directory;
+"""Where the daemon and its jobs work: the daemon in ``/``, holding no directory;
 its commands in the directory it was started in (the image's WORKDIR); relative paths in its
 settings resolved against that directory at start."""
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from daemon.pg.migrate import as_tuples, load_migrations
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 
 ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -41,7 +41,7 @@ async def _make_template(name: str) -> None:
     await _admin(f'CREATE DATABASE "{name}"')
     store = PostgresStore(dsn_for(name))
     try:
-        await store.migrate(as_tuples(load_migrations()))
+        await store.migrator.migrate(as_tuples(load_migrations()))
     finally:
         await store.close()
 

@@ -14,11 +14,11 @@ from daemon.pg.store.postgres import PostgresStore
 async def add(store: PostgresStore, name: str, *, delay_s: float = 0.0, **kw: object) -> None:
     """A job ``name`` (task default, every hour, UTC unless ``kw`` says otherwise), due now or
     ``delay_s`` from now by the database's clock unless ``kw`` names its ``next_run_at``."""
-    now = await store.db_now()
+    now = await store.admin.db_now()
     fields: dict[str, object] = {"task": "default", "schedule": "every 1h", "tz": "UTC"}
     fields.update(kw)
     fields.setdefault("next_run_at", now + timedelta(seconds=delay_s))
-    await store.add_job(NewJob(name=name, **fields))  # type: ignore[arg-type]
+    await store.admin.add_job(NewJob(name=name, **fields))  # type: ignore[arg-type]
 
 
 def success(c: Claimed, at: datetime) -> Finish:

@@ -95,7 +95,7 @@ def batch_of(claimed: list[Claimed]) -> Batch:
 async def test_memory_claims_what_postgres_claims(
     store: PostgresStore, sql: asyncpg.Connection, seed: int
 ) -> None:
-    now = await store.db_now()
+    now = await store.admin.db_now()
     rows = random_rows(random.Random(seed), now, 60)
     await insert(sql, rows)
     memory = mirror(rows, now)

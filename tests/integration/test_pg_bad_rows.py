@@ -107,12 +107,12 @@ async def test_unusable_rows_fail_alone_and_every_other_job_runs(
     assert "bc-retry" in warnings
     assert jobs["spent"]["last_status"] == "failed"
     assert "spent" not in runs
-    assert {entry["job"] for entry in status["unusable_jobs"]} >= {"deep-plain", "bad-zone"}  # type: ignore[attr-defined]
+    assert {entry["job"] for entry in status["unusable_jobs"]} >= {"deep-plain", "bad-zone"}
     # The administration side reads the rows too.
     admin = PostgresStore(db_dsn)
     try:
-        listed = await admin.list_jobs()
-        history = await admin.history(None, 100)
+        listed = await admin.admin.list_jobs()
+        history = await admin.admin.history(None, 100)
     finally:
         await admin.close()
     assert len(listed) == 10
@@ -179,7 +179,7 @@ async def test_out_of_range_next_run_at_values_are_rescheduled_alone_and_every_o
         assert row["name"] in warnings
     admin = PostgresStore(db_dsn)
     try:
-        listed = await admin.list_jobs()  # the administration reads every row too
+        listed = await admin.admin.list_jobs()  # the administration reads every row too
     finally:
         await admin.close()
     assert len(listed) == 2 * len(OUT_OF_RANGE + NEVER_DUE) + 2

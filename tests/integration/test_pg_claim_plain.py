@@ -4,6 +4,8 @@ Random job rows in every state the claim meets: fresh occurrences with the follo
 unknown or already past (missed), misfire skip inside and outside the grace, retries, expired
 leases, schedules to recompute. One ``claim`` takes them all; each outcome is compared with
 ``plan_claim`` on the row as it was, and the plain ones must not have reached the planner.
+Both sides take the rule from ``plain_case``: what this checks is the rule's SQL against its
+Python, and ``following_run_at`` against the schedule it stands for.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ async def test_plain_claims_match_the_planner(
     store: PostgresStore, sql: asyncpg.Connection, seed: int
 ) -> None:
     rng = random.Random(seed)
-    now = await store.db_now()
+    now = await store.admin.db_now()
     rows = [random_row(rng, i, now) for i in range(60)]
     await insert(sql, rows)
     before = await due_jobs(sql)
@@ -107,11 +109,11 @@ async def test_plain_claims_match_the_planner(
         planned.append(job.name)
         return oracle(job, at)
 
-    t0 = await store.db_now()
+    t0 = await store.admin.db_now()
     claimed = {
         c.job.name: c for c in await store.claim("me", 100, 30.0, spy, misfire_grace_s=GRACE_S)
     }
-    t1 = await store.db_now()
+    t1 = await store.admin.db_now()
 
     by_name = {str(r["name"]): r for r in rows}
     plain_seen = 0
@@ -175,8 +177,8 @@ async def test_following_run_at_is_written_by_add_and_finish_and_forgotten_by_ha
             "SELECT following_run_at::text FROM scheduled_jobs WHERE name = $1", name
         )
 
-    now = await store.db_now()
-    await store.add_job(
+    now = await store.admin.db_now()
+    await store.admin.add_job(
         NewJob(
             name="hourly",
             task="default",
@@ -188,7 +190,7 @@ async def test_following_run_at_is_written_by_add_and_finish_and_forgotten_by_ha
     )
     await add(store, "once", schedule="at 2001-02-03T04:05:06Z")
     (hourly, once) = sorted(await store.claim("me", 5, 30.0, oracle), key=lambda c: c.job.name)
-    at = await store.db_now()
+    at = await store.admin.db_now()
     await store.write("me", WriteBatch(finishes=[success(hourly, at), success(once, at)]))
     expected = hourly.scheduled_for + timedelta(hours=2)
     assert (
@@ -203,7 +205,7 @@ async def test_following_run_at_is_written_by_add_and_finish_and_forgotten_by_ha
         "WHERE name = 'hourly'"
     )
     assert await following("hourly") == "infinity"  # said by the writer: kept
-    await store.run_now("hourly")
+    await store.admin.run_now("hourly")
     assert await following("hourly") is None
 
 
@@ -219,7 +221,7 @@ async def test_a_failed_run_retries_through_the_planner(
         error="boom",
         output=None,
         started_at=None,
-        finished_at=await store.db_now(),
+        finished_at=await store.admin.db_now(),
         default_max_attempts=3,
         backoff_base_s=0.0,
     )

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_claim, plan_finish
 from daemon.pg.store.base import (
     ClaimPlan,
@@ -18,6 +17,7 @@ from daemon.pg.store.base import (
     StoreSchemaMissing,
     WriteBatch,
 )
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.pg.store.queries.claim import SELECT_DUE
 from tests.integration.jobrows import add, success
@@ -31,10 +31,10 @@ async def test_migrate_is_idempotent_and_safe_from_several_replicas(empty_dsn: s
     stores = [PostgresStore(empty_dsn) for _ in range(4)]
     try:
         migrations = as_tuples(load_migrations())
-        results = await asyncio.gather(*(s.migrate(migrations) for s in stores))
+        results = await asyncio.gather(*(s.migrator.migrate(migrations) for s in stores))
         assert sorted(len(r) for r in results) == [0, 0, 0, len(migrations)]
-        assert await stores[0].migrate(migrations) == []
-        jobs = await stores[0].list_jobs()
+        assert await stores[0].migrator.migrate(migrations) == []
+        jobs = await stores[0].admin.list_jobs()
         assert jobs == []
     finally:
         for s in stores:
@@ -92,7 +92,7 @@ async def test_finish_is_guarded_by_the_owner(
 ) -> None:
     await add(store, "a")
     (c,) = await store.claim("me", 1, 30.0, planner)
-    at = await store.db_now()
+    at = await store.admin.db_now()
     lost = await store.write("intruder", WriteBatch(finishes=[success(c, at)]))
     assert lost.lost_run_ids == {c.run_id}
     done = await store.write("me", WriteBatch(finishes=[success(c, at)]))
@@ -108,7 +108,7 @@ async def test_finish_is_guarded_by_the_owner(
 async def test_claim_and_finish_carry_payload_and_times_exactly(
     store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
-    at = (await store.db_now()).replace(microsecond=123457) - timedelta(seconds=5)
+    at = (await store.admin.db_now()).replace(microsecond=123457) - timedelta(seconds=5)
     deps = (Dependency("b", "skip"),)
     await add(store, "b", next_run_at=at + timedelta(days=1))  # not due
     await add(store, "a", next_run_at=at, payload={"k": [1, "x"]}, depends_on=deps)
@@ -139,7 +139,7 @@ async def test_outlook_sees_the_earliest_lease_expiry_and_only_while_claiming(
     store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
     await add(store, "a")
-    await add(store, "b", next_run_at=await store.db_now() + timedelta(seconds=100))
+    await add(store, "b", next_run_at=await store.admin.db_now() + timedelta(seconds=100))
     (c,) = await store.claim("me", 5, 30.0, planner)
     assert c.job.name == "a"
     due_in_s = (await store.outlook()).due_in_s
@@ -168,7 +168,7 @@ async def test_expired_lease_is_reclaimed_and_the_old_run_abandoned(
     old = await sql.fetchrow("SELECT * FROM job_runs WHERE id = $1", first.run_id)
     assert old["status"] == "abandoned"
     assert "dead" in old["error"]
-    at = await store.db_now()
+    at = await store.admin.db_now()
     late = await store.write("dead", WriteBatch(finishes=[success(first, at)]))
     assert late.lost_run_ids == {first.run_id}  # the dead replica's late result is refused
 
@@ -226,9 +226,9 @@ async def test_notify_on_insert_run_now_and_settings_but_not_on_heartbeat(
     got: asyncio.Queue[str] = asyncio.Queue()
     sub = await store.listen(got.put_nowait)
     try:
-        await add(store, "a", next_run_at=(await store.db_now()) + timedelta(hours=1))
+        await add(store, "a", next_run_at=(await store.admin.db_now()) + timedelta(hours=1))
         assert await asyncio.wait_for(got.get(), 5) == "jobs"
-        await store.run_now("a")
+        await store.admin.run_now("a")
         assert {await asyncio.wait_for(got.get(), 5) for _ in range(2)} == {"jobs", "run-now"}
         (c,) = await store.claim("me", 1, 30.0, planner)
         await store.heartbeat("me", [c.job.id], 30.0)  # a claim and a heartbeat: silent
@@ -251,7 +251,7 @@ async def test_finish_release_and_hand_edits_notify_once_each(
     sub = await store.listen(got.put_nowait)
     try:
         a, b = await store.claim("me", 2, 30.0, planner)  # silent: no timing changed
-        await store.write("me", WriteBatch(finishes=[success(a, await store.db_now())]))
+        await store.write("me", WriteBatch(finishes=[success(a, await store.admin.db_now())]))
         assert await asyncio.wait_for(got.get(), 5) == "jobs"  # the finish's own notify
         await store.write("me", WriteBatch(releases=[Release(b.job.id, b.run_id)]))
         assert await asyncio.wait_for(got.get(), 5) == "jobs"  # a released lease
@@ -272,7 +272,7 @@ async def test_deleting_or_truncating_jobs_takes_their_runs(
     for name in ("a", "b", "c"):
         await add(store, name)
     claimed = await store.claim("me", 3, 30.0, planner)
-    at = await store.db_now()
+    at = await store.admin.db_now()
     await store.write("me", WriteBatch(finishes=[success(c, at) for c in claimed]))
     await sql.execute("DELETE FROM scheduled_jobs WHERE name IN ('a', 'b')")
     remaining = await sql.fetch("SELECT DISTINCT job_id FROM job_runs")
@@ -319,7 +319,7 @@ async def test_a_row_written_by_hand_is_scheduled_by_the_next_claim(
     rows = {r["name"]: r for r in await sql.fetch("SELECT * FROM scheduled_jobs ORDER BY name")}
     hand = rows["hand"]
     assert hand["needs_schedule"] is False
-    assert hand["next_run_at"] > await store.db_now()
+    assert hand["next_run_at"] > await store.admin.db_now()
     assert hand["next_run_at"].minute == 0
     assert rows["broken"]["enabled"] is False
     assert "invalid schedule" in rows["broken"]["last_error"]
@@ -342,7 +342,7 @@ async def test_due_query_is_an_index_scan(store: PostgresStore, sql: asyncpg.Con
 async def test_dependency_states_and_prune(store: PostgresStore, sql: asyncpg.Connection) -> None:
     await add(store, "up")
     await add(store, "down", depends_on=(Dependency("up"),))
-    now = await store.db_now()
+    now = await store.admin.db_now()
     states = await store.dependency_states(["up", "ghost"], now)
     assert states["up"].pending  # due at or before "now"
     assert not states["ghost"].exists

@@ -8,6 +8,7 @@ only held at run time would still tie the parts together for a reader and for my
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,13 @@ def test_the_walk_sees_the_package() -> None:
 def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> None:
     # The wire's vocabulary (event kinds, constructors; reasons and their codes) is data the
     # core emits; the server, the client and everything else of the face are not its business.
-    allowed_outside = {"daemon", "daemon.wire", "daemon.wire.protocol", "daemon.wire.reasons"}
+    allowed_outside = {
+        "daemon",
+        "daemon.wire",
+        "daemon.wire.protocol",
+        "daemon.wire.reasons",
+        "daemon.wire.control_shapes",
+    }
     bad = {
         name
         for name in module.imports
@@ -92,8 +99,7 @@ def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> No
                 name,
                 "daemon.core",
                 "daemon.schedules",
-                "daemon.observe.logs",
-                "daemon.observe.output_log",  # the log's writer of a job's lines
+                "daemon.log",
             )
             and name not in allowed_outside
         )
@@ -126,7 +132,7 @@ def test_the_store_knows_no_executor(module: Module) -> None:
     bad = {
         name
         for name in module.imports
-        if _in(name, "daemon.core", "daemon.wire", "daemon.face", "daemon.app")
+        if _in(name, "daemon.core", "daemon.wire", "daemon.server", "daemon.face", "daemon.broker")
     }
     assert not bad, f"{module.name} imports {sorted(bad)}"
 
@@ -157,13 +163,8 @@ def test_every_module_holds_one_concern_in_at_most_250_lines() -> None:
     assert not long, f"split these by concern: {long}"
 
 
-def test_no_circle_between_modules() -> None:
-    graph = {
-        m.name: {n for n in m.imports if _is_daemon_module(n) and n != m.name} for m in MODULES
-    }
-    # A package's __init__ is imported on the way to any of its modules: that is not an arrow.
-    for name, targets in graph.items():
-        graph[name] = {t for t in targets if not name.startswith(f"{t}.")}
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle a walk of ``graph`` finds, each as the names along it."""
     circles: list[list[str]] = []
     done: set[str] = set()
 
@@ -179,4 +180,126 @@ def test_no_circle_between_modules() -> None:
 
     for name in sorted(graph):
         visit(name, [])
+    return circles
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _circles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_circle_between_modules() -> None:
+    graph = {
+        m.name: {n for n in m.imports if _is_daemon_module(n) and n != m.name} for m in MODULES
+    }
+    # A package's __init__ is imported on the way to any of its modules: that is not an arrow.
+    for name, targets in graph.items():
+        graph[name] = {t for t in targets if not name.startswith(f"{t}.")}
+    circles = _circles(graph)
     assert not circles, "\n".join(" -> ".join(circle) for circle in circles)
+
+
+# The parts of the package: its sub-packages and its top-level modules (``daemon.face``,
+# ``daemon.settings``); ``daemon`` itself (its version) belongs to none.
+def _part(dotted: str) -> str | None:
+    names = dotted.split(".")
+    return names[1] if len(names) > 1 and names[0] == "daemon" else None
+
+
+def _part_graph(modules: list[Module]) -> dict[str, set[str]]:
+    """Which part imports which other, from every import of every module."""
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        source = _part(module.name)
+        if source is None:
+            continue
+        targets = graph.setdefault(source, set())
+        targets.update(
+            target
+            for target in map(_part, module.imports)
+            if target is not None and target != source
+        )
+    return graph
+
+
+def test_no_circle_between_parts() -> None:
+    circles = _circles(_part_graph(MODULES))
+    assert not circles, "\n".join(" -> ".join(circle) for circle in circles)
+
+
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+LAYERS_HEADING = "## The layers"
+_LAYER_ROW = re.compile(r"^\d+\.\s+((?:`[^`]+`(?:,\s*)?)+)")
+
+
+def _layer_rows(markdown: str) -> list[list[str]]:
+    """The layer order written under ``LAYERS_HEADING``, top first: one numbered line per
+    layer, its parts in backticks at the line's start (``face/``, ``settings.py``)."""
+    lines = markdown.splitlines()
+    start = lines.index(LAYERS_HEADING) + 1
+    rows: list[list[str]] = []
+    for line in lines[start:]:
+        if line.startswith("#"):
+            break
+        match = _LAYER_ROW.match(line)
+        if match:
+            names = re.findall(r"`([^`]+)`", match.group(1))
+            rows.append([name.removesuffix("/").removesuffix(".py") for name in names])
+    return rows
+
+
+def _layer_breaches(graph: dict[str, set[str]], rows: list[list[str]]) -> list[str]:
+    """The imports that do not go down: a part imports only parts on rows below its own."""
+    row_of = {name: index for index, row in enumerate(rows) for name in row}
+    breaches: list[str] = []
+    for source in sorted(graph):
+        for target in sorted(graph[source]):
+            if source not in row_of or target not in row_of:
+                breaches.append(f"{source} -> {target}: not both in the layer order")
+            elif row_of[target] <= row_of[source]:
+                breaches.append(
+                    f"{source} (layer {row_of[source] + 1}) imports {target} "
+                    f"(layer {row_of[target] + 1})"
+                )
+    return breaches
+
+
+LAYERS = _layer_rows(ARCHITECTURE.read_text())
+
+
+def test_the_layer_check_refuses_an_import_up_or_sideways() -> None:
+    rows = _layer_rows(
+        "# x\n\n## The layers\n\nTop first.\n\n1. `face/`: top\n2. `core/`, `pg.py`\n"
+        "3. `log/`: the ground\n\n## Next\n\n4. `later/`\n"
+    )
+    assert rows == [["face"], ["core", "pg"], ["log"]]
+    assert _layer_breaches({"face": {"core", "log"}, "core": {"log"}}, rows) == []
+    assert _layer_breaches({"log": {"face"}}, rows) == ["log (layer 3) imports face (layer 1)"]
+    assert _layer_breaches({"core": {"pg"}}, rows) == ["core (layer 2) imports pg (layer 2)"]
+    assert _layer_breaches({"face": {"cli"}}, rows) == ["face -> cli: not both in the layer order"]
+
+
+def test_every_part_is_in_the_layer_order_once() -> None:
+    listed = [name for row in LAYERS for name in row]
+    parts = {part for part in map(_part, (m.name for m in MODULES)) if part is not None}
+    assert len(listed) == len(set(listed)), listed
+    assert set(listed) == parts, f"ARCHITECTURE.md's layers: {sorted(listed)}, parts: {parts}"
+
+
+def test_the_imports_follow_the_layer_order() -> None:
+    breaches = _layer_breaches(_part_graph(MODULES), LAYERS)
+    assert not breaches, "\n".join(breaches)
+
+
+def test_every_home_in_the_table_exists() -> None:
+    text = ARCHITECTURE.read_text()
+    table = text[text.index("## Where each concern lives") :].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert rows
+    missing = [
+        home
+        for row in rows
+        for home in re.findall(r"`([^`]+)`", row.split(" | ")[0])
+        if not (PACKAGE / home).exists()
+    ]
+    assert not missing, missing

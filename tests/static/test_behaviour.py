@@ -23,7 +23,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from daemon.pg.migrate import load_migrations
+from daemon.pg.store.migrate import load_migrations
 from daemon.schedules.interval import parse_duration
 from tests.acceptance.harness import Daemon
 from tests.acceptance.pgsupport import fresh_database

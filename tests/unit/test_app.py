@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from daemon import settings as settings_module
-from daemon.app import Broker, run_broker
+from daemon.broker.app import Broker, run_broker
+from daemon.broker.signals import Signals
+from daemon.broker.ticking import tick_plans
 from daemon.core.runqueue import (
     Event,
     Rejected,
@@ -23,12 +25,10 @@ from daemon.core.runqueue import (
 )
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.schedules import parse_schedule
+from daemon.server.server import SocketServer
 from daemon.settings import Settings, load_settings
-from daemon.signals import Signals
-from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.reasons import REASON_CLOSED, REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
-from daemon.wire.server import SocketServer
 
 MakeSettings = Callable[..., Settings]
 Logs = list[MutableMapping[str, Any]]

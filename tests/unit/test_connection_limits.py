@@ -11,7 +11,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-from daemon.wire.limits import ConnectionLimits
+from daemon.server.limits import ConnectionLimits
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.reasons import REASON_CONNECTIONS
 from tests.support.eventually import eventually_async

@@ -10,7 +10,7 @@ from typing import Any, cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.wire.deadlines import RequestDeadlines
+from daemon.server.deadlines import RequestDeadlines
 
 
 @dataclass

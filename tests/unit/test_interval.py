@@ -1,4 +1,4 @@
-"""Go-style durations and the DESIGN.md interval rules (daemon/schedules/duration.py and
+"""Go-style durations and the interval rules (daemon/schedules/duration.py and
 interval.py)."""
 
 from __future__ import annotations

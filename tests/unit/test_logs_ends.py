@@ -11,7 +11,7 @@ from typing import Any
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import RunContext, Task, TaskRegistry
-from daemon.wire.server import SocketServer
+from daemon.server.server import SocketServer
 from tests.unit.test_logs_wire import _connect, _SlowTransport, _turns
 
 

@@ -15,11 +15,11 @@ import pytest
 from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
 from daemon.core.tasks import Task, TaskRegistry
-from daemon.wire.answers import FILL_BYTES
+from daemon.server.answers import FILL_BYTES
+from daemon.server.connection import Connection
+from daemon.server.server import SocketServer
 from daemon.wire.codec import decode_request
-from daemon.wire.connection import Connection
 from daemon.wire.protocol import ControlRequest, ProtocolError, encode_request
-from daemon.wire.server import SocketServer
 
 FAILED = RunResult(ok=False, reason="exit status 3", exit_code=3, duration_ms=12)
 HIGH_WATER_BYTES = 64 * 1024  # where asyncio's transports pause their protocol

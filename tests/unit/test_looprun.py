@@ -1,5 +1,5 @@
 """The daemon's loop runs on past a SystemExit or KeyboardInterrupt that a handler's leftover
-callback or task raises (issue 23): logged, and every task goes on where it was."""
+callback or task raises: logged, and every task goes on where it was."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import uvloop
 from structlog.testing import capture_logs
 
-from daemon.looprun import run_loop
+from daemon.broker.looprun import run_loop
 
 
 async def _main_with_leftovers(ticks: list[int]) -> str:

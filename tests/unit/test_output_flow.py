@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from daemon.core.journal import FollowerHold, RunLog
 from daemon.core.runqueue import Run, RunRequest
 from daemon.core.runqueue.flow import OutputFlow
-from daemon.observe.jsonlines import json_lines
-from daemon.observe.logs import configure_logging
-from daemon.observe.output_log import OutputLog, _write_all
+from daemon.log.jsonlines import json_lines
+from daemon.log.logs import configure_logging
+from daemon.log.output_log import OutputLog, _write_all
 
 
 class Pipes:

@@ -1,17 +1,18 @@
-"""The store's statements that restate one another stay in step.
+"""The store's statements take each rule from its one home, and none is restated by hand.
 
-``SELECT_DUE`` (the planner's path) and ``CLAIM_PLAIN`` (the plain case) are each written out
-in full, so they spell out the same due rows twice: the same columns, decoded by the same
-``due_job``, and the same filter. The scheduler flags' words are in the SQL of both and of
-``OUTLOOK``, and in ``flag_value``. A change to one that misses the other fails here.
+``SELECT_DUE`` (the planner's path) and ``CLAIM_PLAIN`` (the plain case) read the same due rows
+(one fragment of columns and filter); the scheduler flags' words in the SQL of both and of
+``OUTLOOK`` are ``scheduler_flags``'s; the ``plain`` column is ``PLAIN_CASE`` rendered. A
+statement rewritten with a copy of its own fails here.
 """
 
 from __future__ import annotations
 
 import re
 
-from daemon.pg.store.postgres.rows import FALSE_WORDS, TRUE_WORDS
+from daemon.pg.store.plain_case import plain_sql
 from daemon.pg.store.queries.claim import CLAIM_PLAIN, OUTLOOK, SELECT_DUE
+from daemon.pg.store.scheduler_flags import ENABLED_KEY, FALSE_WORDS, PAUSED_KEY, TRUE_WORDS
 
 
 def _flat(sql: str) -> str:
@@ -34,13 +35,19 @@ def test_the_plain_claim_locks_the_rows_the_planners_path_locks() -> None:
     assert rows in _flat(CLAIM_PLAIN)
 
 
-def test_the_flag_words_are_the_same_in_sql_and_python() -> None:
+def test_the_flag_words_in_sql_are_the_pythons() -> None:
     for sql in (SELECT_DUE, CLAIM_PLAIN, OUTLOOK):
         flat = _flat(sql)
-        for key, words in (("paused", TRUE_WORDS), ("enabled", FALSE_WORDS)):
+        for key, words in ((PAUSED_KEY, TRUE_WORDS), (ENABLED_KEY, FALSE_WORDS)):
             found = re.findall(
-                rf"key = 'scheduler\.{key}' AND lower\(value #>> '{{}}'\) IN \(([^)]*)\)", flat
+                rf"key = '{re.escape(key)}' AND lower\(value #>> '{{}}'\) IN \(([^)]*)\)", flat
             )
             assert found, (key, sql)
             for listed in found:
-                assert {w.strip(" '") for w in listed.split(",")} == words
+                assert [w.strip(" '") for w in listed.split(",")] == list(words)
+
+
+def test_the_plain_column_is_the_plain_case_rendered() -> None:
+    plain = _flat(plain_sql(grace_s="$4"))
+    assert f"{plain} AS plain" in _flat(CLAIM_PLAIN)
+    assert "following_run_at > now()" in plain  # the fact the SQL reads from its own column

@@ -1,4 +1,4 @@
-"""Reloading the tasks file (issue 14): the registry swapped whole, a queued run of a removed
+"""Reloading the tasks file: the registry swapped whole, a queued run of a removed
 task refused with one result, a refused file leaving the old tasks, what status and health say."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from daemon import settings as settings_module
-from daemon.app import Broker
+from daemon.broker.app import Broker
+from daemon.broker.reload.waking import reload_forever, start_watching
+from daemon.broker.signals import Signals
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue, RunRequest
@@ -28,9 +30,7 @@ from daemon.core.tasks import (
 from daemon.face.status_text import reload_summary, render_status
 from daemon.observe.status import health_answer, status_answer
 from daemon.pg.fence import LeaseFence, lead_s
-from daemon.reload.waking import reload_forever, start_watching
 from daemon.settings import Settings, load_settings
-from daemon.signals import Signals
 from daemon.wire.codec import decode_request
 from daemon.wire.protocol import ControlRequest
 from tests.support.eventually import eventually_async
@@ -219,6 +219,7 @@ def test_a_bad_file_is_refused_and_the_old_tasks_stay(
     assert named in refused[0]["error"]
     status = status_answer(broker)["reload"]
     assert status["last_ok"] is False
+    assert status["last_error"] is not None
     assert named in status["last_error"]
     health = health_answer(broker)
     assert health["ok"] is True  # degraded, not dead: the old tasks still run
@@ -439,7 +440,7 @@ def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
 def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
     make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from daemon.reload import reloader as reloader_module
+    from daemon.broker.reload import reloader as reloader_module
 
     broker = make_broker()
     before, plans = dict(broker.tasks.tasks), list(broker.ticker.plans)
@@ -586,7 +587,7 @@ def test_reload_outcomes_are_counted_in_the_metrics(
 def test_without_inotify_a_change_during_start_up_is_still_reloaded(
     make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from daemon.reload import inotify
+    from daemon.broker.reload import inotify
 
     def unavailable() -> int:
         raise inotify.InotifyUnavailable("no inotify here")

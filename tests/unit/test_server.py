@@ -19,17 +19,17 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest
 from daemon.core.tasks import RunContext, Task, TaskRegistry
-from daemon.wire.answers import BUFFERED_BYTES_MAX, HOLD_BYTES, STREAMING
-from daemon.wire.binding import SocketInUse, bind_owner_only
+from daemon.server.answers import BUFFERED_BYTES_MAX, HOLD_BYTES, STREAMING
+from daemon.server.binding import SocketInUse, bind_owner_only
+from daemon.server.connection import Connection
+from daemon.server.server import SocketServer
 from daemon.wire.codec import encode_fields
-from daemon.wire.connection import Connection
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     ControlRequest,
     output_lines_event,
 )
 from daemon.wire.reasons import REASON_BUSY
-from daemon.wire.server import SocketServer
 from tests.support.frames import answer_events
 from tests.unit.conftest import JOB_ENV
 

@@ -1,5 +1,5 @@
 """The daemon's signal handlers only count and set events; report_signals logs what SIGUSR1
-and the ignored signals asked for; the shutdown's budget arithmetic (issue 23)."""
+and the ignored signals asked for; the shutdown's budget arithmetic."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import signal
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.shutdown import grace_cap_s, reserve_s
-from daemon.signal_plan import (
+from daemon.broker.shutdown import grace_cap_s, reserve_s
+from daemon.broker.signal_plan import (
     FAULT_SIGNALS,
     HANDLED_SIGNALS,
     IGNORED_SIGNALS,
@@ -18,7 +18,7 @@ from daemon.signal_plan import (
     STATUS_SIGNAL,
     STOP_SIGNALS,
 )
-from daemon.signals import Signals, report_signals
+from daemon.broker.signals import Signals, report_signals
 from tests.support.eventually import eventually_async
 
 

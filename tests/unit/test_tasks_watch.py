@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.reload import inotify
-from daemon.reload.watcher import TasksFileWatcher
+from daemon.broker.reload import inotify
+from daemon.broker.reload.watcher import TasksFileWatcher
 
 TASKS = '[tasks.a]\ncommand = ["true"]\n'
 

@@ -1,4 +1,4 @@
-"""The daemon works in ``/`` and starts its commands where it was started (issue 23)."""
+"""The daemon works in ``/`` and starts its commands where it was started."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from daemon.broker.workdir import leave_start_directory
 from daemon.core.process import ChildSupervisor, SpawnError
 from daemon.settings import load_settings
-from daemon.workdir import leave_start_directory
 from tests.unit.conftest import JOB_ENV
 
 

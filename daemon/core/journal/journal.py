@@ -4,7 +4,7 @@ Bounded three ways: the running run keeps its newest ``run_bytes_max`` bytes (``
 history keeps at most ``history_runs_max`` finished runs, and at most ``history_bytes_max``
 bytes of their lines together (the oldest runs go first). So the journal never holds more than
 ``run_bytes_max + history_bytes_max`` bytes of lines. The executor tells it when a run begins
-and ends; ``runbroker logs`` reads it (``daemon.wire.logs_select``).
+and ends; ``runbroker logs`` reads it (``daemon.server.logs_select``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from daemon.core.journal.ring import RunLog
 from daemon.core.runqueue import Run, RunResult
+from daemon.wire.control_shapes import JournalFigures
 
 RUN_BYTES_MAX = 1024 * 1024
 HISTORY_RUNS_MAX = 32
@@ -112,7 +113,7 @@ class Journal:
         current = self.current
         return self.history_bytes + (current.bytes if current is not None else 0)
 
-    def figures(self) -> dict[str, int]:
+    def figures(self) -> JournalFigures:
         """What ``status`` shows of the journal."""
         return {
             "bytes": self.bytes_held,

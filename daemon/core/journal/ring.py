@@ -25,7 +25,7 @@ from daemon.core.journal.sizes import LINE_BYTES, MARK_BYTES, line_bytes
 from daemon.core.journal.trim import oldest_to_drop
 from daemon.core.runqueue import Run, RunResult
 from daemon.core.runqueue.flow import OutputFlow
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.journal")
 

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.process")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.output")
 

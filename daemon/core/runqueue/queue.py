@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from daemon.core.runqueue.records import RunRequest, RunResult
 from daemon.core.runqueue.run import Listener, Run, Watcher, run_log_fields
-from daemon.observe.logs import get_logger, log_enabled
+from daemon.log.logs import get_logger, log_enabled
 from daemon.wire import protocol
 from daemon.wire.reasons import (
     CODE_QUEUE_FULL,

@@ -17,7 +17,7 @@ from typing import Any
 
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.runqueue.records import Event, RunRequest, RunResult, RunState
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.wire import protocol
 
 _log = get_logger("runbroker.runqueue")

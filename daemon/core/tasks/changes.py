@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from daemon.wire.control_shapes import ReloadCounts
+
 
 @dataclass(frozen=True)
 class TaskChanges:
@@ -18,7 +20,7 @@ class TaskChanges:
     changed: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> ReloadCounts:
         return {
             "added": len(self.added),
             "removed": len(self.removed),

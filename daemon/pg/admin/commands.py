@@ -36,10 +36,10 @@ from daemon.pg.admin.view import (
     runs_table,
     schedule_text,
 )
-from daemon.pg.migrate import as_tuples, load_migrations
 from daemon.pg.plan import plan_first_run, rfc3339_utc
 from daemon.pg.store.admin_records import JobError, JobExists, JobInvalid, NewJob
 from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from daemon.schedules import parse_schedule
 from daemon.settings import SettingsError, load_settings
@@ -57,7 +57,7 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
     now = None
     starts_now = args.at is not None and args.at.strip().lower() == "now"
     if starts_now:
-        now = await store.db_now()
+        now = await store.admin.db_now()
         spec = f"at {rfc3339_utc(now)}"
     try:
         schedule = parse_schedule(spec, args.tz)
@@ -65,7 +65,7 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
         raise UsageError(str(err)) from None
     check_interval_floor(schedule)
     if now is None:
-        now = await store.db_now()
+        now = await store.admin.db_now()
     first, following = plan_first_run(schedule, now, starts_now=starts_now)
     if first is None and not starts_now:
         raise UsageError(f"schedule {spec!r} has no occurrence after now")
@@ -82,7 +82,7 @@ async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]
         misfire=args.misfire,
         depends_on=deps,
     )
-    info = await store.add_job(job)
+    info = await store.admin.add_job(job)
     if not args.json:
         when = "-" if first is None else f"{local_time(first, info.tz)} ({_when(first)})"
         print(f"added job {info.name}: {schedule_text(info)}, next run {when}")
@@ -98,27 +98,27 @@ async def _command(store: PostgresStore, args: argparse.Namespace) -> dict[str, 
     if command == "add":
         return await _add(store, args)
     if command == "list":
-        jobs = await store.list_jobs()
+        jobs = await store.admin.list_jobs()
         if not args.json:
             print(jobs_table(jobs))
         return {"jobs": [job_dict(j) for j in jobs]}
     if command == "history":
         check_history(args)
-        runs = await store.history(args.name, args.limit)
+        runs = await store.admin.history(args.name, args.limit)
         if not args.json:
             print(runs_table(runs))
         return {"runs": [run_dict(r) for r in runs]}
     if command == "remove":
-        await store.remove_job(args.name)
+        await store.admin.remove_job(args.name)
         if not args.json:
             print(f"removed job {args.name}")
         return {"ok": True, "removed": args.name}
     if command in ("enable", "disable"):
-        info = await store.set_enabled(args.name, command == "enable")
+        info = await store.admin.set_enabled(args.name, command == "enable")
         if not args.json:
             print(f"{command}d job {info.name}")
         return job_dict(info)
-    info = await store.run_now(args.name)  # run-now
+    info = await store.admin.run_now(args.name)  # run-now
     if not args.json:
         print(f"job {info.name} is due now")
     return job_dict(info)
@@ -177,7 +177,7 @@ def main(argv: Sequence[str]) -> int:
 
 async def _migrate(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]:
     migrations = load_migrations()
-    applied = await store.migrate(as_tuples(migrations))
+    applied = await store.migrator.migrate(as_tuples(migrations))
     if not args.json:
         if applied:
             print("applied " + ", ".join(applied))

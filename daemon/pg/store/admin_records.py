@@ -1,6 +1,6 @@
 """The records and errors of the administration (``runbroker jobs``): not the runner's port.
 
-``PostgresStore`` takes a ``NewJob`` and answers with ``JobInfo`` and ``RunInfo``; a command
+``PostgresStore.admin`` takes a ``NewJob`` and answers with ``JobInfo`` and ``RunInfo``; a command
 that cannot be carried out raises a ``JobError`` whose text is the user's message.
 """
 

@@ -2,8 +2,8 @@
 
 The port is narrow on purpose: claim due jobs, heartbeat leases, write run records, read the
 scheduler flags and dependency states, prune, listen. Administration (``jobs add`` and
-friends) lives on ``PostgresStore`` only, its records in ``admin_records``. Times are aware
-UTC datetimes; "now" is always the database's clock, which ``claim`` hands to the planner.
+friends) is beside it (``PostgresStore.admin``), its records in ``admin_records``. Times are
+aware UTC datetimes; "now" is always the database's clock, which ``claim`` hands to the planner.
 """
 
 from __future__ import annotations

@@ -33,18 +33,22 @@ from daemon.pg.store.queries.admin import (
 )
 
 
-class PgAdminStore(PgPool):
-    """Jobs added, listed, removed, enabled, disabled and run now; the run history."""
+class PgAdminStore:
+    """Jobs added, listed, removed, enabled, disabled and run now; the run history. Built on the
+    pool of the ``PostgresStore`` it stands beside (``store.admin``)."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
 
     async def db_now(self) -> datetime:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             now: datetime = await conn.fetchval(DB_NOW)
         return now
 
     async def add_job(self, job: NewJob) -> JobInfo:
         deps = [{"job": d.job, "policy": d.policy} for d in job.depends_on]
         try:
-            async with self.connection() as conn, conn.transaction():
+            async with self._pool.connection() as conn, conn.transaction():
                 if deps:  # the jobs depended on exist, and stay until this one is in
                     names = sorted({d.job for d in job.depends_on})
                     found = {row["name"] for row in await conn.fetch(LOCK_JOB_NAMES, names)}
@@ -72,17 +76,17 @@ class PgAdminStore(PgPool):
         return job_info(row)
 
     async def list_jobs(self) -> list[JobInfo]:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             rows = await conn.fetch(LIST_JOBS)
         return [job_info(row) for row in rows]
 
     async def remove_job(self, name: str) -> None:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             if await conn.fetchval(DELETE_JOB, name) is None:
                 raise JobNotFound(f"no job named {name!r}")
 
     async def set_enabled(self, name: str, enabled: bool) -> JobInfo:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             row = await conn.fetchrow(SET_ENABLED, name, enabled)
         if row is None:
             raise JobNotFound(f"no job named {name!r}")
@@ -90,7 +94,7 @@ class PgAdminStore(PgPool):
 
     async def run_now(self, name: str) -> JobInfo:
         """Make the job due now and wake every replica; refused while it runs or is disabled."""
-        async with self.connection() as conn, conn.transaction():
+        async with self._pool.connection() as conn, conn.transaction():
             row = await conn.fetchrow(LOCK_JOB, name)
             if row is None:
                 raise JobNotFound(f"no job named {name!r}")
@@ -103,7 +107,7 @@ class PgAdminStore(PgPool):
         return job_info(updated)
 
     async def history(self, name: str | None, limit: int) -> list[RunInfo]:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             if name is not None and await conn.fetchval(JOB_ID, name) is None:
                 raise JobNotFound(f"no job named {name!r}")
             rows = await conn.fetch(HISTORY, name, limit)

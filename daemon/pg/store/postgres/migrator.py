@@ -14,14 +14,18 @@ from daemon.pg.store.queries.admin import (
 )
 
 
-class PgMigrator(PgPool):
-    """Applies the migration files (``daemon.pg.migrate`` reads them); safe from several
-    replicas at once: the second waits for the lock and finds nothing to do."""
+class PgMigrator:
+    """Applies the migration files (``daemon.pg.store.migrate`` reads them); safe from several
+    replicas at once: the second waits for the lock and finds nothing to do. Built on the pool
+    of the ``PostgresStore`` it stands beside (``store.migrator``)."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
 
     async def migrate(self, migrations: Sequence[tuple[int, str, str, str]]) -> list[str]:
         """Apply the (version, name, checksum, sql) not yet applied, under an advisory lock."""
         applied: list[str] = []
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             await conn.execute(LOCK_MIGRATIONS)
             try:
                 await conn.execute(CREATE_MIGRATIONS_TABLE)

@@ -62,15 +62,16 @@ def transaction_if(
 
 
 class PgPool:
-    """The connections every part of the PostgreSQL store works through."""
+    """The connections every part of the PostgreSQL store works through: ``PostgresStore``
+    makes one and its parts share it."""
 
     def __init__(
         self,
         dsn: str,
         *,
-        max_size: int = 4,
+        max_size: int,
+        connect_timeout_s: float,
         command_timeout_s: float = 15.0,
-        connect_timeout_s: float = 5.0,
         application_name: str = "runbroker",
     ) -> None:
         self._dsn = dsn

@@ -145,35 +145,6 @@ def parse_dependencies(value: Any) -> tuple[Dependency, ...]:
     return tuple(deps)
 
 
-# The due filter and OUTLOOK restate these words in SQL; tests/unit/test_pg_queries.py keeps
-# them in step.
-TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-FALSE_WORDS = frozenset({"false", "0", "no", "off"})
-
-
-def flag_value(value: Any, default: bool) -> bool:
-    """A settings value as a bool: JSON true/false, or the words above; else the default."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if value is not None else ""
-    if text in TRUE_WORDS:
-        return True
-    if text in FALSE_WORDS:
-        return False
-    return default
-
-
-def interval_value(value: Any) -> float | None:
-    """``scheduler.interval_seconds`` as a positive float, or None when unset or invalid."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds > 0 and seconds == seconds and seconds != float("inf") else None
-
-
 def job_info(row: asyncpg.Record) -> JobInfo:
     return JobInfo(
         id=row["id"],

@@ -1,6 +1,7 @@
 """The runner's ``JobStore`` on PostgreSQL: claim, outlook, heartbeat, write, dependencies,
-prune, listen and the schema's version. Its statements are in ``queries.claim`` and
-``queries.runs``."""
+prune, listen and the schema's version. It owns the one pool; the administration (``admin``)
+and the migrator (``migrator``) are built on it beside the runner's side. Its statements are in
+``queries.claim`` and ``queries.runs``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from daemon.pg.migrate import latest_migration_version
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
@@ -21,16 +21,12 @@ from daemon.pg.store.base import (
     WriteBatch,
     WriteOutcome,
 )
+from daemon.pg.store.migrate import latest_migration_version
+from daemon.pg.store.postgres.admin_store import PgAdminStore
 from daemon.pg.store.postgres.listen import PgListening, start_listening
+from daemon.pg.store.postgres.migrator import PgMigrator
 from daemon.pg.store.postgres.pool import SCHEMA_NOT_MIGRATED, PgPool, transaction_if
-from daemon.pg.store.postgres.rows import (
-    EPOCH,
-    due_job,
-    finishes_json,
-    flag_value,
-    interval_value,
-    plans_json,
-)
+from daemon.pg.store.postgres.rows import EPOCH, due_job, finishes_json, plans_json
 from daemon.pg.store.queries.admin import SCHEMA_VERSION
 from daemon.pg.store.queries.claim import CLAIM, CLAIM_PLAIN, OUTLOOK, SELECT_DUE
 from daemon.pg.store.queries.runs import (
@@ -42,10 +38,24 @@ from daemon.pg.store.queries.runs import (
     PRUNE,
     RELEASE,
 )
+from daemon.pg.store.scheduler_flags import read_flags
 
 
-class PgRunnerStore(PgPool):
-    """What the Postgres runner asks of its store (``JobStore``), over the pool."""
+class PostgresStore:
+    """What the Postgres runner asks of its store (``JobStore``), over the pool it owns; the
+    ``jobs`` commands' side is ``admin``, ``runbroker migrate``'s is ``migrator``."""
+
+    def __init__(self, dsn: str, *, max_size: int = 4, connect_timeout_s: float = 5.0) -> None:
+        self._pool = PgPool(dsn, max_size=max_size, connect_timeout_s=connect_timeout_s)
+        self.admin = PgAdminStore(self._pool)
+        self.migrator = PgMigrator(self._pool)
+
+    def __repr__(self) -> str:  # never show the DSN
+        return f"{type(self).__name__}(<dsn hidden>)"
+
+    async def close(self) -> None:
+        """Close the pool, which the administration and the migrator share."""
+        await self._pool.close()
 
     async def claim(
         self,
@@ -62,7 +72,7 @@ class PgRunnerStore(PgPool):
         runs the first one claimed."""
         if limit <= 0:
             return []
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             rows = await conn.fetch(CLAIM_PLAIN, limit, owner, lease_s, misfire_grace_s)
         claimed = []
         for row in rows:
@@ -81,7 +91,7 @@ class PgRunnerStore(PgPool):
     async def _claim_planned(
         self, owner: str, limit: int, lease_s: float, planner: Planner
     ) -> list[Claimed]:
-        async with self.connection() as conn, conn.transaction():
+        async with self._pool.connection() as conn, conn.transaction():
             rows = await conn.fetch(SELECT_DUE, limit)
             if not rows:
                 return []
@@ -97,15 +107,11 @@ class PgRunnerStore(PgPool):
         return claimed
 
     async def outlook(self) -> Outlook:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             row = await conn.fetchrow(OUTLOOK)
         due_in_s = row["due_in_s"]
         return Outlook(
-            SchedulerFlags(
-                paused=flag_value(row["paused"], False),
-                enabled=flag_value(row["enabled"], True),
-                interval_s=interval_value(row["interval_s"]),
-            ),
+            read_flags(row["paused"], row["enabled"], row["interval_s"]),
             None if due_in_s is None else float(due_in_s),
         )
 
@@ -113,7 +119,7 @@ class PgRunnerStore(PgPool):
         """The leases renewed; for the others (rare: a lease lost), which jobs are gone."""
         if not job_ids:
             return Renewal(set())
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             rows = await conn.fetch(HEARTBEAT, list(job_ids), owner, lease_s)
             kept = {row["id"] for row in rows}
             missing = [job_id for job_id in job_ids if job_id not in kept]
@@ -127,7 +133,7 @@ class PgRunnerStore(PgPool):
         starts = [s for s in batch.starts if s.run_id not in finishing]
         written: set[int] = set()
         one_statement = not starts and not batch.releases  # FINISH alone needs no BEGIN
-        async with self.connection() as conn, transaction_if(conn, not one_statement):
+        async with self._pool.connection() as conn, transaction_if(conn, not one_statement):
             if starts:
                 await conn.execute(
                     MARK_STARTED,
@@ -155,7 +161,7 @@ class PgRunnerStore(PgPool):
     async def dependency_states(
         self, names: Sequence[str], scheduled_for: datetime
     ) -> dict[str, DependencyState]:
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             rows = await conn.fetch(DEPENDENCY_STATES, list(names), scheduled_for)
         found = {
             row["name"]: DependencyState(True, row["pending"], row["last_status"]) for row in rows
@@ -166,20 +172,20 @@ class PgRunnerStore(PgPool):
     async def prune(self, retention_s: float, batch: int = 5000) -> int:
         total = 0
         while True:
-            async with self.connection() as conn:
+            async with self._pool.connection() as conn:
                 deleted = await conn.fetchval(PRUNE, retention_s, batch)
             total += int(deleted or 0)
             if not deleted or deleted < batch:
                 return total
 
     async def listen(self, on_message: Callable[[str], None]) -> PgListening:
-        return await start_listening(await self.connect(), on_message)
+        return await start_listening(await self._pool.connect(), on_message)
 
     async def schema_problem(self) -> str | None:
         """Why the schema does not fit this runbroker (not migrated, or older than its newest
         migration), or None. A newer schema is fine: a newer replica has migrated it."""
         expected = latest_migration_version()
-        async with self.connection() as conn:
+        async with self._pool.connection() as conn:
             try:
                 version = await conn.fetchval(SCHEMA_VERSION)
             except asyncpg.exceptions.UndefinedTableError:

@@ -5,73 +5,73 @@ next_run_at), so finding due rows is an index range scan whatever the table's si
 lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at, and
 the lease filter skips only the runs in flight now (migration 0003).
 
-``SELECT_DUE`` and ``CLAIM_PLAIN`` read the same due rows, each statement written out in full:
-the columns (times clamped to the years 1-9999 Python's datetime holds, as integers, so that a
-row written by hand with '-infinity', 'infinity' or a date BC cannot fail the claim of every row
-in its batch; no statement here returns a raw timestamp column) and the filter (enabled, due,
-not leased, the scheduler neither paused nor disabled).
-``tests/unit/test_pg_queries.py`` keeps the two, and the flag words, in step.
+Each statement is a constant built at import from the fragments below, each written once: the
+due rows' columns and filter (shared by ``SELECT_DUE`` and ``CLAIM_PLAIN``), the scheduler's
+flags (their words are ``scheduler_flags``'s, shared with ``OUTLOOK``) and the plain case
+(``plain_case``'s, which the planner evaluates too).
 """
 
-# The planner's path: lock the due rows, plan each in Python, then CLAIM, in one transaction.
-SELECT_DUE = """
-SELECT
-    id, name, task_type, payload::text AS payload, schedule, time_zone,
+from daemon.pg.store.plain_case import plain_sql
+from daemon.pg.store.scheduler_flags import (
+    ENABLED_KEY,
+    FALSE_WORDS,
+    INTERVAL_KEY,
+    PAUSED_KEY,
+    TRUE_WORDS,
+)
+
+
+def _text(value: str) -> str:
+    """A constant as an SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _one_of(words: tuple[str, ...]) -> str:
+    return ", ".join(_text(word) for word in words)
+
+
+# A settings row that stops claiming: paused, or the scheduler disabled.
+_NOT_CLAIMING = f"""SELECT 1 FROM runbroker_settings
+    WHERE (key = {_text(PAUSED_KEY)} AND lower(value #>> '{{}}') IN ({_one_of(TRUE_WORDS)}))
+       OR (key = {_text(ENABLED_KEY)} AND lower(value #>> '{{}}') IN ({_one_of(FALSE_WORDS)}))"""  # noqa: S608 (built from the constants above)
+
+# A due row's columns: times clamped to the years 1-9999 Python's datetime holds, as integers,
+# so that a row written by hand with '-infinity', 'infinity' or a date BC cannot fail the claim
+# of every row in its batch (no statement here returns a raw timestamp column).
+_DUE_COLUMNS = """id, name, task_type, payload::text AS payload, schedule, time_zone,
     (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
      * 1000000)::int8 AS next_run_us,
     (extract(epoch FROM CASE WHEN scheduled_for IS NOT NULL THEN least(greatest(
         scheduled_for, timestamptz '0001-01-01 00:00:00+00'), timestamptz '9999-12-31 00:00:00+00')
      END) * 1000000)::int8 AS scheduled_for_us, attempt,
     max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
-    needs_schedule, lease_owner, current_run_id,
-    (extract(epoch FROM now()) * 1000000)::int8 AS db_now_us
-FROM scheduled_jobs
+    needs_schedule, lease_owner, current_run_id"""
+
+# The due rows, locked: enabled, due, not leased, the scheduler neither paused nor disabled;
+# at most $1, in the order they fell due.
+_DUE_ROWS = f"""FROM scheduled_jobs
 WHERE enabled AND next_run_at <= now()
   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-  AND NOT EXISTS (
-    SELECT 1 FROM runbroker_settings
-    WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
-       OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+  AND NOT EXISTS ({_NOT_CLAIMING})
 ORDER BY next_run_at
 LIMIT $1
-FOR UPDATE SKIP LOCKED
-"""
+FOR UPDATE SKIP LOCKED"""
 
-# The plain case in one statement: a fresh occurrence (no retry, no expired lease, no schedule
-# to recompute, a next_run_at in range: see EARLIEST_USABLE in plan.py) with none missed since
-# (following_run_at, migration 0004, is after now) and,
-# for misfire = skip, not later than the grace ($4 s): a run for (next_run_at, attempt 1), the
-# job leased, nothing else changed. Every due row it locked comes back; those without a run_id
-# are left to the planner's path.
-# The source of this rule is ``plan_claim`` (daemon/pg/plan.py): this restates its plain case
-# in SQL, and tests/integration/test_pg_claim_plain.py keeps the two in step.
-CLAIM_PLAIN = """
+# The planner's path: lock the due rows, plan each in Python, then CLAIM, in one transaction.
+SELECT_DUE = f"""
+SELECT {_DUE_COLUMNS},
+    (extract(epoch FROM now()) * 1000000)::int8 AS db_now_us
+{_DUE_ROWS}
+"""  # noqa: S608 (built from the constants above)
+
+# The plain case in one statement (``plain_case.PLAIN_CASE``, $4 the misfire grace in seconds):
+# a run for (next_run_at, attempt 1), the job leased, nothing else changed. Every due row it
+# locked comes back; those without a run_id are left to the planner's path.
+CLAIM_PLAIN = f"""
 WITH due AS MATERIALIZED (
-    SELECT
-        id, name, task_type, payload::text AS payload, schedule, time_zone,
-        (extract(epoch FROM greatest(next_run_at, timestamptz '0001-01-01 00:00:00+00'))
-         * 1000000)::int8 AS next_run_us,
-        (extract(epoch FROM CASE WHEN scheduled_for IS NOT NULL THEN least(greatest(
-            scheduled_for, timestamptz '0001-01-01 00:00:00+00'),
-            timestamptz '9999-12-31 00:00:00+00')
-         END) * 1000000)::int8 AS scheduled_for_us, attempt,
-        max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
-        needs_schedule, lease_owner, current_run_id, next_run_at,
-        lease_owner IS NULL AND NOT needs_schedule AND scheduled_for IS NULL
-          AND next_run_at >= timestamptz '0001-01-02 00:00:00+00' AND following_run_at > now()
-          AND (misfire = 'coalesce' OR next_run_at >= now() - $4 * interval '1 second')
-          AS plain
-    FROM scheduled_jobs
-    WHERE enabled AND next_run_at <= now()
-      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-      AND NOT EXISTS (
-        SELECT 1 FROM runbroker_settings
-        WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
-           OR (key = 'scheduler.enabled'
-               AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
-    ORDER BY next_run_at
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
+    SELECT {_DUE_COLUMNS}, next_run_at,
+    {plain_sql(grace_s="$4")} AS plain
+{_DUE_ROWS}
 ), runs AS (
     INSERT INTO job_runs (id, job_id, scheduled_for, attempt, status, owner)
     SELECT nextval('job_runs_id_seq'::regclass), id, next_run_at, 1, 'queued', $2
@@ -89,7 +89,7 @@ SELECT due.id, due.name, due.task_type, due.payload, due.schedule, due.time_zone
     due.next_run_us, due.scheduled_for_us, due.attempt, due.max_attempts, due.misfire,
     due.depends_on, due.needs_schedule, due.lease_owner, due.current_run_id, runs.id AS run_id
 FROM due LEFT JOIN runs ON runs.job_id = due.id
-"""
+"""  # noqa: S608 (built from the constants above)
 
 # A claim's plans are applied in the claim's transaction, in one statement: abandon the expired
 # runs, insert the new run rows (their ids drawn up front, so the jobs' update needs no join
@@ -144,15 +144,12 @@ SELECT job_id, id AS run_id FROM runs
 # what is due now. It is evaluated only while claiming (not paused, not disabled), and the claim
 # loop looks only after a claim that was not full: what is due now is then hardly more than the
 # runs in flight.
-OUTLOOK = """
+OUTLOOK = f"""
 SELECT
-    (SELECT value FROM runbroker_settings WHERE key = 'scheduler.paused') AS paused,
-    (SELECT value FROM runbroker_settings WHERE key = 'scheduler.enabled') AS enabled,
-    (SELECT value FROM runbroker_settings WHERE key = 'scheduler.interval_seconds') AS interval_s,
-    CASE WHEN NOT EXISTS (
-        SELECT 1 FROM runbroker_settings
-        WHERE (key = 'scheduler.paused' AND lower(value #>> '{}') IN ('true', '1', 'yes', 'on'))
-           OR (key = 'scheduler.enabled' AND lower(value #>> '{}') IN ('false', '0', 'no', 'off')))
+    (SELECT value FROM runbroker_settings WHERE key = {_text(PAUSED_KEY)}) AS paused,
+    (SELECT value FROM runbroker_settings WHERE key = {_text(ENABLED_KEY)}) AS enabled,
+    (SELECT value FROM runbroker_settings WHERE key = {_text(INTERVAL_KEY)}) AS interval_s,
+    CASE WHEN NOT EXISTS ({_NOT_CLAIMING})
     THEN extract(epoch FROM least(
         (SELECT next_run_at FROM scheduled_jobs
          WHERE enabled AND next_run_at < timestamptz 'infinity' AND lease_owner IS NULL
@@ -160,4 +157,4 @@ SELECT
         (SELECT min(lease_expires_at) FROM scheduled_jobs
          WHERE enabled AND next_run_at <= now() AND lease_owner IS NOT NULL)) - now())::float8
     END AS due_in_s
-"""
+"""  # noqa: S608 (built from the constants above)

@@ -23,8 +23,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Literal, TextIO
 
-from daemon.observe.jsonlines import json_lines
-from daemon.observe.logs import get_logger, json_log_stream, log_enabled
+from daemon.log.jsonlines import json_lines
+from daemon.log.logs import get_logger, json_log_stream, log_enabled
 
 OutputLogMode = Literal["json", "raw", "off"]
 OUTPUT_LOG_MODES: tuple[OutputLogMode, ...] = ("json", "raw", "off")

@@ -22,7 +22,7 @@ import socket
 import stat
 from pathlib import Path
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.wire.peer import peer_uid
 
 __all__ = ["SocketInUse", "bind_owner_only", "peer_uid"]

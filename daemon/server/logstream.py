@@ -18,7 +18,8 @@ from typing import Any
 from daemon.core.journal import FollowerHold, Journal, RunLog
 from daemon.core.runqueue import Event, Run, RunQueue
 from daemon.core.tasks import TaskRegistry
-from daemon.wire.answers import AnswerStream
+from daemon.server.answers import AnswerStream
+from daemon.server.logs_select import FirstRun, select
 from daemon.wire.codec import encode_event, encode_fields, encode_output
 from daemon.wire.logs_answers import (
     STATE_DONE,
@@ -31,7 +32,6 @@ from daemon.wire.logs_answers import (
     logs_waiting,
     runs_answer,
 )
-from daemon.wire.logs_select import FirstRun, select
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_STARTED,

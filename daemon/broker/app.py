@@ -1,6 +1,6 @@
 """Composition root: wires queue, executor, socket server, ticker, reaper and watchdog and (with
 a database) the Postgres runner, runs them in one TaskGroup until a stop signal, then shuts them
-down in order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.shutdown``).
+down in order within ``RUNBROKER_SHUTDOWN_TIMEOUT`` (``daemon.broker.shutdown``).
 """
 
 from __future__ import annotations
@@ -9,28 +9,28 @@ import asyncio
 import collections
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from daemon.cancel import cancel_run
+from daemon.broker.cancel import cancel_run
+from daemon.broker.engine import Engine
+from daemon.broker.gctune import tune_gc
+from daemon.broker.reload.reloader import TaskReloader
+from daemon.broker.reload.waking import reload_forever, start_watching
+from daemon.broker.shutdown import shutdown
+from daemon.broker.signals import Signals, report_signals, signal_name
+from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
-from daemon.core.executor import Executor
 from daemon.core.journal import Journal
-from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import Run, RunQueue
+from daemon.core.runqueue import Run
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
-from daemon.gctune import tune_gc
+from daemon.log.logs import get_logger
 from daemon.observe import status
-from daemon.observe.logs import get_logger
-from daemon.reload.reloader import TaskReloader
-from daemon.reload.waking import reload_forever, start_watching
+from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
-from daemon.shutdown import shutdown
-from daemon.signals import Signals, report_signals, signal_name
-from daemon.ticking import tick_plans
 from daemon.wire.protocol import ControlRequest
-from daemon.wire.server import SocketServer
 
 if TYPE_CHECKING:
     from daemon.observe.metrics_http import MetricsServer
@@ -58,20 +58,11 @@ class Broker:
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
         self.signals = signals
-        self.queue = RunQueue(settings.queue_capacity)
-        self.children = ChildSupervisor(job_dir=job_dir)
         self.journal = Journal(
             settings.output_run_bytes, settings.output_history_runs, settings.output_history_bytes
         )
-        self.executor = Executor(
-            self.queue,
-            tasks,
-            self.children,
-            default_grace_s=settings.grace_s,
-            output_log_mode=settings.output_log,
-            output_hold_s=settings.output_hold_s,
-            journal=self.journal,
-        )
+        engine = Engine.for_daemon(settings, tasks, self.journal, job_dir)
+        self.queue, self.children, self.executor = engine.queue, engine.children, engine.executor
         self.server = SocketServer(
             settings.socket,
             self.queue,
@@ -110,7 +101,7 @@ class Broker:
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
 
-    def control(self, request: ControlRequest) -> dict[str, Any]:
+    def control(self, request: ControlRequest) -> Mapping[str, Any]:
         if request.op == "status":
             return status.status_answer(self)
         if request.op == "health":

@@ -1,5 +1,5 @@
 """What the ticker runs, from the settings and the tasks: the ``default`` task at
-``RUNBROKER_INTERVAL`` (DESIGN.md, "Interval rules"), and every task with its own ``interval`` or
+``RUNBROKER_INTERVAL`` (the README, "Configuration"), and every task with its own ``interval`` or
 ``schedule`` in the tasks file. Intervals are held to bounds, with a warning when one is moved.
 """
 

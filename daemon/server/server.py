@@ -19,11 +19,11 @@ from pathlib import Path
 from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
-from daemon.wire.answers import CLOSED, AnswerStream
-from daemon.wire.binding import SocketInUse, bind_owner_only
-from daemon.wire.connection import Connection, ControlHandler
-from daemon.wire.deadlines import RequestDeadlines
-from daemon.wire.limits import ConnectionLimits
+from daemon.server.answers import CLOSED, AnswerStream
+from daemon.server.binding import SocketInUse, bind_owner_only
+from daemon.server.connection import Connection, ControlHandler
+from daemon.server.deadlines import RequestDeadlines
+from daemon.server.limits import ConnectionLimits
 from daemon.wire.protocol import REQUEST_DEADLINE_S
 
 __all__ = ["UNFINISHED_BYTES_MAX", "ControlHandler", "SocketInUse", "SocketServer"]

@@ -11,19 +11,19 @@ that the client learns why. A submit request its task refuses is answered with t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
+from daemon.server.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
+from daemon.server.binding import peer_uid
+from daemon.server.limits import ConnectionLimits
+from daemon.server.logstream import open_logs
 from daemon.wire import reasons
-from daemon.wire.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
-from daemon.wire.binding import peer_uid
 from daemon.wire.codec import decode_request, encode_event, rejection
-from daemon.wire.limits import ConnectionLimits
-from daemon.wire.logstream import open_logs
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     ControlRequest,
@@ -34,7 +34,7 @@ from daemon.wire.protocol import (
 
 log = get_logger("runbroker.server")
 
-ControlHandler = Callable[[ControlRequest], dict[str, Any]]
+ControlHandler = Callable[[ControlRequest], Mapping[str, Any]]
 
 
 class ConnectionServer(AnswerServer, Protocol):

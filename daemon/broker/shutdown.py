@@ -20,9 +20,9 @@ from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue
 from daemon.exits import EXIT_FATAL, EXIT_OK
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
+from daemon.server.server import SocketServer
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL
-from daemon.wire.server import SocketServer
 
 log = get_logger("runbroker.app")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import resource
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.server")
 

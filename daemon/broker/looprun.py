@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.loop")
 

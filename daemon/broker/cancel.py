@@ -9,10 +9,10 @@ from typing import Any
 
 from daemon.core.executor import CANCEL_ALREADY_REQUESTED, Executor
 from daemon.core.runqueue import RunQueue, run_log_fields
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.wire import control_answers as answers
 
-log = get_logger("runbroker.app")  # the broker's own lines, as before this module was split off
+log = get_logger("runbroker.app")  # the broker's own lines
 
 
 def cancel_run(queue: RunQueue, executor: Executor, run_id: str) -> dict[str, Any]:

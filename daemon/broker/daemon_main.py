@@ -10,7 +10,7 @@ import sys
 
 from daemon.core.tasks import TaskConfigError, build_registry
 from daemon.exits import EXIT_CONFIG, EXIT_FATAL
-from daemon.observe.logs import configure_logging, get_logger
+from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
 
 
@@ -61,11 +61,11 @@ def main(command: list[str], early_signals: list[int]) -> int:
 
     import uvloop
 
-    from daemon.app import run_broker
+    from daemon.broker.app import run_broker
+    from daemon.broker.looprun import run_loop
+    from daemon.broker.workdir import leave_start_directory
     from daemon.core.subreaper import MODE_NONE, adopt_orphans
-    from daemon.looprun import run_loop
-    from daemon.wire.server import SocketInUse
-    from daemon.workdir import leave_start_directory
+    from daemon.server.server import SocketInUse
 
     reaper = adopt_orphans()  # before any job can leave an orphan
     job_dir = leave_start_directory()  # every path is absolute by now

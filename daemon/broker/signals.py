@@ -1,4 +1,4 @@
-"""The running daemon's signal handlers (``daemon.signal_plan`` says what each signal does):
+"""The running daemon's signal handlers (``daemon.broker.signal_plan`` says what each signal does):
 a stop signal is counted (the first asks for the drain, a second forces the exit), SIGHUP asks
 for a reload of the tasks file, SIGUSR1 for a status line, and the others are noted for the
 log. Handlers only count and set events; ``report_signals`` and the app act on them.
@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from daemon.observe.logs import get_logger
-from daemon.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
+from daemon.broker.signal_plan import IGNORED_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, STOP_SIGNALS
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.signals")
 
@@ -58,7 +58,7 @@ def signal_name(signum: int | None) -> str | None:
     return None if signum is None else signal.Signals(signum).name
 
 
-async def report_signals(signals: Signals, status: Callable[[], dict[str, Any]]) -> None:
+async def report_signals(signals: Signals, status: Callable[[], Mapping[str, Any]]) -> None:
     """Log what SIGUSR1 and the ignored signals asked for, until cancelled."""
 
     async def statuses() -> None:

@@ -11,9 +11,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from daemon.observe.logs import get_logger
-from daemon.reload.reloader import WATCH_INOTIFY, TaskReloader
-from daemon.reload.watcher import TasksFileWatcher
+from daemon.broker.reload.reloader import WATCH_INOTIFY, TaskReloader
+from daemon.broker.reload.watcher import TasksFileWatcher
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.reload")
 

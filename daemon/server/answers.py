@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from daemon.core.runqueue import Event, Run
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
+from daemon.server.deadlines import RequestDeadlines
 from daemon.wire.codec import encode_fields, encode_output
-from daemon.wire.deadlines import RequestDeadlines
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
 
 BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted

@@ -10,7 +10,7 @@ one log line naming the problem (the file, and the line for a TOML error), the o
 settings are read once at start-up and never reloaded. A file the watch reports but whose
 bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
 the file: a handler module installed since); SIGHUP and ``runbroker reload`` always reload,
-and first re-arm a file watch that was lost (``resync_watch``). ``daemon.reload.waking`` is
+and first re-arm a file watch that was lost (``resync_watch``). ``daemon.broker.reload.waking`` is
 the loop that SIGHUP and the file watch wake.
 """
 
@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.broker.ticking import tick_plans
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import (
     TaskChanges,
@@ -35,10 +36,10 @@ from daemon.core.tasks import (
     tasks_from_bytes,
 )
 from daemon.core.ticker import Ticker
-from daemon.observe.logs import get_logger
+from daemon.log.logs import get_logger
 from daemon.settings import Settings
-from daemon.ticking import tick_plans
 from daemon.wire.control_answers import reload_answer
+from daemon.wire.control_shapes import ReloadStatus
 from daemon.wire.reasons import CODE_RELOAD_REFUSED, CODE_SHUTTING_DOWN, REASON_CLOSED
 
 log = get_logger("runbroker.reload")
@@ -205,7 +206,7 @@ class TaskReloader:
         return reload_answer(outcome.ok, outcome.reason, names, outcome.code)
 
     # -- what status and health say -----------------------------------------------------------
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ReloadStatus:
         last = self.last
         return {
             "tasks_file": None if self.path is None else str(self.path),

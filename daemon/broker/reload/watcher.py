@@ -23,8 +23,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.observe.logs import get_logger
-from daemon.reload import inotify
+from daemon.broker.reload import inotify
+from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.reload")
 

@@ -1,7 +1,7 @@
 """Schema migrations: the numbered ``.sql`` files shipped in ``daemon/pg/store/migrations``.
 
 ``NNNN_name.sql`` files are applied in order, each in its own transaction, and recorded in
-``runbroker_migrations``; ``PostgresStore.migrate`` holds an advisory lock meanwhile, so
+``runbroker_migrations``; ``store.migrator.migrate`` holds an advisory lock meanwhile, so
 several replicas may run ``runbroker migrate`` at once and the second finds nothing to do.
 """
 

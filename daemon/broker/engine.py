@@ -1,0 +1,58 @@
+"""The part of a broker that runs jobs: one bounded queue, the supervisor of the jobs' processes
+and the one executor that takes the queue's runs in order.
+
+The daemon's ``Broker`` and ``runbroker once`` both build it here, so a job runs the same way
+under either; the two compositions differ only in what each says below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from daemon.core.executor import Executor
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import RunQueue
+
+if TYPE_CHECKING:
+    from daemon.core.journal import Journal
+    from daemon.core.tasks import TaskRegistry
+    from daemon.settings import Settings
+
+
+@dataclass(frozen=True)
+class Engine:
+    queue: RunQueue
+    children: ChildSupervisor
+    executor: Executor
+
+    @classmethod
+    def for_daemon(
+        cls, settings: Settings, tasks: TaskRegistry, journal: Journal, job_dir: str | None
+    ) -> Engine:
+        """The daemon's: a queue of ``RUNBROKER_QUEUE_CAPACITY`` runs, the jobs' lines in the log
+        as ``RUNBROKER_OUTPUT_LOG`` says and in ``journal`` for ``runbroker logs``; commands start
+        in ``job_dir`` (None: the daemon's own directory)."""
+        queue = RunQueue(settings.queue_capacity)
+        children = ChildSupervisor(job_dir=job_dir)
+        executor = Executor(
+            queue,
+            tasks,
+            children,
+            default_grace_s=settings.grace_s,
+            output_log_mode=settings.output_log,
+            output_hold_s=settings.output_hold_s,
+            journal=journal,
+        )
+        return cls(queue, children, executor)
+
+    @classmethod
+    def for_once(cls, settings: Settings, tasks: TaskRegistry) -> Engine:
+        """``runbroker once``'s: room for its one run; the job's lines are the caller's to show,
+        not the log's, and no journal keeps them (no ``logs`` client can ask)."""
+        queue = RunQueue(capacity=1)
+        children = ChildSupervisor()
+        executor = Executor(
+            queue, tasks, children, default_grace_s=settings.grace_s, output_log_mode=None
+        )
+        return cls(queue, children, executor)

@@ -1,0 +1,122 @@
+"""The shapes of the ``status`` and ``health`` answers, as mypy checks them.
+
+Scripts and probes read these answers (``runbroker status --json``, ``health``), so their
+fields are part of the wire: the builders return these types and cannot drop or rename a field
+unseen. What each field means is in the README ("Observability").
+"""
+
+from typing import Literal, NotRequired, TypedDict
+
+
+class QueueFigures(TypedDict):
+    capacity: int
+    waiting: int
+    accepted: int
+    rejected_full: int
+    rejected_closed: int
+    finished: int
+    closed: bool
+
+
+class RunSummary(TypedDict):
+    id: str
+    task: str
+    trigger: str
+
+
+class CurrentRun(RunSummary):
+    elapsed_ms: int
+
+
+class WaitingRun(RunSummary):
+    position: int
+
+
+class RecentRun(RunSummary):
+    ok: NotRequired[bool]
+    reason: NotRequired[str]
+    code: NotRequired[str]  # beside a reason (``reasons.CODE_*``), empty without one
+    exit_code: NotRequired[int | None]
+    duration_ms: NotRequired[int]
+    finished_at: str | None
+
+
+class TickSummary(TypedDict):
+    task: str
+    schedule: str
+    tz: str | None
+    next_at: str | None
+    last_at: str | None
+
+
+class ReloadCounts(TypedDict):
+    added: int
+    removed: int
+    changed: int
+    unchanged: int
+
+
+class ReloadStatus(TypedDict):
+    tasks_file: str | None
+    watch: str  # inotify, signal, lost or none
+    last_at: str | None
+    last_source: str | None  # signal, file or request
+    last_ok: bool | None
+    last_changes: ReloadCounts | None
+    last_error: str | None
+    last_failed_at: str | None
+
+
+class JournalFigures(TypedDict):
+    bytes: int
+    runs: int
+    run_bytes_max: int
+    history_runs_max: int
+    history_bytes_max: int
+
+
+class UnusableJob(TypedDict):
+    job: str
+    error: str
+
+
+class DatabaseStatus(TypedDict):
+    up: bool
+    down_for_s: float | None
+    listening: bool
+    owner: str
+    claiming: bool
+    paused: bool
+    enabled: bool
+    held_runs: int
+    unwritten_results: int
+    claims_total: int
+    lease_reclaims_total: int
+    schedule_lag_s: float
+    unusable_jobs: list[UnusableJob]
+
+
+class StatusAnswer(TypedDict):
+    event: Literal["status"]
+    ok: Literal[True]
+    pid: int
+    reaper: str  # pid1, subreaper or none
+    uptime_s: float
+    queue: QueueFigures
+    current: CurrentRun | None
+    waiting: list[WaitingRun]
+    recent: list[RecentRun]
+    ticks: list[TickSummary]
+    reload: ReloadStatus
+    journal: JournalFigures
+    database: DatabaseStatus | None
+
+
+class HealthAnswer(TypedDict):
+    event: Literal["health"]
+    ok: bool
+    reason: str
+    code: NotRequired[str]  # ``unhealthy``, beside a reason
+    ready: bool
+    ready_reason: str
+    warnings: NotRequired[list[str]]
