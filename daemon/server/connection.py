@@ -35,6 +35,7 @@ from daemon.wire.protocol import (
     SubmitRequest,
     clip,
 )
+from daemon.wire.segments import SegmentCache
 
 log = get_logger("runbroker.server")
 
@@ -48,6 +49,7 @@ class ConnectionServer(AnswerServer, Protocol):
     queue: RunQueue
     tasks: TaskRegistry
     journal: Journal
+    segments: SegmentCache  # what ``logs`` readers send, encoded once for them all
     control: ControlHandler
     allowed_uids: frozenset[int]
     connections: set[Connection]
@@ -207,7 +209,9 @@ class Connection(AnswerStream):
             self.state = STREAMING
             if request.op == "logs":
                 self.batch = request.batch
-                self.source = open_logs(self, server.journal, server.queue, server.tasks, request)
+                self.source = open_logs(
+                    self, server.journal, server.queue, server.tasks, request, server.segments
+                )
                 return
             self._send(encode_event(**server.control(request)))
             self._finish()
