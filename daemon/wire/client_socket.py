@@ -82,7 +82,8 @@ class Connection:
     ) -> Iterator[dict[str, Any]]:
         """Answer lines as dicts until the server closes (unknown lines skipped); before each
         wait for more, ``before_wait`` (a flush). ``batches``: asked for, an ``output`` line's
-        ``bytes`` of lines follow it, given as its ``data``.
+        ``bytes`` of lines follow it, given as its ``data``: a view of them that lasts until the
+        next answer line is asked for (``bytes(data)`` keeps a copy).
 
         Read into one buffer that is kept (``recv_into``): a follower of a chatty run takes
         megabytes a second, and a fresh object a read costs the kernel a page fault for each
@@ -97,10 +98,11 @@ class Connection:
                     event, stop = frame
                     if end < stop:
                         break  # the rest of its lines has yet to come
-                    event["data"] = bytes(memoryview(buffer)[start:stop])
+                    event["data"] = data = memoryview(buffer)[start:stop]
                     start = scanned = stop
                     frame = None
                     yield event
+                    data.release()  # its bytes are the buffer's, for the next read to reuse
                     continue
                 newline = buffer.find(b"\n", scanned, end)
                 if newline < 0:

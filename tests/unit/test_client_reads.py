@@ -8,6 +8,7 @@ import json
 from typing import Any, cast
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +76,7 @@ def test_every_answer_line_and_batch_arrives_whole_in_order_however_the_bytes_co
         got = []
         for event in connection.events(None, batches=True):
             if event["event"] == "output":
-                got.append((event["stream"], event["data"]))
+                got.append((event["stream"], bytes(event["data"])))
             else:
                 got.append(("overdue", event["reason"]))
     assert got == [_expected(answer) for answer in answers]
@@ -88,6 +89,22 @@ def test_a_batch_larger_than_the_buffer_grows_it_and_arrives_whole() -> None:
     data = batch_frame("r1", "stdout", *big) + b'{"event":"done","ok":true,"id":"r1"}\n'
     with mock.patch.object(client_socket, "RECV_BYTES", 16):
         connection = client_socket.Connection(cast(Any, PiecesSocket(data, [7, 16, 3])))
-        got = list(connection.events(None, batches=True))
-    assert [event["event"] for event in got] == ["output", "done"]
-    assert got[0]["data"] == "".join(f"{line}\n" for line in big).encode()
+        got = [
+            (event["event"], bytes(event.get("data", b"")))
+            for event in connection.events(None, batches=True)
+        ]
+    assert got == [("output", "".join(f"{line}\n" for line in big).encode()), ("done", b"")]
+
+
+def test_a_batchs_lines_are_a_view_that_lasts_until_the_next_answer_line() -> None:
+    """Read in place, not copied: kept past the next answer line, the view says so at once
+    rather than show the bytes a later read put there."""
+    data = batch_frame("r1", "stdout", "one") + batch_frame("r1", "stdout", "two")
+    connection = client_socket.Connection(cast(Any, PiecesSocket(data, [4096])))
+    events = connection.events(None, batches=True)
+    first = next(events)
+    assert bytes(first["data"]) == b"one\n"
+    second = next(events)
+    assert bytes(second["data"]) == b"two\n"
+    with pytest.raises(ValueError, match="released"):
+        bytes(first["data"])
