@@ -22,6 +22,7 @@ from daemon.server.answers import CLOSED, DRAINING, READING, STREAMING, AnswerSe
 from daemon.server.binding import peer_uid
 from daemon.server.limits import ConnectionLimits
 from daemon.server.logstream import open_logs
+from daemon.server.segments import SegmentCache
 from daemon.wire.codec import decode_request, encode_event, rejection
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
@@ -35,7 +36,6 @@ from daemon.wire.protocol import (
     SubmitRequest,
     clip,
 )
-from daemon.wire.segments import SegmentCache
 
 log = get_logger("runbroker.server")
 

@@ -20,6 +20,7 @@ from daemon.core.runqueue import Event, Run, RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.server.answers import AnswerStream
 from daemon.server.logs_select import FirstRun, select
+from daemon.server.segments import SEGMENT_LINES, SegmentCache
 from daemon.wire.codec import encode_event, encode_fields, encode_output
 from daemon.wire.logs_answers import (
     STATE_DONE,
@@ -38,7 +39,6 @@ from daemon.wire.protocol import (
     ControlRequest,
     done_event,
 )
-from daemon.wire.segments import SEGMENT_LINES, SegmentCache
 
 
 class LogReader:

@@ -24,8 +24,8 @@ from daemon.server.binding import SocketInUse, bind_owner_only
 from daemon.server.connection import Connection, ControlHandler
 from daemon.server.deadlines import RequestDeadlines
 from daemon.server.limits import ConnectionLimits
+from daemon.server.segments import SegmentCache
 from daemon.wire.protocol import REQUEST_DEADLINE_S
-from daemon.wire.segments import SegmentCache
 
 __all__ = ["UNFINISHED_BYTES_MAX", "ControlHandler", "SocketInUse", "SocketServer"]
 

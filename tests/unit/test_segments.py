@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
-from daemon.wire.answers import AnswerStream
-from daemon.wire.logstream import LogReader
-from daemon.wire.segments import SegmentCache
+from daemon.server.answers import AnswerStream
+from daemon.server.logstream import LogReader
+from daemon.server.segments import SegmentCache
 
 DONE = RunResult(ok=True, exit_code=0, duration_ms=5)
 
