@@ -565,7 +565,7 @@ async def test_a_full_pipe_is_read_a_few_reads_a_turn_and_not_past_a_pause() -> 
     """A chatty job's pipe gives ``READS_A_TURN`` full reads at one readiness (bigger batches
     for everything downstream), and no read more once a reader holds the output back."""
     batches: list[int] = []
-    pause_at = [2]  # the batch a reader falls behind at, once
+    pause_at = [1]  # the batch a reader falls behind at, once
 
     def sink(_stream: str, lines: list[str]) -> None:
         batches.append(len(lines))
@@ -578,13 +578,13 @@ async def test_a_full_pipe_is_read_a_few_reads_a_turn_and_not_past_a_pause() -> 
     child = Child(sleeper.pid, {read_end: LineSplitter("stdout", sink)}, Poller())
     try:
         child._on_output(read_end)
-        assert len(batches) == 2, "read on past a pause"
-        assert child.read_bytes == 2 * READ_CHUNK_BYTES
+        assert len(batches) == 1, "read on past a pause"
+        assert child.read_bytes == READ_CHUNK_BYTES
         child.resume_output()
         batches.clear()
         child._on_output(read_end)
-        assert len(batches) == READS_A_TURN
-        assert child.read_bytes == (2 + READS_A_TURN) * READ_CHUNK_BYTES
+        assert len(batches) == READS_A_TURN > 1  # more than a read at one readiness
+        assert child.read_bytes == (1 + READS_A_TURN) * READ_CHUNK_BYTES
         assert select.select([read_end], [], [], 0)[0], "the pipe was read empty in one turn"
     finally:
         child.close()

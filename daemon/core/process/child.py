@@ -15,7 +15,9 @@ from daemon.core.process.lines import LineSplitter
 
 DRAIN_AFTER_EXIT_S = 1.0
 READ_CHUNK_BYTES = 64 * 1024
-READS_A_TURN = 4  # full reads of a pipe in one loop turn, at most
+# Full reads of a pipe in one loop turn, at most: bigger batches, but well within what a run's
+# journal keeps (a follower a turn behind must not find its lines dropped and hold the job).
+READS_A_TURN = 2
 # A job's pipes hold this much (Linux's default is 64 KiB): a job that writes a burst goes on
 # while the daemon reads, as it would into a file. Unprivileged, Linux allows up to
 # /proc/sys/fs/pipe-max-size (1 MiB by default); a refusal keeps the default.
