@@ -14,13 +14,18 @@ container's log driver would take it:
 2. detached: a run with no client: the job's own duration;
 3. attached: ``runbroker trigger chatty > file``: the trigger's wall time, and whether every
    line arrived (in the client's file and in the daemon's log);
-4. followers: a detached run with F ``runbroker logs chatty -f`` readers writing to files;
+4. followers: a detached run with F ``runbroker logs chatty -f`` readers writing to files,
+   against the same daemon with no follower and against the job alone; and, as the reference of
+   what following costs without runbroker on this machine, the job alone writing to a file
+   that F ``tail -c +1 -f`` readers follow, each into a file of its own. The four are measured
+   in turn in each round, so that the machine's noise falls on all of them alike;
 5. the daemon's peak memory (VmHWM) over the cases of a size, one daemon per mode.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -104,6 +109,14 @@ class Daemon:
                 return int(line.split()[1]) / 1024
         raise RuntimeError("no VmHWM")
 
+    def socket_count(self) -> int:
+        """The daemon's open sockets: its listening one, and a connection for each client."""
+        count = 0
+        for fd in Path(f"/proc/{self.proc.pid}/fd").iterdir():
+            with contextlib.suppress(OSError):  # closed meanwhile
+                count += os.readlink(fd).startswith("socket:")
+        return count
+
     def logged_output_lines(self) -> int:
         with self.log_path.open("rb") as log:
             return sum(1 for line in log if b'"run.output"' in line)
@@ -172,6 +185,7 @@ def followed(daemon: Daemon, followers: int, gate: Path, lines: int) -> tuple[fl
     )
     readers = []
     outs = []
+    sockets = daemon.socket_count()
     for index in range(followers):
         out = daemon.workdir / f"follower-{index}.out"
         outs.append(out)
@@ -185,9 +199,12 @@ def followed(daemon: Daemon, followers: int, gate: Path, lines: int) -> tuple[fl
             )
         )
         sink.close()
-    # Every follower has read the (empty) start of the run once its header went by: give
-    # them a moment to connect, then open the gate.
-    time.sleep(0.5)
+    # Open the gate once every follower is connected, and a moment later, when its request
+    # (sent at once) has been read: each follows the run from its (empty) start.
+    deadline = time.monotonic() + 60
+    while daemon.socket_count() < sockets + followers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
     with gate.open("w") as g:
         g.write("go\n")
     duration = read_duration_s(daemon.duration_file)
@@ -200,7 +217,81 @@ def followed(daemon: Daemon, followers: int, gate: Path, lines: int) -> tuple[fl
     return duration, counts
 
 
-def report_size(workdir: Path, lines: int, rounds: int, followers: int) -> None:
+def tailed(workdir: Path, lines: int, followers: int) -> float:
+    """The reference: the job alone writing to a file that ``followers`` ``tail -f`` readers
+    follow from its first byte, each into a file of its own; the job's duration. The readers
+    start (and settle) before the job, and are stopped once each has copied the whole file."""
+    duration_file = workdir / "duration-tailed"
+    out = workdir / "tailed.out"
+    out.write_bytes(b"")
+    readers = []
+    copies = [workdir / f"tail-{index}.out" for index in range(followers)]
+    for copy in copies:
+        with copy.open("wb") as sink:
+            readers.append(subprocess.Popen(["tail", "-c", "+1", "-f", str(out)], stdout=sink))
+    time.sleep(0.5)
+    with out.open("ab") as sink:
+        subprocess.run(
+            ["sh", "-c", job_script(lines, duration_file, None)], stdout=sink, check=True
+        )
+    duration = read_duration_s(duration_file)
+    size = out.stat().st_size
+    deadline = time.monotonic() + 600
+    while any(copy.stat().st_size < size for copy in copies) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    short = [count_lines(out) - count_lines(copy) for copy in copies]
+    for reader in readers:
+        reader.terminate()
+        reader.wait(60)
+    for path in (out, *copies):
+        path.unlink()
+    if any(short):
+        raise RuntimeError(f"a tail reader missed lines: {short}")
+    return duration
+
+
+def report_followers(workdir: Path, lines: int, rounds: int, followers: int) -> None:
+    """The job under ``followers`` ``logs -f`` readers, with none, alone, and alone under as
+    many ``tail -f`` readers, a round of each in turn; medians and each round's ratios."""
+    gate = workdir / "gate"
+    os.mkfifo(gate)
+    daemon = Daemon(workdir, lines, "json", gate)
+    cases: dict[str, list[float]] = {"alone": [], "none": [], "followed": [], "tailed": []}
+    short: list[int] = []
+    try:
+        for _ in range(rounds):
+            cases["alone"].append(alone(workdir, lines)[0])
+            cases["none"].append(followed(daemon, 0, gate, lines)[0])
+            many, counts = followed(daemon, followers, gate, lines)
+            cases["followed"].append(many)
+            short.extend(lines - count for count in counts)
+            cases["tailed"].append(tailed(workdir, lines, followers))
+    finally:
+        daemon.stop()
+        gate.unlink()
+    medians = {name: statistics.median(values) for name, values in cases.items()}
+    alone_s, none_s = medians["alone"], medians["none"]
+    print(
+        f"[json] {followers} followers, medians: alone {alone_s:.3f} s, runbroker with no "
+        f"follower {none_s:.3f} s, with {followers} logs -f {medians['followed']:.3f} s, alone "
+        f"with {followers} tail -f {medians['tailed']:.3f} s; lines missing from a follower "
+        f"{max(short, default=0)}"
+    )
+    print(
+        f"  logs -f / runbroker with none {medians['followed'] / none_s:.2f}x"
+        f" (each round {_ratios(cases['followed'], cases['none'])});"
+        f" logs -f / alone {medians['followed'] / alone_s:.2f}x"
+        f" ({_ratios(cases['followed'], cases['alone'])});"
+        f" reference: tail -f / alone {medians['tailed'] / alone_s:.2f}x"
+        f" ({_ratios(cases['tailed'], cases['alone'])})"
+    )
+
+
+def _ratios(values: list[float], bases: list[float]) -> str:
+    return " ".join(f"{value / base:.2f}" for value, base in zip(values, bases, strict=True))
+
+
+def report_size(workdir: Path, lines: int, rounds: int, followers: int, modes: list[str]) -> None:
     print(f"\n== {lines:,} lines of about 80 characters ({rounds} rounds, medians) ==")
     base_durations = []
     base_walls = []
@@ -211,7 +302,7 @@ def report_size(workdir: Path, lines: int, rounds: int, followers: int) -> None:
     job_s = statistics.median(base_durations)
     job_wall_s = statistics.median(base_walls)
     print(f"alone: job {job_s:.3f} s, wall {job_wall_s:.3f} s (its stdout to a file)")
-    for mode in ("json", "raw", "off"):
+    for mode in modes:
         daemon = Daemon(workdir, lines, mode, None)
         try:
             det = statistics.median(detached(daemon) for _ in range(rounds))
@@ -234,20 +325,7 @@ def report_size(workdir: Path, lines: int, rounds: int, followers: int) -> None:
             + f" | daemon peak RSS {peak:.1f} MiB"
         )
     if followers:
-        gate = workdir / "gate"
-        os.mkfifo(gate)
-        daemon = Daemon(workdir, lines, "json", gate)
-        try:
-            zero, _ = followed(daemon, 0, gate, lines)
-            many, counts = followed(daemon, followers, gate, lines)
-        finally:
-            daemon.stop()
-            gate.unlink()
-        short = [lines - c for c in counts]
-        print(
-            f"[json] {followers} logs -f followers: job {many:.3f} s = {many / zero:.2f}x the same"
-            f" daemon with none ({zero / job_s:.2f}x alone); lines missing per follower {short}"
-        )
+        report_followers(workdir, lines, rounds, followers)
 
 
 def main() -> None:
@@ -255,10 +333,16 @@ def main() -> None:
     parser.add_argument("--lines", type=int, nargs="+", default=[200_000, 2_000_000])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--followers", type=int, default=10)
+    parser.add_argument(
+        "--modes",
+        nargs="*",
+        default=["json", "raw", "off"],
+        help="the output log modes of the detached and attached cases (none: followers only)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rb-out-", dir="/tmp") as tmp:
         for lines in args.lines:
-            report_size(Path(tmp), lines, args.rounds, args.followers)
+            report_size(Path(tmp), lines, args.rounds, args.followers, args.modes)
 
 
 if __name__ == "__main__":

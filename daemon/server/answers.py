@@ -177,7 +177,10 @@ class AnswerStream(asyncio.Protocol):
             more = source.fill(self, budget)
         pending = self.pending
         if pending:
-            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            if len(pending) == 1:
+                self.transport.write(pending[0])
+            else:  # uvloop writes them together (a writev), without joining them first
+                self.transport.writelines(pending)
             pending.clear()
             self.pending_bytes = 0
             if self.holding is not None and self.stalled is None:

@@ -22,6 +22,7 @@ from daemon.server.answers import CLOSED, DRAINING, READING, STREAMING, AnswerSe
 from daemon.server.binding import peer_uid
 from daemon.server.limits import ConnectionLimits
 from daemon.server.logstream import open_logs
+from daemon.server.segments import SegmentCache
 from daemon.wire import reasons
 from daemon.wire.codec import decode_request, encode_event, rejection
 from daemon.wire.protocol import (
@@ -44,6 +45,7 @@ class ConnectionServer(AnswerServer, Protocol):
     queue: RunQueue
     tasks: TaskRegistry
     journal: Journal
+    segments: SegmentCache  # what ``logs`` readers send, encoded once for them all
     control: ControlHandler
     allowed_uids: frozenset[int]
     connections: set[Connection]
@@ -211,7 +213,9 @@ class Connection(AnswerStream):
             self.state = STREAMING
             if request.op == "logs":
                 self.batch = request.batch
-                self.source = open_logs(self, server.journal, server.queue, server.tasks, request)
+                self.source = open_logs(
+                    self, server.journal, server.queue, server.tasks, request, server.segments
+                )
                 return
             self._send(encode_event(**server.control(request)))
             self._finish()

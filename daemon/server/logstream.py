@@ -20,6 +20,7 @@ from daemon.core.runqueue import Event, Run, RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.server.answers import AnswerStream
 from daemon.server.logs_select import FirstRun, select
+from daemon.server.segments import SEGMENT_LINES, SegmentCache
 from daemon.wire.codec import encode_event, encode_fields, encode_output
 from daemon.wire.logs_answers import (
     STATE_DONE,
@@ -39,14 +40,16 @@ from daemon.wire.protocol import (
     done_event,
 )
 
-SEGMENT_LINES = 1024  # the most lines encoded at once (a batch, or an output line each)
-
 
 class LogReader:
     """One client's reading of one run's lines (a ``LineSource`` of its connection)."""
 
-    def __init__(self, stream: AnswerStream, journal: Journal, follow: bool) -> None:
+    def __init__(
+        self, stream: AnswerStream, journal: Journal, follow: bool, segments: SegmentCache
+    ) -> None:
         self.stream = stream
+        self.segments: SegmentCache | None = segments  # None once closed
+        segments.opened()
         self.hold = FollowerHold()  # the run's output, held back while this reader is behind
         self.journal = journal
         self.follow = follow
@@ -112,9 +115,18 @@ class LogReader:
             seq = first
         end = log.end_seq if stop is None else min(stop, log.end_seq)
         pending, run_id, sent, batch = stream.pending, log.run_id, 0, stream.batch
+        segments = self.segments
+        assert segments is not None
         while seq < end and sent < budget_bytes:
-            stream_name, at, lines = log.segment(seq, end, SEGMENT_LINES)
-            data = encode_output(logged_lines(run_id, stream_name, lines, at), batch)
+            # Cut on the grid (and at the marks): readers at different places meet on it, and
+            # then send the same segments, encoded once (``SegmentCache``).
+            most = SEGMENT_LINES - seq % SEGMENT_LINES
+            stream_name, at, lines = log.segment(seq, end, most)
+            key = (run_id, seq, len(lines), batch)
+            data = segments.get(key)
+            if data is None:
+                data = encode_output(logged_lines(run_id, stream_name, lines, at), batch)
+                segments.keep(key, data)
             while sent + len(data) > budget_bytes and len(lines) > 1:  # at most a line over
                 lines = lines[: max(1, len(lines) * (budget_bytes - sent) // len(data))]
                 data = encode_output(logged_lines(run_id, stream_name, lines, at), batch)
@@ -154,6 +166,9 @@ class LogReader:
         return encode_fields(EVENT_DONE, fields)
 
     def close(self) -> None:
+        if self.segments is not None:
+            self.segments.closed()
+            self.segments = None
         self.hold.release()
         if self.log is not None:
             self.log.unfollow(self.stream.wake, self.hold)
@@ -195,6 +210,7 @@ def open_logs(
     queue: RunQueue,
     tasks: TaskRegistry,
     request: ControlRequest,
+    segments: SegmentCache,
 ) -> LogReader | None:
     """Answer a ``logs`` request on ``stream``: its header, then the reader that sends the
     lines; None (and the refusal sent) when there is no such run, or for a list of runs."""
@@ -208,7 +224,7 @@ def open_logs(
         stream._send(encode_event(**logs_refusal(chosen)))
         stream._finish()
         return None
-    reader = LogReader(stream, journal, request.follow)
+    reader = LogReader(stream, journal, request.follow, segments)
     if isinstance(chosen, FirstRun):
         stream._send(encode_event(**logs_waiting(chosen.task)))
         reader.wait_for_first(queue, chosen.task)

@@ -24,6 +24,7 @@ from daemon.server.binding import SocketInUse, bind_owner_only
 from daemon.server.connection import Connection, ControlHandler
 from daemon.server.deadlines import RequestDeadlines
 from daemon.server.limits import ConnectionLimits
+from daemon.server.segments import SegmentCache
 from daemon.wire.protocol import REQUEST_DEADLINE_S
 
 __all__ = ["UNFINISHED_BYTES_MAX", "ControlHandler", "SocketInUse", "SocketServer"]
@@ -50,6 +51,7 @@ class SocketServer:
         self.queue = queue
         self.tasks = tasks
         self.journal = Journal() if journal is None else journal  # what `logs` reads
+        self.segments = SegmentCache()  # what `logs` readers send, encoded once for them all
         self.control = control
         self.allowed_uids = frozenset({0, os.getuid()}) if allowed_uids is None else allowed_uids
         self.deadlines = RequestDeadlines(request_deadline_s)

@@ -67,7 +67,6 @@ def left_sockets() -> int:
 class Connection:
     def __init__(self, sock: _socket.socket) -> None:
         self.sock = sock
-        self.buffer = b""
 
     def close(self) -> None:
         if _left_to_exit is not None:
@@ -83,34 +82,74 @@ class Connection:
     ) -> Iterator[dict[str, Any]]:
         """Answer lines as dicts until the server closes (unknown lines skipped); before each
         wait for more, ``before_wait`` (a flush). ``batches``: asked for, an ``output`` line's
-        ``bytes`` of lines follow it, given as its ``data``."""
-        buffer, start = self.buffer, 0
+        ``bytes`` of lines follow it, given as its ``data``: a view of them that lasts until the
+        next answer line is asked for (``bytes(data)`` keeps a copy).
+
+        Read into one buffer that is kept (``recv_into``): a follower of a chatty run takes
+        megabytes a second, and a fresh object a read costs the kernel a page fault for each
+        page of it, and a copy to join it to what came before."""
+        buffer = bytearray(4 * RECV_BYTES)
+        start = end = scanned = 0  # received, not taken: [start, end); no newline before scanned
+        frame: tuple[dict[str, Any], int] | None = None  # an output line awaiting its lines' end
+        timeout: float | None = -1.0  # the socket's, as last set
         while True:
-            while (newline := buffer.find(b"\n", start)) >= 0:
-                event = decode_event(buffer[start:newline])
-                size = event.get("bytes") if batches and event is not None else None
-                if type(size) is int and size >= 0 and event and event["event"] == EVENT_OUTPUT:
-                    end = newline + 1 + size
-                    if len(buffer) < end:
+            while True:
+                if frame is not None:
+                    event, stop = frame
+                    if end < stop:
                         break  # the rest of its lines has yet to come
-                    event["data"] = buffer[newline + 1 : end]
-                    start = end
-                else:
-                    start = newline + 1
-                if event is not None:
+                    event["data"] = data = memoryview(buffer)[start:stop]
+                    start = scanned = stop
+                    frame = None
                     yield event
-            self.buffer = buffer = buffer[start:]
-            start = 0
+                    data.release()  # its bytes are the buffer's, for the next read to reuse
+                    continue
+                newline = buffer.find(b"\n", scanned, end)
+                if newline < 0:
+                    scanned = end
+                    break
+                answer = decode_event(bytes(buffer[start:newline]))
+                start = scanned = newline + 1
+                if answer is None:
+                    continue
+                size = answer.get("bytes") if batches else None
+                if type(size) is int and size >= 0 and answer["event"] == EVENT_OUTPUT:
+                    frame = (answer, start + size)
+                    continue
+                yield answer
+            if start == end or len(buffer) - end < RECV_BYTES:  # all taken, or no room
+                buffer, frame = _moved_to_front(buffer, start, end, frame)
+                end, scanned, start = end - start, scanned - start, 0
             if before_wait is not None:
                 before_wait()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise TimeoutError
-            self.sock.settimeout(remaining)
-            chunk = self.sock.recv(RECV_BYTES)
-            if not chunk:
+            if remaining != timeout:
+                self.sock.settimeout(remaining)
+                timeout = remaining
+            count = self.sock.recv_into(memoryview(buffer)[end:], RECV_BYTES)
+            if not count:
                 return
-            self.buffer = buffer = buffer + chunk
+            end += count
+
+
+def _moved_to_front(
+    buffer: bytearray, start: int, end: int, frame: tuple[dict[str, Any], int] | None
+) -> tuple[bytearray, tuple[dict[str, Any], int] | None]:
+    """What is left of ``buffer`` (``[start, end)``) moved to its front, the buffer grown when
+    that leaves less than a read's room; a waiting ``frame``'s end moved with it."""
+    kept = end - start
+    if kept + RECV_BYTES > len(buffer):
+        grown = bytearray(2 * (kept + RECV_BYTES))
+        grown[:kept] = memoryview(buffer)[start:end]
+        buffer = grown
+    elif kept:
+        view = memoryview(buffer)
+        view[:kept] = view[start:end]
+    if frame is not None:
+        frame = (frame[0], frame[1] - start)
+    return buffer, frame
 
 
 def connect(path: str, request: Request) -> Connection:

@@ -41,10 +41,11 @@ class Printer:
         return stream
 
     def output(self, event: dict[str, Any]) -> None:
-        """An ``output`` event: a batch's lines (``data``, bytes) or one ``line``."""
+        """An ``output`` event: a batch's lines (``data``, bytes or a view of them) or one
+        ``line``."""
         stream = self.to(self.err if event.get("stream") == "stderr" else self.out)
         data = event.get("data")
-        if isinstance(data, bytes):
+        if isinstance(data, bytes | memoryview):
             _write_bytes(stream, data)
         else:
             stream.write(str(event.get("line", "")))
@@ -55,12 +56,12 @@ class Printer:
         lines, as a client that takes no batches is sent them."""
         out = self.to(self.out)
         data = event.get("data")
-        if event.get("event") != EVENT_OUTPUT or not isinstance(data, bytes):
+        if event.get("event") != EVENT_OUTPUT or not isinstance(data, bytes | memoryview):
             out.write(json.dumps(event, ensure_ascii=False) + "\n")
             return
         fields = {key: value for key, value in event.items() if key not in _BATCH_KEYS}
         at = fields.pop("at", None)
-        for line in data.decode("utf-8", "replace").split("\n")[:-1]:
+        for line in str(data, "utf-8", "replace").split("\n")[:-1]:
             fields["line"] = line
             if at is not None:
                 fields["at"] = at  # after ``line``, where the wire has it
@@ -96,13 +97,13 @@ class Printer:
 _BATCH_KEYS = frozenset({"bytes", "count", "data"})
 
 
-def _write_bytes(stream: TextIO, data: bytes) -> None:
+def _write_bytes(stream: TextIO, data: bytes | memoryview) -> None:
     """``data`` to the bytes beneath ``stream`` (after what its text layer holds), every byte:
     the raw stdout of PYTHONUNBUFFERED may take a write in parts. A stream without bytes
     beneath it (a test's) takes the text."""
     binary = getattr(stream, "buffer", None)
     if binary is None:
-        stream.write(data.decode("utf-8", "replace"))
+        stream.write(str(data, "utf-8", "replace"))
         return
     stream.flush()
     view = memoryview(data)

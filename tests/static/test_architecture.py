@@ -154,10 +154,10 @@ def test_only_the_store_speaks_to_postgres() -> None:
     assert all(_in(name, "daemon.pg.store") for name in users), users
 
 
-MODULE_LINES_MAX = 250
+MODULE_LINES_MAX = 400
 
 
-def test_every_module_holds_one_concern_in_at_most_250_lines() -> None:
+def test_every_module_holds_one_concern_in_at_most_400_lines() -> None:
     lines = {m.name: len(m.path.read_text().splitlines()) for m in MODULES}
     long = {name: count for name, count in lines.items() if count > MODULE_LINES_MAX}
     assert not long, f"split these by concern: {long}"

@@ -95,6 +95,9 @@ class _SlowTransport:
             self.paused = True
             self.protocol.pause_writing()
 
+    def writelines(self, pieces: list[bytes]) -> None:
+        self.write(b"".join(pieces))
+
     def can_write_eof(self) -> bool:
         return True
 

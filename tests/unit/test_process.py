@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import os
 import select
@@ -24,6 +25,16 @@ from daemon.core.process import (
     OutputSink,
     SpawnError,
     describe_returncode,
+)
+from daemon.core.process.child import (
+    _F_SETPIPE_SZ as F_SETPIPE_SZ,
+)
+from daemon.core.process.child import (
+    PIPE_BYTES,
+    READ_CHUNK_BYTES,
+    READS_A_TURN,
+    Child,
+    Poller,
 )
 from daemon.core.process.lines import LINE_LIMIT_BYTES, LineSplitter
 from daemon.core.process.reaper import UNCLAIMED_ZOMBIE_S, zombie_children
@@ -537,3 +548,46 @@ async def test_a_reader_holding_again_and_again_cannot_keep_a_run_open_past_its_
         with contextlib.suppress(ProcessLookupError):
             os.kill(writer, signal.SIGKILL)
     assert outcome == CommandOutcome(0)
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe of ``PIPE_BYTES`` that holds as many 80-byte lines as fit: its two ends."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, F_SETPIPE_SZ, PIPE_BYTES)
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 79 + b"\n")
+    return read_end, write_end
+
+
+async def test_a_full_pipe_is_read_a_few_reads_a_turn_and_not_past_a_pause() -> None:
+    """A chatty job's pipe gives ``READS_A_TURN`` full reads at one readiness (bigger batches
+    for everything downstream), and no read more once a reader holds the output back."""
+    batches: list[int] = []
+    pause_at = [1]  # the batch a reader falls behind at, once
+
+    def sink(_stream: str, lines: list[str]) -> None:
+        batches.append(len(lines))
+        if len(batches) in pause_at:
+            pause_at.clear()
+            child.pause_output()  # a reader behind: this read's lines are the last
+
+    read_end, write_end = _full_pipe()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "30")
+    child = Child(sleeper.pid, {read_end: LineSplitter("stdout", sink)}, Poller())
+    try:
+        child._on_output(read_end)
+        assert len(batches) == 1, "read on past a pause"
+        assert child.read_bytes == READ_CHUNK_BYTES
+        child.resume_output()
+        batches.clear()
+        child._on_output(read_end)
+        assert len(batches) == READS_A_TURN > 1  # more than a read at one readiness
+        assert child.read_bytes == (1 + READS_A_TURN) * READ_CHUNK_BYTES
+        assert select.select([read_end], [], [], 0)[0], "the pipe was read empty in one turn"
+    finally:
+        child.close()
+        os.close(write_end)
+        sleeper.kill()
+        await sleeper.wait()

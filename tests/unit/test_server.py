@@ -550,6 +550,9 @@ class _FakeTransport:
     def write(self, data: bytes) -> None:
         self.written += data
 
+    def writelines(self, pieces: list[bytes]) -> None:
+        self.write(b"".join(pieces))
+
     def close(self) -> None:
         self.closed = True
         self._ours.close()

@@ -15,6 +15,9 @@ from daemon.core.process.lines import LineSplitter
 
 DRAIN_AFTER_EXIT_S = 1.0
 READ_CHUNK_BYTES = 64 * 1024
+# Full reads of a pipe in one loop turn, at most: bigger batches, but well within what a run's
+# journal keeps (a follower a turn behind must not find its lines dropped and hold the job).
+READS_A_TURN = 2
 # A job's pipes hold this much (Linux's default is 64 KiB): a job that writes a burst goes on
 # while the daemon reads, as it would into a file. Unprivileged, Linux allows up to
 # /proc/sys/fs/pipe-max-size (1 MiB by default); a refusal keeps the default.
@@ -124,19 +127,30 @@ class Child:
             self.pidfd = -1
 
     def _on_output(self, fd: int) -> None:
-        try:
-            data = os.read(fd, READ_CHUNK_BYTES)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if data:
-            if len(data) == READ_CHUNK_BYTES and not self.grown:
-                self._grow_pipes()  # a chatty job: from its first full read
+        """Read what the pipe holds, up to ``READS_A_TURN`` full reads: a chatty job's lines
+        go on in bigger batches (to the journal, the clients, the log), each costing what a
+        batch costs, and the followers are written to, and woken, fewer times. A reader that
+        holds the output back (``pause_output``) stops it at once."""
+        splitter = self.pipes[fd]
+        for _ in range(READS_A_TURN):
+            try:
+                data = os.read(fd, READ_CHUNK_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._close_pipe(fd)
+                return
             self.read_bytes += len(data)
-            self.pipes[fd].feed(data)
-            return
-        self._close_pipe(fd)
+            if len(data) < READ_CHUNK_BYTES:  # the pipe is empty
+                splitter.feed(data)
+                return
+            if not self.grown:
+                self._grow_pipes()  # a chatty job: from its first full read
+            splitter.feed(data)
+            if self.paused:
+                return
 
     def _grow_pipes(self) -> None:
         """Pipes of ``PIPE_BYTES``: a burst of output goes on while the daemon reads, as it
