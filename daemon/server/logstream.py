@@ -37,7 +37,6 @@ from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_STARTED,
     ControlRequest,
-    done_event,
 )
 
 
@@ -152,15 +151,7 @@ class LogReader:
     def _done_line(self, log: RunLog) -> bytes:
         result = log.result
         assert result is not None
-        fields = done_event(
-            log.run_id,
-            result.ok,
-            result.reason,
-            result.duration_ms,
-            result.exit_code,
-            result.output,
-            result.wire_code,
-        )
+        fields = result.done_fields(log.run_id)
         if self.missed:
             fields["dropped_lines"] = self.missed
         return encode_fields(EVENT_DONE, fields)

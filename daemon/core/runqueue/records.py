@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from daemon.core.context_vars import ATTEMPT, JOB, SCHEDULED_FOR
 from daemon.core.rfc3339 import rfc3339_utc
+from daemon.wire.protocol import done_event
 from daemon.wire.reasons import CODE_FAILED, CODE_TIMEOUT, REASON_USER_CANCEL, cancel_code
 
 Trigger = Literal["tick", "external", "schedule", "once"]
@@ -74,6 +75,18 @@ class RunResult:
         if self.cancelled:
             return cancel_code(self.reason)
         return CODE_TIMEOUT if self.timed_out else CODE_FAILED
+
+    def done_fields(self, run_id: str) -> dict[str, Any]:
+        """The ``done`` event of this result, as every listener and ``logs`` reader sees it."""
+        return done_event(
+            run_id,
+            self.ok,
+            self.reason,
+            self.duration_ms,
+            self.exit_code,
+            self.output,
+            self.wire_code,
+        )
 
     @property
     def outcome(self) -> str:

@@ -147,15 +147,7 @@ class Run:
             self._tell_watcher("done")
             self._watcher = None
         if self._listeners:
-            fields = protocol.done_event(
-                self.id,
-                result.ok,
-                result.reason,
-                result.duration_ms,
-                result.exit_code,
-                result.output,
-                result.wire_code,
-            )
+            fields = result.done_fields(self.id)
             self.emit_fields(protocol.EVENT_DONE, fields)
             self._listeners.clear()
         if self._done is not None:
