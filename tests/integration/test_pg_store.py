@@ -299,6 +299,22 @@ async def test_paused_and_disabled_settings_stop_claims(
     flags = await store.scheduler_flags()
     assert (flags.paused, flags.enabled, flags.claiming) == (False, False, False)
     assert await store.claim("me", 5, 30.0, planner) == []
+    # A word with blanks around it, as a hand-edited row may have: the claim reads it as
+    # Python does, or the status would say paused while the replicas go on claiming.
+    await sql.execute(
+        "UPDATE runbroker_settings SET value = 'true' WHERE key = 'scheduler.enabled';"
+        "UPDATE runbroker_settings SET value = to_jsonb(E' Yes\\n'::text)"
+        " WHERE key = 'scheduler.paused'"
+    )
+    assert (await store.scheduler_flags()).paused
+    assert await store.claim("me", 5, 30.0, planner) == []
+    await sql.execute(
+        "UPDATE runbroker_settings SET value = 'false' WHERE key = 'scheduler.paused';"
+        "UPDATE runbroker_settings SET value = to_jsonb(E'\\toff '::text)"
+        " WHERE key = 'scheduler.enabled'"
+    )
+    assert not (await store.scheduler_flags()).enabled
+    assert await store.claim("me", 5, 30.0, planner) == []
     await sql.execute(
         "UPDATE runbroker_settings SET value = 'true' WHERE key = 'scheduler.enabled';"
         "UPDATE runbroker_settings SET value = '2.5' WHERE key = 'scheduler.interval_seconds'"

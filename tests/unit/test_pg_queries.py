@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from daemon.pg.store.plain_case import plain_sql
-from daemon.pg.store.queries.claim import CLAIM_PLAIN, OUTLOOK, SELECT_DUE
+from daemon.pg.store.queries.claim import CLAIM_PLAIN, FLAG_TEXT, OUTLOOK, SELECT_DUE
 from daemon.pg.store.scheduler_flags import ENABLED_KEY, FALSE_WORDS, PAUSED_KEY, TRUE_WORDS
 
 
@@ -40,7 +40,7 @@ def test_the_flag_words_in_sql_are_the_pythons() -> None:
         flat = _flat(sql)
         for key, words in ((PAUSED_KEY, TRUE_WORDS), (ENABLED_KEY, FALSE_WORDS)):
             found = re.findall(
-                rf"key = '{re.escape(key)}' AND lower\(value #>> '{{}}'\) IN \(([^)]*)\)", flat
+                rf"key = '{re.escape(key)}' AND {re.escape(FLAG_TEXT)} IN \(([^)]*)\)", flat
             )
             assert found, (key, sql)
             for listed in found:

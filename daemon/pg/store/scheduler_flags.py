@@ -13,8 +13,9 @@ PAUSED_KEY = "scheduler.paused"
 ENABLED_KEY = "scheduler.enabled"
 INTERVAL_KEY = "scheduler.interval_seconds"
 
-# A value reads as true or as false when its text, lowered, is one of these (Python also trims
-# it, the SQL does not).
+# A value reads as true or as false when its text, trimmed of these blanks and lowered, is one
+# of these words, in Python and in the claim's SQL alike.
+BLANKS = " \t\n\v\f\r"
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 
@@ -23,7 +24,7 @@ def flag_value(value: Any, default: bool) -> bool:
     """A settings value as a bool: JSON true/false, or the words above; else the default."""
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower() if value is not None else ""
+    text = str(value).strip(BLANKS).lower() if value is not None else ""
     if text in TRUE_WORDS:
         return True
     if text in FALSE_WORDS:

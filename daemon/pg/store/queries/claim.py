@@ -13,6 +13,7 @@ flags (their words are ``scheduler_flags``'s, shared with ``OUTLOOK``) and the p
 
 from daemon.pg.store.plain_case import plain_sql
 from daemon.pg.store.scheduler_flags import (
+    BLANKS,
     ENABLED_KEY,
     FALSE_WORDS,
     INTERVAL_KEY,
@@ -30,10 +31,14 @@ def _one_of(words: tuple[str, ...]) -> str:
     return ", ".join(_text(word) for word in words)
 
 
+# A settings value's text as a flag reads it: trimmed of BLANKS, lowered.
+FLAG_TEXT = "lower(btrim(value #>> '{}', " + " || ".join(f"chr({ord(c)})" for c in BLANKS) + "))"
+
+
 # A settings row that stops claiming: paused, or the scheduler disabled.
 _NOT_CLAIMING = f"""SELECT 1 FROM runbroker_settings
-    WHERE (key = {_text(PAUSED_KEY)} AND lower(value #>> '{{}}') IN ({_one_of(TRUE_WORDS)}))
-       OR (key = {_text(ENABLED_KEY)} AND lower(value #>> '{{}}') IN ({_one_of(FALSE_WORDS)}))"""  # noqa: S608 (built from the constants above)
+    WHERE (key = {_text(PAUSED_KEY)} AND {FLAG_TEXT} IN ({_one_of(TRUE_WORDS)}))
+       OR (key = {_text(ENABLED_KEY)} AND {FLAG_TEXT} IN ({_one_of(FALSE_WORDS)}))"""  # noqa: S608 (built from the constants above)
 
 # A due row's columns: times clamped to the years 1-9999 Python's datetime holds, as integers,
 # so that a row written by hand with '-infinity', 'infinity' or a date BC cannot fail the claim
