@@ -22,6 +22,7 @@ from typing import Any
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.schedules import Schedule
+from daemon.wire.protocol import MAX_ARGS as MAX_ARGS  # the wire's bound, held by the registry too
 from daemon.wire.reasons import (
     CODE_NOT_ALLOWED,
     CODE_UNKNOWN_TASK,
@@ -32,7 +33,6 @@ from daemon.wire.reasons import (
     unknown_task_reason,
 )
 
-MAX_ARGS = 256
 LISTED_TASKS = 30  # an unknown task's refusal names at most this many of the defined ones
 
 
