@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.backends import DaemonHandle, get_backend
-from tests.acceptance.harness import Workdir
-from tests.acceptance.pgsupport import fresh_database
+from tests.support.backends import DaemonHandle, get_backend
+from tests.support.harness import Workdir
+from tests.support.pgsupport import fresh_database
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon
+from tests.support.harness import Daemon
 
 StartDaemon = Callable[..., Daemon]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.harness import Workdir
+from tests.support.harness import Workdir
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ the probes run it, `runbroker migrate` as the one-shot service and the init cont
 and `runbroker run` with the compose broker's own command and environment.
 
 The daemon is PID 1 of a PID namespace and is entered with nsenter, as `docker exec` and a
-Docker health check would (tests/acceptance/harness.py). The database is the local PostgreSQL
+Docker health check would (tests/support/harness.py). The database is the local PostgreSQL
 (``RUNBROKER_TEST_DSN``, as in tests/integration); each test makes its own database and drops it.
 """
 
@@ -25,9 +25,9 @@ import pytest
 
 from daemon.pg.store.migrate import load_migrations
 from daemon.schedules.interval import parse_duration
-from tests.acceptance.harness import Daemon
-from tests.acceptance.pgsupport import fresh_database
-from tests.static.support import DEV_COMPOSE, compose_config, compose_invocations
+from tests.support.container_files import DEV_COMPOSE, compose_config, compose_invocations
+from tests.support.harness import Daemon
+from tests.support.pgsupport import fresh_database
 
 RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
 # A job that ignores SIGTERM and ends when the test creates the file it names.

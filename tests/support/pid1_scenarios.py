@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from daemon.broker.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
-from tests.acceptance.backends import DaemonHandle
+from tests.support.backends import DaemonHandle
 from tests.support.eventually import eventually
 
 __all__ = [
