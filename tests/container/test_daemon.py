@@ -22,11 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.test_reload import (
-    test_a_bad_file_is_refused_and_the_old_tasks_keep_working,
-    test_a_rename_over_the_file_is_picked_up,
-    test_sighup_reloads_a_task_that_can_then_be_triggered,
-)
 from tests.container.conftest import Engine
 from tests.support.backends import ComposeBackend, DaemonHandle
 from tests.support.eventually import eventually
@@ -36,6 +31,11 @@ from tests.support.pid1_scenarios import (
     test_orphans_leave_no_zombies,
     test_second_signal_forces_exit,
     test_sigterm_during_a_run,
+)
+from tests.support.reload_scenarios import (
+    test_a_bad_file_is_refused_and_the_old_tasks_keep_working,
+    test_a_rename_over_the_file_is_picked_up,
+    test_sighup_reloads_a_task_that_can_then_be_triggered,
 )
 
 __all__ = [
