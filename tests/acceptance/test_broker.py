@@ -11,14 +11,14 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.acceptance.harness import STUBBORN_HANDLER, Daemon
-from tests.acceptance.pid1_scenarios import (
+from tests.support.eventually import eventually
+from tests.support.harness import STUBBORN_HANDLER, Daemon
+from tests.support.pid1_scenarios import (
     test_every_signal_has_its_documented_effect,
     test_orphans_leave_no_zombies,
     test_second_signal_forces_exit,
     test_sigterm_during_a_run,
 )
-from tests.support.eventually import eventually
 
 __all__ = [  # run here as PID 1 of an unshare namespace; see pid1_scenarios
     "test_every_signal_has_its_documented_effect",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.harness import RUNBROKER, Daemon
-from tests.acceptance.pgsupport import jobs
 from tests.support.eventually import eventually
+from tests.support.harness import RUNBROKER, Daemon
+from tests.support.pgsupport import jobs
 
 StartDaemon = Callable[..., Daemon]
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.harness import Daemon
+from tests.support.harness import Daemon
 
 IDLE_CLIENTS = 200  # past a 128-descriptor limit
 

@@ -8,8 +8,8 @@ import os
 import signal
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon, children_of, host_pid_of
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon, children_of, host_pid_of
 
 # PID 1 of the namespace starts the daemon and outlives it (as an init whose container goes
 # on), so the namespace's end does not kill the job in its stead.

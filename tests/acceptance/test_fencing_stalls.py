@@ -14,9 +14,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, ledger_task, query, read_ledger, value
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon, Workdir
+from tests.support.pgsupport import jobs, ledger_task, query, read_ledger, value
 
 LEASE_S = 4.0
 GRACE_S = 1.0

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import jobs, ledger_task, query, read_ledger, value
 from tests.acceptance.tcpproxy import PartitionableProxy
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon, Workdir
+from tests.support.pgsupport import jobs, ledger_task, query, read_ledger, value
 
 LEASE_S = 4.0
 GRACE_S = 1.0

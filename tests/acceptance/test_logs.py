@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.acceptance.backends import DaemonHandle
+from tests.support.backends import DaemonHandle
 from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., DaemonHandle]

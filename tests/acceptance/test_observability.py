@@ -11,9 +11,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.acceptance.harness import Daemon
-from tests.acceptance.pgsupport import ADMIN_DSN, cli, database_url, jobs, query, value
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon
+from tests.support.pgsupport import ADMIN_DSN, cli, database_url, jobs, query, value
 
 StartDaemon = Callable[..., Daemon]
 

@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.acceptance.harness import RUNBROKER
 from tests.support.eventually import eventually
+from tests.support.harness import RUNBROKER
 
 # Records each run's start and end, and any overlap (mkdir is atomic), then waits for `go`.
 JOB = (

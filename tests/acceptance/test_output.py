@@ -13,7 +13,7 @@ from typing import IO
 
 import pytest
 
-from tests.acceptance.backends import DaemonHandle
+from tests.support.backends import DaemonHandle
 from tests.support.eventually import eventually
 
 StartDaemon = Callable[..., DaemonHandle]

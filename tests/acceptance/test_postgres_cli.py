@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import cli, database_url, value
+from tests.support.harness import Daemon, Workdir
+from tests.support.pgsupport import cli, database_url, value
 
 MALFORMED = [
     "not a url",

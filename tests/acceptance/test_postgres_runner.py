@@ -17,9 +17,9 @@ from datetime import timedelta
 
 import pytest
 
-from tests.acceptance.harness import Daemon, Workdir
-from tests.acceptance.pgsupport import cli, fresh_database, jobs, query, restart_server, value
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon, Workdir
+from tests.support.pgsupport import cli, fresh_database, jobs, query, restart_server, value
 
 TASKS = """
 [tasks.noop]

@@ -4,100 +4,29 @@ bad file refused with the old tasks still running; a reload under load that lose
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon
-
-StartDaemon = Callable[..., Daemon]
-
-ONE = """
-[tasks.first]
-command = ["sh", "-c", "echo first"]
-"""
-TWO = (
-    ONE
-    + """
-[tasks.second]
-command = ["sh", "-c", "echo second"]
-"""
+from tests.support.reload_scenarios import (
+    ONE,
+    TWO,
+    StartDaemon,
+    reload_status,
+    replace_file,
+    test_a_bad_file_is_refused_and_the_old_tasks_keep_working,
+    test_a_rename_over_the_file_is_picked_up,
+    test_sighup_reloads_a_task_that_can_then_be_triggered,
+    unwatched_tasks_file,
 )
 
-
-def _replace(path: Path, text: str) -> None:
-    staged = path.with_name(f".{path.name}.tmp")
-    staged.write_text(text)
-    os.replace(staged, path)
-
-
-def _status(daemon: Daemon) -> dict[str, object]:
-    done = daemon.exec("status", "--json")
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)["reload"]
-    assert isinstance(answer, dict)
-    return answer
-
-
-def _unwatched(workdir: Path, first: str, then: str) -> tuple[Path, Callable[[], None]]:
-    """A tasks file reached through a symlink to a directory (``current``) that the watch
-    does not cover, and the swap of that link: a change only SIGHUP or ``reload`` sees."""
-    for version, text in (("v1", first), ("v2", then)):
-        (workdir / version).mkdir()
-        (workdir / version / "tasks.toml").write_text(text)
-    (workdir / "current").symlink_to("v1")
-    (workdir / "etc").mkdir()
-    (workdir / "etc" / "tasks.toml").symlink_to("../current/tasks.toml")
-
-    def swap() -> None:
-        (workdir / "current.new").symlink_to("v2")
-        os.replace(workdir / "current.new", workdir / "current")
-
-    return workdir / "etc" / "tasks.toml", swap
-
-
-def test_sighup_reloads_a_task_that_can_then_be_triggered(
-    start_daemon: StartDaemon, workdir: Path
-) -> None:
-    path, swap = _unwatched(workdir, ONE, TWO)
-    daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})
-    assert daemon.exec("trigger", "second").returncode == 2  # not defined yet
-    swap()
-    daemon.signal(signal.SIGHUP)
-    (reloaded,) = daemon.log.wait_for("tasks.reloaded")
-    assert (reloaded["source"], reloaded["added_tasks"]) == ("signal", ["second"])
-    second = daemon.exec("trigger", "second")
-    assert second.returncode == 0, second.stderr
-    assert second.stdout.strip() == "second"
-    assert daemon.exec("trigger", "first").returncode == 0
-
-
-def test_a_bad_file_is_refused_and_the_old_tasks_keep_working(
-    start_daemon: StartDaemon, workdir: Path
-) -> None:
-    daemon = start_daemon(tasks_toml=TWO)
-    _replace(workdir / "tasks.toml", ONE + "[tasks.broken\n")
-    (refused,) = daemon.log.wait_for("tasks.reload_refused")
-    assert "line 4" in refused["error"]
-    assert refused["file"] == str(workdir / "tasks.toml")
-    assert daemon.exec("trigger", "second").returncode == 0  # the old tasks stay
-    status = _status(daemon)
-    assert status["last_ok"] is False
-    assert "line 4" in str(status["last_error"])
-    text = daemon.exec("status")
-    assert "FAILED, the old tasks still run" in text.stdout
-    health = daemon.exec("health")
-    assert health.returncode == 0  # degraded: a restart would not even start
-    assert "warning: the last reload of the tasks file failed" in health.stdout
-    asked = daemon.exec("reload")
-    assert asked.returncode == 1
-    assert "runbroker: reload refused: " in asked.stderr
-    # one line per refusal (the log may reach the test after the answer: wait for it)
-    assert len(daemon.log.wait_for("tasks.reload_refused", count=2)) == 2
+__all__ = [
+    "test_a_bad_file_is_refused_and_the_old_tasks_keep_working",
+    "test_a_rename_over_the_file_is_picked_up",
+    "test_sighup_reloads_a_task_that_can_then_be_triggered",
+]
 
 
 def test_a_file_nested_too_deeply_is_refused_and_the_daemon_stays_up(
@@ -106,7 +35,9 @@ def test_a_file_nested_too_deeply_is_refused_and_the_daemon_stays_up(
     """tomllib raises RecursionError on it: a refusal by the watch, by SIGHUP and over the
     socket, never an exception that ends the daemon or leaves the client without an answer."""
     daemon = start_daemon(tasks_toml=TWO)
-    _replace(workdir / "tasks.toml", "[tasks.first]\ncommand = " + "[" * 3000 + "]" * 3000 + "\n")
+    replace_file(
+        workdir / "tasks.toml", "[tasks.first]\ncommand = " + "[" * 3000 + "]" * 3000 + "\n"
+    )
     (refused,) = daemon.log.wait_for("tasks.reload_refused")
     assert "RecursionError" in refused["error"]
     daemon.signal(signal.SIGHUP)
@@ -115,7 +46,7 @@ def test_a_file_nested_too_deeply_is_refused_and_the_daemon_stays_up(
     assert asked.returncode == 1, asked.stderr
     assert "RecursionError" in asked.stderr
     assert daemon.exec("trigger", "second").returncode == 0  # up, with the old tasks
-    _replace(workdir / "tasks.toml", ONE)
+    replace_file(workdir / "tasks.toml", ONE)
     daemon.log.wait_for("tasks.reloaded")
     assert daemon.exec("reload").returncode == 0
 
@@ -137,7 +68,7 @@ def test_a_handler_module_raising_a_base_exception_at_import_is_a_refused_reload
     daemon = start_daemon(tasks_toml=ONE, env={"PYTHONPATH": str(workdir)})
     refusals = 0
     for module in BASE_EXCEPTIONS_AT_IMPORT:
-        _replace(workdir / "tasks.toml", ONE + f"[tasks.bad]\nhandler = '{module}:run'\n")
+        replace_file(workdir / "tasks.toml", ONE + f"[tasks.bad]\nhandler = '{module}:run'\n")
         refusals += 1
         daemon.log.wait_for("tasks.reload_refused", count=refusals)
         daemon.signal(signal.SIGHUP)
@@ -185,14 +116,14 @@ def test_a_fifo_as_the_tasks_file_is_refused_and_never_hangs_pid_1(
 
 
 def test_runbroker_reload_prints_the_outcome(start_daemon: StartDaemon, workdir: Path) -> None:
-    path, swap = _unwatched(workdir, ONE, TWO.replace("echo first", "echo changed"))
+    path, swap = unwatched_tasks_file(workdir, ONE, TWO.replace("echo first", "echo changed"))
     daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})
     swap()
     done = daemon.exec("reload")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "reloaded: 1 added (second), 0 removed, 1 changed (first), 0 unchanged\n"
     assert daemon.exec("trigger", "first").stdout.strip() == "changed"
-    status = _status(daemon)
+    status = reload_status(daemon)
     assert status["last_source"] == "request"
     assert status["last_changes"] == {"added": 1, "removed": 0, "changed": 1, "unchanged": 0}
     again = daemon.exec("reload")
@@ -239,18 +170,7 @@ def test_a_configmap_symlink_swap_is_picked_up_without_a_signal(
     _configmap_version(volume, "..2026_03_02_08_57_00.3", ONE)
     daemon.log.wait_for("tasks.reloaded", lambda line: line["removed_tasks"] == ["second"])
     assert daemon.exec("trigger", "second").returncode == 2
-    assert _status(daemon)["watch"] == "inotify"
-
-
-def test_a_rename_over_the_file_is_picked_up(start_daemon: StartDaemon, workdir: Path) -> None:
-    daemon = start_daemon(tasks_toml=ONE)
-    _replace(workdir / "tasks.toml", TWO)
-    (reloaded,) = daemon.log.wait_for("tasks.reloaded")
-    assert reloaded["source"] == "file"
-    assert reloaded["added"] == 1
-    assert daemon.exec("trigger", "second").returncode == 0
-    # That a burst of events is one reload is tested on the debounce itself (unit tier):
-    # counting reload lines here, right after the first, could not see a second one coming.
+    assert reload_status(daemon)["watch"] == "inotify"
 
 
 LOADED = """
@@ -285,7 +205,7 @@ def test_a_reload_under_load_loses_nothing(start_daemon: StartDaemon, workdir: P
             clients.append(("flips", daemon.popen("trigger", "flips")))
         if number == 1:  # the first ones are queued while flips is still defined
             daemon.log.wait_for("run.queued", lambda line: line["task"] == "flips", count=3)
-        _replace(path, version(number))
+        replace_file(path, version(number))
         if number % 2:
             daemon.signal(signal.SIGHUP)
         else:

@@ -9,8 +9,8 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon
 
 StartDaemon = Callable[..., Daemon]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.harness import STUBBORN_HANDLER, Daemon, children_of
-from tests.acceptance.pid1_scenarios import RUNNING_JOB, check_every_signal
 from tests.support.eventually import eventually
+from tests.support.harness import STUBBORN_HANDLER, Daemon, children_of
+from tests.support.pid1_scenarios import RUNNING_JOB, check_every_signal
 
 StartDaemon = Callable[..., Daemon]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.harness import RUNBROKER
 from tests.support.eventually import eventually
+from tests.support.harness import RUNBROKER
 
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 NOBODY_UID = pwd.getpwnam("nobody").pw_uid

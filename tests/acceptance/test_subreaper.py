@@ -9,8 +9,8 @@ import os
 import signal
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon, children_of, host_pid_of
 from tests.support.eventually import eventually
+from tests.support.harness import Daemon, children_of, host_pid_of
 
 # PID 1 of the namespace, like tini or docker-init without -s: it starts the daemon and waits
 # for that one child by pid, reaping nothing else.

@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from tests.acceptance.harness import Daemon
+from tests.support.harness import Daemon
 
 TASKS = """
 [tasks.pwd]

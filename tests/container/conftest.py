@@ -1,5 +1,5 @@
 """Fixtures of the container tier: the real engine (podman behind its Docker-compatible API,
-tests/container/podman_engine.py), the images scripts/test-container built, and compose
+tests/support/podman_engine.py), the images scripts/test-container built, and compose
 projects with unique names that are always taken down."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance import backends
-from tests.acceptance.backends import ComposeCLI
-from tests.container import podman_engine
-from tests.container.podman_engine import (
+from tests.support import backends, podman_engine
+from tests.support.backends import ComposeCLI
+from tests.support.container_files import docker_compose
+from tests.support.podman_engine import (
     ENGINE_FILES,
     PODMAN_OVERRIDE,
     POSTGRES_IMAGE,
@@ -28,7 +28,6 @@ from tests.container.podman_engine import (
     TEST_IMAGE,
     HealthChecks,
 )
-from tests.static.support import docker_compose
 
 COMMAND_TIMEOUT_S = 120.0
 UP_TIMEOUT_S = 180.0

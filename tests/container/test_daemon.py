@@ -4,7 +4,7 @@ the acceptance suite's compose backend), and everything else goes through ``exec
 ``kill`` and the image's HEALTHCHECK.
 
 Behaviour tests of the acceptance suite run here too, unchanged, with this module's
-``start_daemon``: the daemon in a container instead of a PID namespace of the test process
+``daemon_backend``: the daemon in a container instead of a PID namespace of the test process
 (three of PID 1's scenarios; three of reloading: ``podman kill --signal HUP``, a rename over
 the bind-mounted file seen by the watch inside the container, a refused file). They are
 imported below under their own names."""
@@ -12,31 +12,29 @@ imported below under their own names."""
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.acceptance.backends import ComposeBackend, DaemonHandle
-from tests.acceptance.harness import Workdir
-from tests.acceptance.pid1_scenarios import (
+from tests.container.conftest import Engine
+from tests.support.backends import Backend, ComposeBackend, DaemonHandle
+from tests.support.eventually import eventually
+from tests.support.pid1_scenarios import (
     test_every_signal_has_its_documented_effect,
     test_orphans_leave_no_zombies,
     test_second_signal_forces_exit,
     test_sigterm_during_a_run,
 )
-from tests.acceptance.test_reload import (
+from tests.support.reload_scenarios import (
     test_a_bad_file_is_refused_and_the_old_tasks_keep_working,
     test_a_rename_over_the_file_is_picked_up,
     test_sighup_reloads_a_task_that_can_then_be_triggered,
 )
-from tests.container.conftest import Engine
-from tests.support.eventually import eventually
 
 __all__ = [
     "test_a_bad_file_is_refused_and_the_old_tasks_keep_working",
@@ -54,31 +52,10 @@ SHUTDOWN_BUDGET_S = 8.0  # RUNBROKER_SHUTDOWN_TIMEOUT's default, which the daemo
 
 
 @pytest.fixture
-def workdir() -> Iterator[Path]:
-    work = Workdir()
-    os.chmod(work.path, 0o755)  # noqa: S103
-    try:
-        yield work.path
-    finally:
-        work.cleanup()
-
-
-@pytest.fixture
-def start_daemon(engine: Engine, workdir: Path) -> Iterator[StartDaemon]:
-    """``runbroker run`` as PID 1 of a container of its own compose project; taken down
-    (``compose down --volumes``) at teardown."""
-    started: list[DaemonHandle] = []
-
-    def start(*command: str, **kwargs: Any) -> DaemonHandle:
-        daemon = ComposeBackend().start(workdir, command, **kwargs)
-        started.append(daemon)
-        return daemon
-
-    try:
-        yield start
-    finally:
-        for daemon in started:
-            daemon.stop()
+def daemon_backend(engine: Engine) -> Backend:
+    """``runbroker run`` as PID 1 of a container of its own compose project, taken down
+    (``compose down --volumes``) when the test's daemon stops."""
+    return ComposeBackend()
 
 
 def _container(daemon: DaemonHandle) -> str:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.backends import REPO, ComposeCLI
 from tests.container.conftest import Engine, wait_for_name
-from tests.container.podman_engine import RUNTIME_IMAGE
+from tests.support.backends import REPO, ComposeCLI
 from tests.support.eventually import eventually
+from tests.support.podman_engine import RUNTIME_IMAGE
 
 PROD_DIR = REPO / "deploy" / "compose"
 PODMAN_PROD_OVERRIDE = REPO / "tests" / "container" / "compose.podman.prod.yml"

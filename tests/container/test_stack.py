@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.pgsupport import query, value
 from tests.container.conftest import Stack
 from tests.support.eventually import eventually
+from tests.support.pgsupport import query, value
 
 TESTS_RUN_TIMEOUT_S = 900.0
 

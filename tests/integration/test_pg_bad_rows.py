@@ -16,7 +16,7 @@ import asyncpg
 from daemon.pg.admin.view import jobs_table
 from daemon.pg.store.postgres import PostgresStore
 from tests.support.eventually import eventually_async
-from tests.unit.pgfakes import running
+from tests.support.pgfakes import running
 
 DEEP = "(repeat('[', 3000) || repeat(']', 3000))::jsonb"
 

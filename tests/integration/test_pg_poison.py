@@ -13,7 +13,7 @@ from daemon.core.runqueue import Run, RunResult
 from daemon.pg.store.postgres import PostgresStore
 from tests.integration.jobrows import add
 from tests.support.eventually import eventually_async
-from tests.unit.pgfakes import Handler, running
+from tests.support.pgfakes import Handler, running
 
 GOOD_JOBS = 40
 

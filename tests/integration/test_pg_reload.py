@@ -11,7 +11,7 @@ from daemon.core.tasks import Task, TaskRegistry
 from daemon.pg.store.postgres import PostgresStore
 from tests.integration.jobrows import add
 from tests.support.eventually import eventually_async
-from tests.unit.pgfakes import running
+from tests.support.pgfakes import running
 
 
 async def test_a_job_of_a_task_a_reload_added_is_claimed_and_runs(

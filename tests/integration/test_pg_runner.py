@@ -15,7 +15,7 @@ from daemon.pg.store.base import Dependency, Outlook
 from daemon.pg.store.postgres import PostgresStore
 from tests.integration.jobrows import add
 from tests.support.eventually import eventually_async
-from tests.unit.pgfakes import FakeExecutor, fail, make_settings, running
+from tests.support.pgfakes import FakeExecutor, fail, make_settings, running
 
 
 class CountingStore(PostgresStore):

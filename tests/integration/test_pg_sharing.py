@@ -11,7 +11,7 @@ from daemon.core.runqueue import Run, RunResult
 from daemon.pg.store.postgres import PostgresStore
 from tests.integration.jobrows import add
 from tests.support.eventually import eventually_async
-from tests.unit.pgfakes import Handler, running
+from tests.support.pgfakes import Handler, running
 
 
 async def test_three_replicas_split_six_due_jobs_two_each(

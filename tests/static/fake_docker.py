@@ -1,6 +1,6 @@
 """A stand-in ``docker`` for exercising the compose test backend where no engine exists.
 
-It implements only the command lines ``tests/acceptance/backends.py`` runs, with the semantics
+It implements only the command lines ``tests/support/backends.py`` runs, with the semantics
 the Docker CLI documents for them, on top of what the local backend uses: the service's config
 comes from the real compose binary (``config --format json``), the "container" is ``runbroker
 run`` as PID 1 of a new PID namespace running as the image's uid, ``exec`` is nsenter. State lives
@@ -25,8 +25,8 @@ from typing import Any, BinaryIO
 
 # A program of its own (the test's ``docker`` shim runs it), sharing the tiers' bounded poll.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.acceptance.harness import forked_by_unshare
 from tests.support.eventually import eventually
+from tests.support.harness import forked_by_unshare
 
 STATE = Path(os.environ["FAKE_DOCKER_STATE"])
 COMPOSE = os.environ["FAKE_DOCKER_COMPOSE_BINARY"]

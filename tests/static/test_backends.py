@@ -1,4 +1,4 @@
-"""The acceptance suite's backends (tests/acceptance/backends.py).
+"""The acceptance suite's backends (tests/support/backends.py).
 
 ``local`` is run for real. ``compose`` runs on podman in the container tier (tests/container);
 what is checked here, without an engine, is everything it would hand to one: the override file
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance import backends
-from tests.acceptance.backends import (
+from tests.support import backends
+from tests.support.backends import (
     BROKER_SERVICE,
     COMPOSE_FILE,
     DAEMON_SERVICE,
@@ -31,8 +31,7 @@ from tests.acceptance.backends import (
     get_backend,
     override_document,
 )
-from tests.acceptance.harness import RUNBROKER
-from tests.static.support import (
+from tests.support.container_files import (
     DEV_COMPOSE,
     RUNBROKER_UID,
     compose_config,
@@ -40,6 +39,7 @@ from tests.static.support import (
     run_tool,
 )
 from tests.support.eventually import eventually
+from tests.support.harness import RUNBROKER
 
 
 def test_backend_comes_from_the_environment() -> None:

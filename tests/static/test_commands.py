@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from daemon.face.parser import build_parser
-from tests.static.support import REPO, Invocation, all_invocations
+from tests.support.container_files import REPO, Invocation, all_invocations
 
 # Subcommands whose arguments are parsed by their own module (daemon/pg/admin/commands.py).
 OWN_PARSERS = frozenset({"jobs", "migrate"})

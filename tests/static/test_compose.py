@@ -12,7 +12,7 @@ import pytest
 from daemon.core.tasks import parse_tasks_toml
 from daemon.schedules.interval import parse_duration
 from daemon.settings import DOCKER_SECRET_PATH
-from tests.static.support import (
+from tests.support.container_files import (
     COMPOSE_FILES,
     DEV_COMPOSE,
     PROD_COMPOSE,

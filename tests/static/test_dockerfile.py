@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.static.support import (
+from tests.support.container_files import (
     DOCKERFILE,
     REPO,
     RUNBROKER_UID,

@@ -1,4 +1,4 @@
-"""The container tier's engine set-up (tests/container/podman_engine.py), the parts that need
+"""The container tier's engine set-up (tests/support/podman_engine.py), the parts that need
 no engine: the rendered podman configuration and the python stand-in's pip settings."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.container import podman_engine
+from tests.support import podman_engine
 
 
 def test_rendered_configuration_is_complete_toml(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
 from daemon.core.tasks import parse_tasks_toml
-from tests.static.support import (
+from tests.support.container_files import (
     K8S_DIR,
     RUNBROKER_UID,
     k8s_documents,

@@ -14,7 +14,7 @@ from daemon.pg.plan import (
 )
 from daemon.pg.store.base import Claimed, DueJob
 from daemon.pg.store.memory import MemoryStore
-from tests.unit.pgfakes import running
+from tests.support.pgfakes import running
 
 T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 

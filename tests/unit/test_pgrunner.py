@@ -22,7 +22,7 @@ from daemon.pg.store.base import (
 from daemon.pg.store.memory import MemoryStore
 from daemon.pg.store.memory_rows import MemRun
 from daemon.wire.reasons import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
-from tests.unit.pgfakes import fail, running
+from tests.support.pgfakes import fail, running
 
 
 def now() -> datetime:

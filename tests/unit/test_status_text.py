@@ -12,7 +12,7 @@ from daemon.face.status_text import _DATABASE_KNOWN, human_duration, human_time,
 from daemon.observe.status import _iso
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.memory import MemoryStore
-from tests.unit.pgfakes import make_settings
+from tests.support.pgfakes import make_settings
 
 NOW = datetime(2026, 12, 1, 16, 20, 0, tzinfo=UTC).timestamp()
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from tests.acceptance.harness import WAIT_S, Daemon, LogTail, zombies_in_pid_namespace_of
+from tests.support.harness import WAIT_S, Daemon, LogTail, zombies_in_pid_namespace_of
 
 BACKEND_ENV = "RUNBROKER_TEST_BACKEND"
 # Override files added after docker-compose.yml, separated by os.pathsep: what an engine other

@@ -1,4 +1,5 @@
-"""Helpers for the Postgres runner's unit tests: a fake executor and a running harness."""
+"""The Postgres runner's fakes for the unit and integration tiers: a fake executor and a running
+harness."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What the daemon does as PID 1 when signalled and when orphans reach it, written once and run
 by two tiers: the acceptance tier (tests/acceptance/test_broker.py, PID 1 of an ``unshare``
 namespace) and the container tier (tests/container/test_daemon.py, PID 1 of a container on the
-real engine). Each tier's ``start_daemon`` fixture decides where the daemon runs; a module that
-imports these functions has pytest collect them as its own tests."""
+real engine). Each tier's ``daemon_backend`` fixture decides where ``start_daemon`` runs the
+daemon; a module that imports these functions has pytest collect them as its own tests."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from daemon.broker.signal_plan import FAULT_SIGNALS, IGNORED_SIGNALS
-from tests.acceptance.backends import DaemonHandle
+from tests.support.backends import DaemonHandle
 from tests.support.eventually import eventually
 
 __all__ = [

@@ -3,8 +3,10 @@ the probes run it, `runbroker migrate` as the one-shot service and the init cont
 and `runbroker run` with the compose broker's own command and environment.
 
 The daemon is PID 1 of a PID namespace and is entered with nsenter, as `docker exec` and a
-Docker health check would (tests/acceptance/harness.py). The database is the local PostgreSQL
+Docker health check would (tests/support/harness.py). The database is the local PostgreSQL
 (``RUNBROKER_TEST_DSN``, as in tests/integration); each test makes its own database and drops it.
+All of them run the real ``runbroker``: the acceptance tier; those that need the database are
+also marked ``integration``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,11 +26,10 @@ import pytest
 
 from daemon.pg.store.migrate import load_migrations
 from daemon.schedules.interval import parse_duration
-from tests.acceptance.harness import Daemon
-from tests.acceptance.pgsupport import fresh_database
-from tests.static.support import DEV_COMPOSE, compose_config, compose_invocations
+from tests.support.container_files import DEV_COMPOSE, compose_config, compose_invocations
+from tests.support.harness import RUNBROKER, Daemon
+from tests.support.pgsupport import fresh_database
 
-RUNBROKER = str(Path(sys.executable).with_name("runbroker"))
 # A job that ignores SIGTERM and ends when the test creates the file it names.
 STUBBORN = 'trap "" TERM; while [ ! -e "$1" ]; do sleep 0.02; done'
 
@@ -72,7 +72,6 @@ async def _applied_versions(dsn: str) -> list[int]:
 # runbroker health: HEALTHCHECK CMD, compose healthcheck, Kubernetes exec probes
 
 
-@pytest.mark.acceptance
 def test_health_is_0_while_serving_and_1_while_draining_and_after_exit(workdir: Path) -> None:
     release = workdir / "release"
     daemon = Daemon(
@@ -191,7 +190,6 @@ def test_migrate_fails_cleanly_without_a_reachable_database() -> None:
 # runbroker run: the compose broker, with its own command and environment
 
 
-@pytest.mark.acceptance
 @pytest.mark.integration
 def test_compose_broker_command_runs_migrated_and_drains_within_its_grace(
     database: str, workdir: Path

@@ -1,7 +1,7 @@
 """The container engine of the container test tier: Debian's podman, run as root, configured by
 files of this repository and driven through its Docker-compatible API by docker-compose.
 
-``python -m tests.container.podman_engine setup`` (run by scripts/test-container) makes it
+``python -m tests.support.podman_engine setup`` (run by scripts/test-container) makes it
 ready, idempotently, from nothing but Debian's archive and this repository:
 
 1. the engine's packages (podman, runc, netavark, aardvark-dns, iptables, mmdebstrap), with
@@ -506,7 +506,7 @@ def main(argv: Sequence[str]) -> int:
         print(state_dir())
         return 0
     if list(argv) != ["setup"]:
-        print("usage: python -m tests.container.podman_engine setup|state-dir", file=sys.stderr)
+        print("usage: python -m tests.support.podman_engine setup|state-dir", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print("the container tier runs podman as root: run it as root", file=sys.stderr)

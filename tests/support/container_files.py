@@ -1,5 +1,6 @@
-"""Helpers of the static checks: the repository's container files, parsed, and the two tools
-(hadolint, docker compose) found inside the wheels that ship them.
+"""The repository's container files, parsed, and the two tools (hadolint, docker compose) found
+inside the wheels that ship them: for the static checks, the acceptance tier's run of their
+commands and the container tier.
 
 Nothing here needs a Docker engine. A missing tool is an error, never a skip: CI installs the
 test extra, which brings both.

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from tests.acceptance.harness import RUNBROKER
 from tests.support.eventually import eventually_async
+from tests.support.harness import RUNBROKER
 
 ADMIN_DSN = os.environ.get("RUNBROKER_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
