@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import os
 from collections.abc import Mapping
 
@@ -27,7 +26,7 @@ from daemon.core.runqueue import (
 )
 from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import Task, handler_context
-from daemon.log.logs import get_logger, log_enabled
+from daemon.log.logs import get_logger
 from daemon.log.output_log import LineWriter, OutputLog, OutputLogMode
 from daemon.wire import protocol
 from daemon.wire.reasons import (
@@ -47,45 +46,60 @@ OUTPUT_HOLD_DEFAULT_S = 5.0  # RUNBROKER_OUTPUT_HOLD's default
 
 
 class AttemptRunner:
-    """How the executor carries out an attempt (``Executor`` is one: it adds the queue and
-    the cancelling). ``_cancel_reason``, ``_stopping`` and ``grace_cap_s`` are the executor's
-    to set: why the running attempt is being cancelled, whether the executor itself is being
-    stopped (a cancel of the runs' task that is neither), and how much grace a shutdown
-    leaves the attempt."""
+    """How the executor carries out its runs' attempts, one at a time: it owns one and tells it
+    of each cancel, so why an attempt is stopped lives here, next to what reads it."""
 
     def __init__(
         self,
         children: ChildSupervisor,
+        journal: Journal,
         *,
         default_grace_s: float,
         base_env: Mapping[str, str] | None,
         output_log_mode: OutputLogMode | None,
         output_hold_s: float,
-        journal: Journal | None = None,
     ) -> None:
         self.children = children
-        self.journal = Journal() if journal is None else journal  # every run's output lines
+        self.journal = journal  # every run's output lines (the executor begins and ends each)
         self.default_grace_s = default_grace_s
         self.base_env = dict(os.environ if base_env is None else base_env)
         self._shared_env = shared_environment(self.base_env)
         # None: a job's lines are not in the daemon's log (``runbroker once``, daemon.testing).
         self.output_log = OutputLog(output_log_mode) if output_log_mode is not None else None
         self.output_hold_s = output_hold_s  # how long a reader may hold a job's output back
-        # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
-        self._verbose = log_enabled(logging.INFO)
-        self._cancel_reason = ""
-        self._stopping = False
+        self._cancel_reason = ""  # why the running attempt is being cancelled ("": it is not)
+        self._stopping = False  # the executor is being stopped (a cancel that is neither)
+        self._grace_cap_s: float | None = None  # the most grace a shutdown leaves the attempt
         self._deadline: asyncio.Timeout | None = None  # the running attempt's, if its task has one
         self._handler_context: contextvars.Context | None = None  # the running handler's
         self._terminated: CommandOutcome | None = None  # how a command stopped by a cancel ended
-        self.grace_cap_s: float | None = None
 
-    def _timed_out(self) -> bool:
+    @property
+    def stopping(self) -> bool:
+        """The executor is being stopped: a cancel of the runs' task is its own."""
+        return self._stopping
+
+    def stop(self) -> None:
+        """The executor is being stopped: the cancel that follows ends the running attempt with
+        the shutdown's result, unless a cancel has a reason of its own."""
+        self._stopping = True
+
+    def note_cancel(self, reason: str) -> None:
+        """The running attempt is being cancelled for ``reason`` (the cancel follows): the
+        result says it, the latest one told when there were several."""
+        self._cancel_reason = reason
+
+    def cap_grace(self, grace_cap_s: float) -> None:
+        """At shutdown: a command the cancel stops gets at most ``grace_cap_s`` of grace."""
+        self._grace_cap_s = grace_cap_s
+
+    def timed_out(self) -> bool:
         """The running attempt's timeout has fired (its cancel is on its way, or being
         answered: a command in its grace, a handler in its clean-up)."""
         return self._deadline is not None and self._deadline.expired()
 
-    def _watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
+    def watch_soft_timeout(self, run: Run, task: Task) -> asyncio.TimerHandle | None:
+        """Tell ``run``'s listeners and the log once it runs past its task's soft timeout."""
         if task.soft_timeout_s is None:
             return None
         soft_s = task.soft_timeout_s
@@ -98,7 +112,9 @@ class AttemptRunner:
 
         return asyncio.get_running_loop().call_later(soft_s, overdue)
 
-    async def _attempt(self, run: Run, task: Task) -> RunResult:
+    async def run(self, run: Run, task: Task) -> RunResult:
+        """``run``'s one attempt, under its task's deadline; every way it ends is a result."""
+        self._cancel_reason = ""
         self._deadline = deadline = None
         self._terminated = None
         try:
@@ -175,7 +191,7 @@ class AttemptRunner:
         task_grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
 
         def grace_s() -> float:
-            cap_s = self.grace_cap_s
+            cap_s = self._grace_cap_s
             return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
 
         journal_log = self.journal.current

@@ -7,6 +7,7 @@ cancellation, or shutdown. A handler's crash never takes the executor down.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping
 
@@ -15,7 +16,7 @@ from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunResult, run_log_fields
 from daemon.core.tasks import Task, TaskRefused, TaskRegistry
-from daemon.log.logs import get_logger
+from daemon.log.logs import get_logger, log_enabled
 from daemon.log.output_log import OutputLogMode
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 
@@ -27,7 +28,7 @@ CANCEL_ALREADY_REQUESTED = "already requested"
 TURN_S = 0.002  # the longest the executor keeps the loop to itself while runs are waiting
 
 
-class Executor(AttemptRunner):
+class Executor:
     def __init__(
         self,
         queue: RunQueue,
@@ -40,16 +41,19 @@ class Executor(AttemptRunner):
         output_hold_s: float = OUTPUT_HOLD_DEFAULT_S,
         journal: Journal | None = None,
     ) -> None:
-        super().__init__(
+        self.journal = Journal() if journal is None else journal  # every run's output lines
+        self.attempts = AttemptRunner(
             children,
+            self.journal,
             default_grace_s=default_grace_s,
             base_env=base_env,
             output_log_mode=output_log_mode,
             output_hold_s=output_hold_s,
-            journal=journal,
         )
         self.queue = queue
         self.tasks = tasks
+        # Per-run info lines (LOG_LEVEL=warning drops them) are not even built when dropped.
+        self._verbose = log_enabled(logging.INFO)
         self._task: asyncio.Task[None] | None = None  # where the runs execute (run_forever's)
         self._attempting = False  # suspended inside a run's attempt: a cancel reaches the run
         self._cancels = 0  # cancels cancel_current asked of the executor's task for this run
@@ -63,13 +67,13 @@ class Executor(AttemptRunner):
         a handler that returns without waiting on anything is done in the step that started
         it, and the next waiting run starts in the same step, up to ``TURN_S``, after which the
         loop turns once (the socket, the ticker and the database get theirs). Handlers share
-        that task, so the caller's cancel reaches it only as ``_stopping``: a cancel that a
-        handler makes of its task, or leaves behind, ends that handler's run at most."""
+        that task, so the caller's cancel reaches it only as ``stop()``: a cancel that a handler
+        makes of its task, or leaves behind, ends that handler's run at most."""
         runs = asyncio.get_running_loop().create_task(self._execute_runs())
         try:
             await asyncio.wait({runs})  # a cancel of this wait leaves the runs' task alone
         except asyncio.CancelledError:
-            self._stopping = True
+            self.attempts.stop()
             runs.cancel()
             await asyncio.wait({runs})
             raise
@@ -111,7 +115,7 @@ class Executor(AttemptRunner):
                     await asyncio.sleep(0)
                 return await self.queue.take()
             except asyncio.CancelledError:
-                if self._stopping:
+                if self.attempts.stopping:
                     raise
                 self._take_back_cancels()
                 turn = False
@@ -131,8 +135,8 @@ class Executor(AttemptRunner):
             return ""
         if run_id is not None and current.id != run_id:
             return ""
-        self._cancel_reason = reason
-        if self._cancels or self._timed_out():
+        self.attempts.note_cancel(reason)
+        if self._cancels or self.attempts.timed_out():
             # A second cancel (or one after the task's timeout has fired) must not cut the
             # first one's grace, or the handler's clean-up, short.
             return CANCEL_ALREADY_REQUESTED
@@ -142,7 +146,7 @@ class Executor(AttemptRunner):
 
     def shutdown_running(self, grace_cap_s: float) -> bool:
         """At shutdown: terminate the running job with at most ``grace_cap_s`` of grace."""
-        self.grace_cap_s = grace_cap_s
+        self.attempts.cap_grace(grace_cap_s)
         return bool(self.cancel_current(None, REASON_SHUTDOWN_CANCEL))
 
     def abandon_running(self) -> Run | None:
@@ -181,7 +185,6 @@ class Executor(AttemptRunner):
         if verbose:
             log.info("run.started", **run_log_fields(run))
         started = time.monotonic()
-        self._cancel_reason = ""
         try:
             result = await self._follow(run, task, started)
         finally:  # the run has its result by now, however it ended (shutdown: see _follow)
@@ -207,10 +210,10 @@ class Executor(AttemptRunner):
         """The attempt, awaited in the runs' task; the run has its result when this returns,
         or when it raises ``CancelledError``: the executor is stopping (its caller cancelled
         it: the shutdown's budget ran out), which ends the runs once this one has its result."""
-        overdue = None if task.soft_timeout_s is None else self._watch_soft_timeout(run, task)
+        overdue = self.attempts.watch_soft_timeout(run, task)
         self._attempting = True
         try:
-            result = await self._attempt(run, task)
+            result = await self.attempts.run(run, task)
         finally:
             self._attempting = False
             if overdue is not None:
@@ -221,7 +224,7 @@ class Executor(AttemptRunner):
             # _next_run lets it go by.
             self._stray_cancel = self._take_back_cancels()
         _recorded(run, result, started)
-        if self._stopping:
+        if self.attempts.stopping:
             raise asyncio.CancelledError  # the executor's own end, after the run's result
         return result
 

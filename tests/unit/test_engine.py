@@ -31,15 +31,15 @@ def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
 
 def _parts_agree(engine: Engine) -> None:
     assert engine.executor.queue is engine.queue
-    assert engine.executor.children is engine.children
+    assert engine.executor.attempts.children is engine.children
 
 
 def test_once_runs_one_run_with_its_lines_left_to_the_caller(settings: Settings) -> None:
     engine = Engine.for_once(settings, TaskRegistry({}))
     _parts_agree(engine)
     assert engine.queue.capacity == 1
-    assert engine.executor.output_log is None
-    assert engine.executor.default_grace_s == 2.0
+    assert engine.executor.attempts.output_log is None
+    assert engine.executor.attempts.default_grace_s == 2.0
 
 
 async def test_the_daemon_takes_its_queue_log_hold_and_journal_from_its_settings(
@@ -49,10 +49,10 @@ async def test_the_daemon_takes_its_queue_log_hold_and_journal_from_its_settings
     engine = Engine.for_daemon(settings, TaskRegistry({}), journal, str(tmp_path))
     _parts_agree(engine)
     assert engine.queue.capacity == 50
-    assert engine.executor.output_log is not None
-    assert engine.executor.output_log.mode == "raw"
-    assert engine.executor.output_hold_s == 7.0
-    assert engine.executor.default_grace_s == 2.0
+    assert engine.executor.attempts.output_log is not None
+    assert engine.executor.attempts.output_log.mode == "raw"
+    assert engine.executor.attempts.output_hold_s == 7.0
+    assert engine.executor.attempts.default_grace_s == 2.0
     assert engine.executor.journal is journal
     monkeypatch.chdir("/")
     lines: list[str] = []
