@@ -10,6 +10,7 @@ import os
 import select
 import signal
 import socket
+import time
 import unittest.mock
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from daemon.core.process import (
     SpawnError,
     describe_returncode,
 )
+from daemon.core.process import child as child_module
 from daemon.core.process.child import (
     _F_SETPIPE_SZ as F_SETPIPE_SZ,
 )
@@ -591,3 +593,30 @@ async def test_a_full_pipe_is_read_a_few_reads_a_turn_and_not_past_a_pause() -> 
         os.close(write_end)
         sleeper.kill()
         await sleeper.wait()
+
+
+async def test_what_a_job_left_in_its_pipes_is_read_to_the_end_however_slowly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job that exits with its pipe full, read by a daemon slowed down (a busy machine, a
+    slow log): every line still arrives, though reading it takes far longer than the idle
+    bound; only a pipe that stops giving bytes is given up."""
+    monkeypatch.setattr(child_module, "DRAIN_AFTER_EXIT_S", 0.01)
+    count = 12_000
+    lines: Lines = []
+
+    def slow_sink(stream: str, batch: list[str]) -> None:
+        time.sleep(0.02)  # the work of a slow log, done in the loop as the daemon's is
+        lines.extend((stream, line) for line in batch)
+
+    text = "line %07d padded to about seventy bytes of text"
+    script = f"awk 'BEGIN {{ for (i = 0; i < {count}; i++) printf \"{text}\\n\", i }}'"
+    supervisor = ChildSupervisor()
+    async with asyncio.timeout(30):
+        outcome = await supervisor.run_command(
+            ["sh", "-c", script], JOB_ENV, slow_sink, grace_s=_grace
+        )
+    assert outcome == CommandOutcome(0)
+    assert [line for _stream, line in lines] == [
+        f"line {i:07d} padded to about seventy bytes of text" for i in range(count)
+    ]

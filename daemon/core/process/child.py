@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from daemon.core.process.lines import LineSplitter
 
-DRAIN_AFTER_EXIT_S = 1.0
+DRAIN_AFTER_EXIT_S = 1.0  # without a byte from the pipes once the job has exited
+DRAIN_AFTER_EXIT_MAX_S = 30.0  # reading what a job left in its pipes, at most
 READ_CHUNK_BYTES = 64 * 1024
 # Full reads of a pipe in one loop turn, at most: bigger batches, but well within what a run's
 # journal keeps (a follower a turn behind must not find its lines dropped and hold the job).
@@ -196,14 +197,17 @@ class Child:
         self.resume_output()
 
     async def last_words(self) -> None:
-        """What the pipes still hold once the leader is gone, as far as it comes within
-        ``DRAIN_AFTER_EXIT_S`` of reading (a process left holding them must not keep the run
-        open). A reader may hold the output back meanwhile, each hold bounded, for as much as
-        the pipes can hold; once more than that has come, another process is still writing,
-        and nothing is held any more."""
-        loop, left_s = self.loop, DRAIN_AFTER_EXIT_S
+        """What the pipes still hold once the leader is gone: read to the end while it keeps
+        coming, up to what the pipes can hold, however slowly the daemon reads it (a busy
+        machine); given up after ``DRAIN_AFTER_EXIT_S`` without a byte, after
+        ``DRAIN_AFTER_EXIT_MAX_S`` in all, or within the idle bound once more than the pipes
+        hold has come (a process left holding them must not keep the run open). A reader may
+        hold the output back meanwhile, each hold bounded, and the clocks stop while it does."""
+        loop = self.loop
         held_at_most = self.read_bytes + len(self.pipes) * PIPE_BYTES
-        while not self.drained.done() and left_s > 0:
+        idle_left_s, all_left_s = DRAIN_AFTER_EXIT_S, DRAIN_AFTER_EXIT_MAX_S
+        seen = self.read_bytes
+        while not self.drained.done() and idle_left_s > 0 and all_left_s > 0:
             if self.paused and self.read_bytes <= held_at_most:
                 if self._resumed is None:
                     self._resumed = loop.create_future()
@@ -212,12 +216,19 @@ class Child:
             if self.read_bytes > held_at_most:
                 self.stop_holding()  # more than the pipes held: another process writes on
             began = loop.time()
-            self._pausing = pausing = loop.create_future()  # a hold stops the clock
+            self._pausing = pausing = loop.create_future()  # a hold stops the clocks
             await asyncio.wait(
-                {self.drained, pausing}, timeout=left_s, return_when=asyncio.FIRST_COMPLETED
+                {self.drained, pausing},
+                timeout=min(idle_left_s, all_left_s),
+                return_when=asyncio.FIRST_COMPLETED,
             )
             self._pausing = None
-            left_s -= loop.time() - began
+            spent_s = loop.time() - began
+            all_left_s -= spent_s
+            if seen < self.read_bytes <= held_at_most:
+                seen, idle_left_s = self.read_bytes, DRAIN_AFTER_EXIT_S  # the job's own, coming
+            else:
+                idle_left_s -= spent_s
 
     def collect(self) -> int:
         """The exit status of the (exited) child, reaped now: a returncode as subprocess's."""
