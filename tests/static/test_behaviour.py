@@ -5,8 +5,9 @@ and `runbroker run` with the compose broker's own command and environment.
 The daemon is PID 1 of a PID namespace and is entered with nsenter, as `docker exec` and a
 Docker health check would (tests/support/harness.py). The database is the local PostgreSQL
 (``RUNBROKER_TEST_DSN``, as in tests/integration); each test makes its own database and drops it.
-All of them run the real ``runbroker``: the acceptance tier; those that need the database are
-also marked ``integration``.
+All of them run the real ``runbroker`` and are marked ``acceptance`` (those that need the
+database ``integration`` too); they stay in the static tier because they read the repository's
+own container files, which the image that runs the acceptance tier in the compose stack lacks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from daemon.schedules.interval import parse_duration
 from tests.support.container_files import DEV_COMPOSE, compose_config, compose_invocations
 from tests.support.harness import RUNBROKER, Daemon
 from tests.support.pgsupport import fresh_database
+
+pytestmark = pytest.mark.acceptance
 
 # A job that ignores SIGTERM and ends when the test creates the file it names.
 STUBBORN = 'trap "" TERM; while [ ! -e "$1" ]; do sleep 0.02; done'
