@@ -95,6 +95,8 @@ class Task:
     grace_s: float | None = None
     interval_s: float | None = None
     schedule: Schedule | None = None
+    misfire: str = "coalesce"  # a slot planned while the daemon was down (``core.catchup``)
+    catchup_window_s: float | None = None  # older missed slots are recorded, never run
 
     def refusal(self, request: RunRequest) -> str | None:
         """Why this task refuses ``request``, or None when it may run."""
