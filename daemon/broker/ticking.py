@@ -40,7 +40,14 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
             plans.append(TickPlan("default", once=True))
     for task in tasks.tasks.values():
         if task.schedule is not None:
-            plans.append(TickPlan(task.name, schedule=task.schedule))
+            plans.append(
+                TickPlan(
+                    task.name,
+                    schedule=task.schedule,
+                    misfire=task.misfire,
+                    catchup_window_s=task.catchup_window_s,
+                )
+            )
         elif task.interval_s is not None:
             own = clamp_interval(
                 task.interval_s,
@@ -50,6 +57,12 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
             )
             warnings.extend(own.warnings)
             plans.append(
-                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
+                TickPlan(
+                    task.name,
+                    interval_s=own.interval_s,
+                    fire_on_start=settings.fire_on_start,
+                    misfire=task.misfire,
+                    catchup_window_s=task.catchup_window_s,
+                )
             )
     return plans, warnings

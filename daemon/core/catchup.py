@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, SKIPPED, Slot
+from daemon.core.tick_slots import TickSlots
 from daemon.schedules.base import Schedule
 from daemon.schedules.every import EverySchedule
 
 MISFIRE_COALESCE = "coalesce"
 MISFIRE_SKIP = "skip"
 MISFIRES = (MISFIRE_COALESCE, MISFIRE_SKIP)
+COVERED_AT_START = "covered by the catch-up run at start"
 SLOTS_SCANNED_MAX = 100_000  # a longer gap is counted up to this, and said to be longer
 
 
@@ -109,3 +112,35 @@ def plan_catch_up(
         Slots(inside.count - 1, inside.first_at, 0.0, inside.more) if inside.count > 1 else Slots()
     )
     return CatchUp(run_at=inside.newest_at, coalesced=older, missed=beyond)
+
+
+def down_reason(window_s: float | None, beyond_window: bool) -> str:
+    """Why slots planned while the daemon was down were not run."""
+    if beyond_window and window_s is not None:
+        return f"the daemon was down; older than its catchup_window of {window_s:g}s"
+    return "the daemon was down (misfire: skip)"
+
+
+def settle_catch_up(
+    ticks: TickSlots,
+    task: str,
+    decision: CatchUp,
+    *,
+    misfire: str,
+    window_s: float | None,
+) -> Slot | None:
+    """Record the gap's slots in the slot record and submit the catch-up run, if any."""
+    record = ticks.record
+    if decision.missed.count:
+        missed = record.open(task, decision.missed.first_at, count=decision.missed.count)
+        record.settle(missed, MISSED, reason=down_reason(window_s, misfire == MISFIRE_COALESCE))
+    if decision.run_at is None:
+        return None
+    slot = ticks.fire(task, decision.run_at, outcome=CAUGHT_UP)
+    if decision.coalesced.count:
+        covered = record.open(task, decision.coalesced.first_at, count=decision.coalesced.count)
+        if slot.outcome in (SKIPPED, MISSED):
+            record.settle(covered, slot.outcome, reason=slot.reason)
+        else:
+            record.settle(covered, COALESCED, run_id=slot.run_id, reason=COVERED_AT_START)
+    return slot

@@ -18,7 +18,7 @@ from typing import Any
 
 from daemon.core.busy import BusyPolicy, OnBusy
 from daemon.core.runqueue import Rejected, Run, RunQueue, RunRequest
-from daemon.core.slots import COALESCED, MISSED, SKIPPED, Slot, SlotRecord
+from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
 from daemon.log.logs import get_logger
 from daemon.wire.reasons import REASON_MISSED
 
@@ -64,9 +64,10 @@ class TickSlots:
         planned_at: float,
         on_busy: OnBusy | None = None,
         start_deadline_s: float | None = None,
+        outcome: str = RAN,
     ) -> Slot:
         """One tick of ``task`` planned at ``planned_at`` (Unix seconds): its slot, settled,
-        or left open for its run's result."""
+        or left open for its run's result (``outcome``: ``caught_up`` for a restart's)."""
         record = self.record
         slot = record.open(task, planned_at)
         if start_deadline_s is not None:
@@ -85,7 +86,7 @@ class TickSlots:
             if watch[0] is not None:
                 watch[0].cancel()
 
-        watcher = record.follow(slot, on_start=started)
+        watcher = record.follow(slot, outcome, on_start=started)
         try:
             admitted = self.busy.submit(
                 RunRequest(task=task, trigger="tick"), policy, None, watcher
