@@ -183,12 +183,13 @@ class Ticker:
             interval_s=plan.interval_s,
             schedule=plan.schedule,
         )
-        settle_catch_up(
-            self.ticks, plan.task, decision, misfire=plan.misfire, window_s=plan.catchup_window_s
-        )
         newest = max(last_planned, decision.missed.newest_at, decision.run_at or 0.0)
         assert self.state is not None
         self.state.planned(plan.task, newest)
+        self.state.write()  # before the run: a kill after it starts must not run it again
+        settle_catch_up(
+            self.ticks, plan.task, decision, misfire=plan.misfire, window_s=plan.catchup_window_s
+        )
         return newest
 
     @property

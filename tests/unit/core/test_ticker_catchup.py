@@ -5,6 +5,7 @@ grid goes on where it was, and every slot planned is written down for the next s
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,6 +64,11 @@ async def test_a_week_down_runs_the_newest_slot_once_and_accounts_for_the_rest(
     plan = _daily(catchup_window_s=3 * 86400.0)
     async with _started(tmp_path, plan, NOW - 7 * DAY) as (_ticker, queue, record, state):
         assert queue.waiting_count() == 1  # one run, not seven
+        on_disk = json.loads((tmp_path / "slots.json").read_text())  # written before the run:
+        assert (
+            on_disk["tasks"]["nightly"]["last_planned"]
+            == NOW.replace(hour=2, minute=30).timestamp()
+        )
         run = await queue.take()
         assert run is not None
         assert run.request.task == "nightly"
