@@ -26,7 +26,8 @@ Source = Literal["daemon", "file"]
 
 def slot(time: PlannedTime) -> PlannedSlot:
     """One planned time as the wire says it."""
-    answer: PlannedSlot = {"at": rfc3339_utc(time.utc), "local": time.local.isoformat()}
+    local = time.local.isoformat(timespec="seconds")
+    answer: PlannedSlot = {"at": rfc3339_utc(time.utc), "local": local}
     mark = time.dst
     if mark is not None:
         note: DstNote = {"kind": mark.kind, "wall": mark.wall, "note": mark.note}
