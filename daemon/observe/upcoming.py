@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from daemon.core.rfc3339 import rfc3339_utc
 from daemon.core.runqueue import RunRequest
@@ -119,7 +119,7 @@ def next_answer(
     now: datetime,
     jitter: float,
     source: Source,
-) -> NextAnswer | dict[str, object]:
+) -> NextAnswer | dict[str, Any]:
     """``next``: the planned times of ``task`` (empty: of every task), or the refusal of a task
     this container does not define."""
     if task:

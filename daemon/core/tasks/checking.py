@@ -59,7 +59,10 @@ def check_tasks_text(text: str) -> list[Problem]:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_LINE.search(str(exc))
-        return [Problem(int(match[1]) if match else None, str(exc))]
+        if match is not None:
+            return [Problem(int(match[1]), str(exc))]
+        at_end = "at end of document" in str(exc)
+        return [Problem(max(len(text.splitlines()), 1) if at_end else None, str(exc))]
     except RecursionError:
         return [Problem(None, "nested too deeply (RecursionError)")]
     lines = text.splitlines()
