@@ -33,6 +33,7 @@ from daemon.observe import status
 from daemon.observe.upcoming import next_answer
 from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
+from daemon.wire.codec import parse_instant
 from daemon.wire.protocol import ControlRequest
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class Broker:
                 self.tasks,
                 task=request.task,
                 count=request.count,
-                now=datetime.now(UTC),
+                now=parse_instant(request.after) or datetime.now(UTC),
                 jitter=self.settings.jitter,
                 source="daemon",
             )

@@ -130,7 +130,9 @@ in the task's zone and in UTC. A time an offset change moved is marked: `DST gap
 time did not exist; the slot runs at the end of the gap, as cron does) or `DST fold` (the wall
 time happened twice: a fixed-time job runs once, at the first pass; a `*` job at both, and
 each is marked with its pass). An interval task's times are its ticker's grid, each tick
-moved by up to RUNBROKER_JITTER. The times are those the daemon's ticker fires at.
+moved by up to RUNBROKER_JITTER. The times are those the daemon's ticker fires at. With
+--after TIME they are the first ones after TIME (RFC 3339 with an offset) instead of now: the
+times around next spring's change, say.
 
 By default the running daemon is asked. With --file PATH no daemon is needed: the plans are
 those a daemon started now with this environment would make of PATH (RUNBROKER_INTERVAL,
@@ -145,6 +147,7 @@ examples:
   runbroker next                         the next 5 times of every task
   runbroker next report --count 10 --json
   runbroker next --file tasks.toml       from a file, without a daemon
+  runbroker next report --after 2027-03-27T00:00:00Z   across Europe's spring change
 """
 
 CHECK_HELP = """\

@@ -55,6 +55,17 @@ def count_arg(text: str) -> int:
     return int(text)
 
 
+def instant_arg(text: str) -> str:
+    """``next --after TIME``: an RFC 3339 time with its offset, sent as given."""
+    from daemon.wire.codec import parse_instant
+
+    if parse_instant(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"expected an RFC 3339 time with an offset, like 2026-03-28T00:00:00Z, got {text!r}"
+        )
+    return text
+
+
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
@@ -142,6 +153,12 @@ def build_parser(
     upcoming.add_argument("task", nargs="?", default="", metavar="TASK")
     upcoming.add_argument(
         "--count", type=count_arg, default=5, metavar="N", help="times of each task (5)"
+    )
+    upcoming.add_argument(
+        "--after",
+        type=instant_arg,
+        metavar="TIME",
+        help="the first times after TIME (RFC 3339; default: now)",
     )
     upcoming.add_argument("--json", action="store_true", help="print the raw answer")
     upcoming.add_argument(

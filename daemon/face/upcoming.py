@@ -1,5 +1,6 @@
-"""``runbroker next [TASK] [--count N] [--json] [--file PATH]``: each task's next planned times,
-in the task's zone and in UTC, a slot an offset change moved or doubled marked as such.
+"""``runbroker next [TASK] [--count N] [--after TIME] [--json] [--file PATH]``: each task's next
+planned times, in the task's zone and in UTC, a slot an offset change moved or doubled marked as
+such; the first ones after TIME (RFC 3339), else after now.
 
 Asked of the running daemon (its ticker's plans), or, with ``--file``, of a tasks file without
 one: the plans a daemon started now with this environment would make of it (``tick_plans``,
@@ -48,7 +49,10 @@ def _from_daemon(args: argparse.Namespace) -> dict[str, Any] | int:
 
     path = args.socket or client.socket_path_from_env()
     try:
-        return client.control(path, ControlRequest(op="next", task=args.task, count=args.count))
+        request = ControlRequest(
+            op="next", task=args.task, count=args.count, after=args.after or ""
+        )
+        return client.control(path, request)
     except client.Unreachable as exc:
         print(exc, file=sys.stderr)
         print("runbroker: without a daemon: runbroker next --file PATH", file=sys.stderr)
@@ -63,6 +67,7 @@ def _from_file(args: argparse.Namespace) -> dict[str, Any] | int:
     from daemon.core.tasks import TaskConfigError, build_registry
     from daemon.observe.upcoming import next_answer
     from daemon.settings import SettingsError, load_settings
+    from daemon.wire.codec import parse_instant
 
     try:
         settings = load_settings()
@@ -72,7 +77,7 @@ def _from_file(args: argparse.Namespace) -> dict[str, Any] | int:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     plans, _warnings = tick_plans(settings, registry)
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = parse_instant(args.after or "") or datetime.now(UTC).replace(microsecond=0)
     answer = next_answer(
         plans,
         registry,

@@ -2,12 +2,14 @@
 
 A running daemon answers from the plans its ticker holds (an interval plan from the tick it has
 planned next); ``runbroker next --file`` answers from the plans a daemon would make of the file,
-as if it started now. The times of a schedule are ``daemon.schedules.planned``'s, the ticker's
-own instants; what DST did to each is said beside it.
+as if it started at the instant asked from (now, unless told). The times of a schedule are
+``daemon.schedules.planned``'s, the ticker's own instants; what DST did to each is said beside
+it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -38,14 +40,19 @@ def slot(time: PlannedTime) -> PlannedSlot:
 
 
 def first_interval_tick(plan: TickPlan, now: datetime, source: Source) -> datetime:
-    """An interval plan's next tick: the one the running ticker planned (jitter included), or,
-    for a daemon that would start now, the start-up tick or the first interval's end."""
+    """An interval plan's first tick from ``now``: on the grid of the tick the running ticker
+    planned next (jitter included), or, for a daemon that would start at ``now``, the start-up
+    tick or the first interval's end."""
     assert plan.interval_s is not None
+    step = timedelta(seconds=plan.interval_s)
     if source == "daemon" and plan.next_fire_at is not None:
-        return datetime.fromtimestamp(plan.next_fire_at, UTC)
+        first = datetime.fromtimestamp(plan.next_fire_at, UTC)
+        if first < now:  # asked from later on: the first grid tick from then
+            first += math.ceil((now - first) / step) * step
+        return first
     if source == "file" and plan.fire_on_start:
         return now
-    return now + timedelta(seconds=plan.interval_s)
+    return now + step
 
 
 def next_due(plan: TickPlan | None, now: datetime, source: Source) -> datetime | None:
@@ -99,7 +106,7 @@ def task_times(
     first = first_interval_tick(plan, now, source)
     note = f"each tick may move by up to {jitter:.0%} of the interval (RUNBROKER_JITTER)"
     if source == "file":
-        note = f"counted from a daemon started now; {note}"
+        note = f"counted from a daemon started at {rfc3339_utc(now)}; {note}"
     return {
         "task": name,
         "schedule": every_text(plan.interval_s),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from daemon.log.jsonlines import json_lines
@@ -183,7 +184,25 @@ def _next_request(obj: dict[str, Any]) -> ControlRequest:
     count = obj.get("count", NEXT_COUNT_DEFAULT)
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= NEXT_COUNT_MAX:
         raise ProtocolError(f"invalid request: count must be a number from 1 to {NEXT_COUNT_MAX}")
-    return ControlRequest(op="next", task=task, count=count)
+    after = obj.get("after", "")
+    if not isinstance(after, str) or (after and parse_instant(after) is None):
+        raise ProtocolError("invalid request: after must be an RFC 3339 time with an offset")
+    return ControlRequest(op="next", task=task, count=count, after=after)
+
+
+def parse_instant(text: str) -> datetime | None:
+    """An RFC 3339 time with its offset (``2026-03-28T00:00:00Z``), in UTC; None when it is not
+    one. A time without an offset names no instant: refused."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None or len(text) > 64:
+        return None
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 # -- the answers ---------------------------------------------------------------------------

@@ -4,7 +4,8 @@ One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB
 30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
 ``health``, ``reload`` (``dry_run``: only the plan), ``logs`` (``id`` or ``task``, ``follow``:
-``logs_answers``), ``next`` (a ``task`` or every one, ``count`` planned times each). Answers
+``logs_answers``), ``next`` (a ``task`` or every one, ``count`` planned times each, ``after``
+an RFC 3339 instant, else now). Answers
 are JSON objects, one per line, with at least ``event`` and ``ok``.
 
 At import this module loads only the standard library's ``json`` (and ``reasons``, which loads
@@ -46,7 +47,7 @@ SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
 CONTROL_FIELDS = frozenset({"op", "id"})
 LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
 RELOAD_FIELDS = frozenset({"op", "id", "dry_run"})
-NEXT_FIELDS = frozenset({"op", "task", "count"})
+NEXT_FIELDS = frozenset({"op", "task", "count", "after"})
 NEXT_COUNT_DEFAULT = 5  # ``next``: the planned times of each task, unless told
 NEXT_COUNT_MAX = 100
 
@@ -105,9 +106,10 @@ class ControlRequest:
     ``cancel`` (which names a run ``id``), ``logs`` (a run ``id`` or a ``task``, or neither:
     the latest run; ``follow``: until the run ends; ``runs``: instead, a list of the last
     finished runs, at most that many; ``batch``: as a ``SubmitRequest``'s, for the lines of
-    ``logs``) or ``next`` (a ``task``, or every one; ``count`` planned times each)."""
+    ``logs``) or ``next`` (a ``task``, or every one; ``count`` planned times each, the first
+    ones ``after`` an RFC 3339 instant, empty: now)."""
 
-    __slots__ = ("batch", "count", "dry_run", "follow", "id", "op", "runs", "task")
+    __slots__ = ("after", "batch", "count", "dry_run", "follow", "id", "op", "runs", "task")
 
     def __init__(
         self,
@@ -119,6 +121,7 @@ class ControlRequest:
         batch: bool = False,
         count: int = 0,
         dry_run: bool = False,
+        after: str = "",
     ) -> None:
         self.op = op
         self.id = id
@@ -128,9 +131,19 @@ class ControlRequest:
         self.batch = batch
         self.count = count
         self.dry_run = dry_run
+        self.after = after
 
-    def _key(self) -> tuple[str, str, str, bool, int, int, bool]:
-        return (self.op, self.id, self.task, self.follow, self.runs, self.count, self.dry_run)
+    def _key(self) -> tuple[str, str, str, bool, int, int, bool, str]:
+        return (
+            self.op,
+            self.id,
+            self.task,
+            self.follow,
+            self.runs,
+            self.count,
+            self.dry_run,
+            self.after,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ControlRequest) and self._key() == other._key()
@@ -141,7 +154,7 @@ class ControlRequest:
     def __repr__(self) -> str:
         return (
             "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r}, count={!r}, "
-            "dry_run={!r})".format(*self._key())
+            "dry_run={!r}, after={!r})".format(*self._key())
         )
 
 
@@ -157,7 +170,7 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        for key in ("id", "task", "follow", "runs", "batch", "count", "dry_run"):
+        for key in ("id", "task", "follow", "runs", "batch", "count", "dry_run", "after"):
             if getattr(request, key):
                 body[key] = getattr(request, key)
     else:

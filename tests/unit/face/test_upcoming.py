@@ -38,13 +38,21 @@ def tasks_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def test_next_from_a_file_prints_each_task(
     tasks_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["next", "--file", str(tasks_file), "--json"]) == exits.EXIT_OK
+    argv = ["next", "--file", str(tasks_file), "--after", "2026-01-01T00:00:00Z", "--json"]
+    assert cli.main(argv) == exits.EXIT_OK
     answer = json.loads(capsys.readouterr().out)
-    assert answer["source"] == "file"
+    assert (answer["source"], answer["after"]) == ("file", "2026-01-01T00:00:00Z")
     assert [task["task"] for task in answer["tasks"]] == ["manual", "report"]
-    # 2026-03-29 has passed on the machine's clock or not: a one-shot says either way
-    report = answer["tasks"][1]
-    assert report["times"] == [] or report["times"][0]["local"] == "2026-03-29T03:00:00+02:00"
+    (moved,) = answer["tasks"][1]["times"]
+    assert moved["at"] == "2026-03-29T01:00:00Z"
+    assert moved["local"] == "2026-03-29T03:00:00+02:00"
+    assert moved["dst"]["kind"] == "gap"
+    argv = ["next", "report", "--file", str(tasks_file), "--after", "2026-06-01T00:00:00Z"]
+    assert cli.main(argv) == exits.EXIT_OK
+    assert capsys.readouterr().out.splitlines() == [
+        "report: at 2026-03-29T01:00:00Z (Europe/Berlin)",
+        "  (no planned time ahead (a one-shot whose time has passed))",
+    ]
 
 
 def test_an_unknown_task_exits_2_naming_the_tasks(

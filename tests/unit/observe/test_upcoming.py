@@ -58,7 +58,7 @@ def test_every_task_is_listed_with_its_times_in_its_zone_and_utc() -> None:
         "2026-03-28T12:10:00Z",
     ]
     assert "10%" in poll["note"]
-    assert "started now" in poll["note"]
+    assert "started at 2026-03-28T12:00:00Z" in poll["note"]
     assert tasks["manual"] == {
         "task": "manual",
         "schedule": None,

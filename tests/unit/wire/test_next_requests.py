@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from daemon.wire.codec import decode_request
+from daemon.wire.codec import decode_request, parse_instant
 from daemon.wire.protocol import (
     NEXT_COUNT_DEFAULT,
     NEXT_COUNT_MAX,
@@ -54,7 +56,21 @@ def test_reload_takes_a_dry_run() -> None:
         ControlRequest(op="next", task="report", count=7),
         ControlRequest(op="next", count=1),
         ControlRequest(op="reload", dry_run=True),
+        ControlRequest(op="next", count=2, after="2026-10-03T12:00:00Z"),
     ],
 )
 def test_what_the_client_sends_the_daemon_reads_back(request_: ControlRequest) -> None:
     assert decode_request(encode_request(request_)) == request_
+
+
+def test_next_may_ask_from_an_instant_with_an_offset() -> None:
+    request = decode_request(b'{"op":"next","after":"2026-03-28T00:00:00+01:00"}')
+    assert request == ControlRequest(
+        op="next", count=NEXT_COUNT_DEFAULT, after="2026-03-28T00:00:00+01:00"
+    )
+    assert parse_instant("2026-03-28T00:00:00Z") == datetime(2026, 3, 28, tzinfo=UTC)
+    assert parse_instant("2026-03-27T23:00:00-01:00") == datetime(2026, 3, 28, tzinfo=UTC)
+    for text in ("2026-03-28T00:00:00", "2026-03-28", "tomorrow", "9999-12-31T23:59:59-01:00"):
+        assert parse_instant(text) is None, text
+        with pytest.raises(ProtocolError, match="after must be an RFC 3339 time"):
+            decode_request(b'{"op":"next","after":"%s"}' % text.encode())
