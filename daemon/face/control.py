@@ -103,5 +103,6 @@ def reload(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    print(f"runbroker: reload refused: {reason}", file=sys.stderr)
+    refused = "reload would be refused" if args.dry_run else "reload refused"
+    print(f"runbroker: {refused}: {reason}", file=sys.stderr)
     return EXIT_TEMPFAIL if worth_a_retry(answer) else EXIT_FAILED
