@@ -18,6 +18,7 @@ from daemon.core.rfc3339 import rfc3339_utc
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
 from daemon.core.ticker import TickPlan
+from daemon.schedules.at import AtSchedule
 from daemon.schedules.every import every_text
 from daemon.schedules.planned import PlannedTime, interval_times, planned_times
 from daemon.wire.control_answers import EVENT_NEXT, next_refusal
@@ -88,7 +89,8 @@ def task_times(
             "times": [slot(time) for time in times],
         }
         if not times:
-            answer["note"] = "no planned time ahead (a one-shot whose time has passed)"
+            one_shot = isinstance(schedule, AtSchedule)
+            answer["note"] = "a one-shot whose time has passed" if one_shot else "no time ahead"
         return answer
     if plan.once:
         ran = source == "daemon"
@@ -103,7 +105,11 @@ def task_times(
             "note": note + " (RUNBROKER_INTERVAL=0)",
         }
     assert plan.interval_s is not None
-    first = first_interval_tick(plan, now, source)
+    try:
+        first = first_interval_tick(plan, now, source)
+        times = interval_times(first, plan.interval_s, count)
+    except OverflowError:  # asked from the edge of what ``datetime`` holds
+        times = []
     note = f"each tick may move by up to {jitter:.0%} of the interval (RUNBROKER_JITTER)"
     if source == "file":
         note = f"counted from a daemon started at {rfc3339_utc(now)}; {note}"
@@ -112,7 +118,7 @@ def task_times(
         "schedule": every_text(plan.interval_s),
         "tz": "UTC",
         "kind": "interval",
-        "times": [slot(time) for time in interval_times(first, plan.interval_s, count)],
+        "times": [slot(time) for time in times],
         "note": note,
     }
 

@@ -30,7 +30,8 @@ class PlannedTime:
 
 def planned_times(schedule: Schedule, after: datetime, count: int) -> list[PlannedTime]:
     """The first ``count`` (at most ``MAX_PLANNED``) times strictly after ``after``; fewer
-    when the schedule ends (a one-shot, the end of what ``datetime`` holds)."""
+    when the schedule ends (a one-shot, the end of what ``datetime`` holds, in UTC or in the
+    zone)."""
     zone = ZoneInfo(schedule.tz)
     times: list[PlannedTime] = []
     t = as_utc(after)
@@ -38,7 +39,11 @@ def planned_times(schedule: Schedule, after: datetime, count: int) -> list[Plann
         due = schedule.next_after(t)
         if due is None:
             break
-        times.append(PlannedTime(due, due.astimezone(zone), schedule.dst_mark(due)))
+        try:
+            local, mark = due.astimezone(zone), schedule.dst_mark(due)
+        except (OverflowError, StopIteration):
+            break  # at the edge of what ``datetime`` holds: no wall time to show
+        times.append(PlannedTime(due, local, mark))
         t = due
     return times
 

@@ -51,7 +51,7 @@ def test_next_from_a_file_prints_each_task(
     assert cli.main(argv) == exits.EXIT_OK
     assert capsys.readouterr().out.splitlines() == [
         "report: at 2026-03-29T01:00:00Z (Europe/Berlin)",
-        "  (no planned time ahead (a one-shot whose time has passed))",
+        "  (a one-shot whose time has passed)",
     ]
 
 

@@ -121,6 +121,16 @@ def test_interval_times_follow_the_grid_from_the_next_tick() -> None:
     assert len(interval_times(datetime.max.replace(tzinfo=UTC), 3600.0, 3)) == 1
 
 
+@pytest.mark.parametrize("tz", ["Pacific/Kiritimati", "America/Santiago", "Europe/Berlin"])
+@pytest.mark.parametrize("spec", ["every 1h", "daily 23:59", "cron */30 * * * *"])
+@pytest.mark.parametrize("year", [1, 9999])
+def test_a_listing_ends_quietly_at_the_edges_of_time(spec: str, tz: str, year: int) -> None:
+    after = datetime(year, 1, 1, tzinfo=UTC) if year == 1 else datetime(year, 12, 31, tzinfo=UTC)
+    times = planned_times(parse_schedule(spec, tz), after, 50)
+    assert all(t.utc > after for t in times)
+    assert len(times) < 50 or year == 1
+
+
 def test_a_naive_instant_is_refused() -> None:
     with pytest.raises(ValueError, match="naive"):
         planned_times(parse_schedule("daily 02:30", BERLIN), datetime(2026, 1, 1), 1)
@@ -175,8 +185,26 @@ SPECS = st.one_of(
     st.builds("cron {}".format, _fields),
     st.builds("every {}m".format, st.integers(1, 600)),
 )
-INSTANTS = st.datetimes(
-    min_value=datetime(2026, 1, 1), max_value=datetime(2026, 12, 31), timezones=st.just(UTC)
+# The 2026 changes of the zones above (UTC): the instants are drawn mostly just before one.
+CHANGES = [
+    z(3, 29, 1),  # Berlin
+    z(10, 25, 1),
+    z(4, 4, 15),  # Lord Howe
+    z(10, 3, 15, 30),
+    z(3, 8, 7),  # New York
+    z(11, 1, 6),
+    z(4, 4, 14),  # Chatham
+    z(9, 26, 14),
+]
+INSTANTS = st.one_of(
+    st.datetimes(
+        min_value=datetime(2026, 1, 1), max_value=datetime(2026, 12, 31), timezones=st.just(UTC)
+    ),
+    st.builds(
+        lambda change, before_s: change - timedelta(seconds=before_s),
+        st.sampled_from(CHANGES),
+        st.integers(0, 3 * 86400),
+    ),
 )
 
 
@@ -195,7 +223,8 @@ def test_the_ticker_fires_at_the_planned_times(
 def test_every_mark_says_what_the_zone_did(spec: str, tz: str, start: datetime) -> None:
     zone = ZoneInfo(tz)
     for t in planned_times(parse_schedule(spec, tz), start, 8):
-        assert t.local == t.utc
+        # PEP 495: a time in a fold never equals one of another zone, so compare in UTC
+        assert t.local.astimezone(UTC) == t.utc
         assert t.local.tzinfo is zone
         assert t.utc.tzinfo is UTC
         if t.dst is None:
@@ -210,3 +239,24 @@ def test_every_mark_says_what_the_zone_did(spec: str, tz: str, start: datetime) 
             assert before is not None
             assert before < (t.local.utcoffset() or before)
             assert t.dst.wall.split(", ")[0] < f"{wall:%H:%M}" or wall.hour == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hour=st.integers(0, 23),
+    minute=st.sampled_from([0, 15, 30, 45, 59]),
+    tz=st.sampled_from(ZONES),
+    start=INSTANTS,
+)
+def test_a_daily_time_run_off_its_wall_time_is_always_marked_moved(
+    hour: int, minute: int, tz: str, start: datetime
+) -> None:
+    wall = f"{hour:02d}:{minute:02d}"
+    for t in planned_times(parse_schedule(f"daily {wall}", tz), start, 4):
+        moved = f"{t.local:%H:%M}" != wall
+        assert (t.dst is not None and t.dst.kind == "gap") == moved
+        if moved:
+            assert t.dst is not None
+            assert t.dst.wall == wall
+        elif t.dst is not None:  # a fold: the first pass only
+            assert (t.dst.kind, t.dst.fold_pass, t.local.fold) == ("fold", "first", 0)
