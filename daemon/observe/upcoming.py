@@ -25,6 +25,10 @@ from daemon.wire.control_answers import EVENT_NEXT, next_refusal
 from daemon.wire.control_shapes import DstNote, NextAnswer, PlannedSlot, TaskTimes
 
 Source = Literal["daemon", "file"]
+# The times one answer holds at most, every task's together: each costs the ticker's own
+# ``next_after`` (about 0.1 ms for a cron schedule), and the daemon computes them in its event
+# loop, so a listing of many tasks gets fewer of each (the answer's ``count`` says how many).
+MAX_TIMES_PER_ANSWER = 500
 
 
 def slot(time: PlannedTime) -> PlannedSlot:
@@ -133,8 +137,8 @@ def next_answer(
     jitter: float,
     source: Source,
 ) -> NextAnswer | dict[str, Any]:
-    """``next``: the planned times of ``task`` (empty: of every task), or the refusal of a task
-    this container does not define."""
+    """``next``: the planned times of ``task`` (empty: of every task), ``count`` of each or fewer
+    (``MAX_TIMES_PER_ANSWER``), or the refusal of a task this container does not define."""
     if task:
         try:
             tasks.admit(RunRequest(task=task))
@@ -142,11 +146,13 @@ def next_answer(
             return next_refusal(refused.reason, refused.code)
     by_task = {plan.task: plan for plan in plans}
     names = [task] if task else sorted(tasks.names())
+    count = min(count, max(1, MAX_TIMES_PER_ANSWER // max(len(names), 1)))
     return {
         "event": EVENT_NEXT,
         "ok": True,
         "after": rfc3339_utc(now),
         "source": source,
+        "count": count,
         "tasks": [
             task_times(name, by_task.get(name), now, count, jitter, source) for name in names
         ],

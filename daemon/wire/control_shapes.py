@@ -151,6 +151,7 @@ class NextAnswer(TypedDict):
     ok: Literal[True]
     after: str  # RFC 3339, UTC: the times are the first ones after this instant
     source: Literal["daemon", "file"]
+    count: int  # the times of each task: as asked, or fewer when many tasks are listed
     tasks: list[TaskTimes]
 
 

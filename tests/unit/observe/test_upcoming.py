@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from daemon.core.tasks import Task, TaskRegistry
 from daemon.core.ticker import TickPlan
-from daemon.observe.upcoming import next_answer, next_due
+from daemon.observe.upcoming import MAX_TIMES_PER_ANSWER, next_answer, next_due
 from daemon.schedules import parse_schedule
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
@@ -102,3 +102,18 @@ def test_next_due_is_the_first_planned_time() -> None:
     assert next_due(None, NOW, "daemon") is None
     gone = TickPlan("once", schedule=parse_schedule("at 2026-01-01T00:00:00Z"))
     assert next_due(gone, NOW, "daemon") is None
+
+
+def test_a_listing_of_many_tasks_gets_fewer_times_of_each() -> None:
+    names = [f"t{index:03d}" for index in range(60)]
+    plans = [TickPlan(name, schedule=parse_schedule("cron */5 * * * *")) for name in names]
+    answer = next_answer(
+        plans, _registry(*names), task="", count=100, now=NOW, jitter=0.1, source="daemon"
+    )
+    assert answer["count"] == MAX_TIMES_PER_ANSWER // 60
+    assert sum(len(task["times"]) for task in answer["tasks"]) <= MAX_TIMES_PER_ANSWER
+    one = next_answer(
+        plans, _registry(*names), task="t001", count=100, now=NOW, jitter=0.1, source="daemon"
+    )
+    assert one["count"] == 100
+    assert len(one["tasks"][0]["times"]) == 100
