@@ -260,3 +260,11 @@ def test_a_daily_time_run_off_its_wall_time_is_always_marked_moved(
             assert t.dst.wall == wall
         elif t.dst is not None:  # a fold: the first pass only
             assert (t.dst.kind, t.dst.fold_pass, t.local.fold) == ("fold", "first", 0)
+
+
+def test_the_package_offers_the_listing() -> None:
+    import daemon.schedules as schedules
+
+    assert schedules.planned_times is planned_times
+    assert schedules.PlannedTime.__module__ == "daemon.schedules.planned"
+    assert schedules.DstMark.__module__ == "daemon.schedules.dst"
