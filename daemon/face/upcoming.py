@@ -32,8 +32,10 @@ def main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+        from daemon.wire.reasons import CODE_UNKNOWN_TASK
+
         print(f"runbroker: {reason}", file=sys.stderr)
-        return EXIT_USAGE if answer.get("code") == "unknown_task" else EXIT_FAILED
+        return EXIT_USAGE if answer.get("code") == CODE_UNKNOWN_TASK else EXIT_FAILED
     if args.json:
         import json
 

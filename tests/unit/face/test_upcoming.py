@@ -119,3 +119,46 @@ def test_the_text_marks_a_moved_slot_and_a_fold() -> None:
         "manual: no schedule (runs when triggered)",
     ]
     assert render_next({"tasks": []}) == "no tasks"
+
+
+@pytest.mark.parametrize(
+    ("argv", "answer", "code", "said"),
+    [
+        (
+            ["next"],
+            {"event": "done", "ok": False, "reason": "unknown op 'next'", "code": "bad_request"},
+            exits.EXIT_USAGE,
+            "this daemon does not know `next`",
+        ),
+        (
+            ["reload", "--dry-run"],
+            {
+                "event": "done",
+                "ok": False,
+                "reason": "invalid request: unknown field 'dry_run' (op 'reload' takes id, op)",
+                "code": "bad_request",
+            },
+            exits.EXIT_USAGE,
+            "this daemon does not know `reload --dry-run`",
+        ),
+        (
+            ["reload", "--dry-run"],
+            {"event": "reload", "ok": False, "reason": "tasks file t: bad", "code": "x"},
+            exits.EXIT_FAILED,
+            "runbroker: reload would be refused: tasks file t: bad",
+        ),
+    ],
+)
+def test_an_older_or_refusing_daemon_is_said_in_words(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    answer: dict[str, object],
+    code: int,
+    said: str,
+) -> None:
+    from daemon.wire import client
+
+    monkeypatch.setattr(client, "control", lambda _path, _request: answer)
+    assert cli.main([*argv, "--socket", "/nonexistent.sock"]) == code
+    assert said in capsys.readouterr().err
