@@ -523,7 +523,7 @@ async def test_a_client_that_reads_slowly_loses_no_line(short_dir: Path, batch: 
                 await asyncio.sleep(0)
         finally:
             slow.close()
-    answer = answer_events(data)
+    answer = answer_events(bytes(data))
     assert answer[-1]["event"] == "done"
     assert "dropped_lines" not in answer[-1]
     output = [e for e in answer if e["event"] == "output"]
