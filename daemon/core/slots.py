@@ -1,7 +1,7 @@
 """The slot record: every scheduled slot of every ticking task gets exactly one outcome.
 
-API: ``SlotRecord(kept_per_task=20)``; ``record.open(task, planned_at, note="") -> Slot``;
-``record.settle(slot, outcome, run_id="", result="", reason="", count=1) -> bool``;
+API: ``SlotRecord(kept_per_task=20)``; ``record.open(task, planned_at, note="", count=1) -> Slot``;
+``record.settle(slot, outcome, run_id="", result="", reason="") -> bool``;
 ``record.follow(slot, outcome=RAN, on_start=None) -> Watcher``; ``record.last(task)``,
 ``record.tasks()``, ``record.totals(task)``, ``record.open_slots``, ``record.listeners``.
 
@@ -57,7 +57,7 @@ class Slot:
     run_id: str = ""  # ran, caught_up: its run; coalesced: the run that covered it
     result: str = ""  # ran, caught_up: the run's outcome (succeeded, failed, ...)
     reason: str = ""  # why it was skipped, coalesced or missed; a failed run's reason
-    count: int = 1  # how many slots this entry settles (a late tick covers several)
+    count: int = 1  # how many slots this entry stands for (a late tick covers several)
     settled_at: float = 0.0  # Unix seconds
 
     @property
@@ -87,10 +87,13 @@ class SlotRecord:
         self.open_slots = 0  # opened and not yet settled
         self.listeners: list[SlotListener] = []  # told each settled slot; must not block
 
-    def open(self, task: str, planned_at: float, note: str = "") -> Slot:
-        """A slot of ``task`` planned at ``planned_at``, to be settled once."""
-        self.open_slots += 1
-        return Slot(task, planned_at, note)
+    def open(self, task: str, planned_at: float, note: str = "", count: int = 1) -> Slot:
+        """A slot of ``task`` planned at ``planned_at`` (with ``count``: that many slots from
+        it on, settled together), to be settled once."""
+        if count < 1:
+            raise ValueError("a slot entry stands for at least one slot")
+        self.open_slots += count
+        return Slot(task, planned_at, note, count=count)
 
     def settle(
         self,
@@ -100,19 +103,15 @@ class SlotRecord:
         run_id: str = "",
         result: str = "",
         reason: str = "",
-        count: int = 1,
     ) -> bool:
         """Record ``slot``'s one outcome; False (and nothing changes) when it had one."""
         if slot.outcome:
             return False
         if outcome not in OUTCOMES:
             raise ValueError(f"not a slot outcome: {outcome!r}")
-        if count < 1:
-            raise ValueError("a slot entry settles at least one slot")
         slot.outcome, slot.run_id, slot.result, slot.reason = outcome, run_id, result, reason
-        slot.count = count
         slot.settled_at = self._clock()
-        self.open_slots -= 1
+        self.open_slots -= slot.count
         self._keep(slot)
         _log_settled(slot)
         for listener in list(self.listeners):

@@ -8,7 +8,12 @@ previous tick fired, so the loop's own latency does not add up (a day of ticks e
 says). A tick that fires late past later slots (a blocked loop, a suspended host) coalesces them:
 the next tick is the first slot still ahead, never a burst to catch up. Schedules fire at their
 exact times. A tick whose previous run of the same task is still queued or running is skipped and
-logged, never piled up. At shutdown the ticker is the first part stopped (its task is cancelled).
+logged, never piled up, unless the task's ``on_busy`` says otherwise. At shutdown the ticker is
+the first part stopped (its task is cancelled).
+
+Every slot is settled in the slot record (``daemon.core.slots``, through ``tick_slots``): the
+tick that fires stands for the latest slot that has passed, and the slots it covers are settled
+with it, so each planned time gets one outcome however late the loop woke.
 
 A reload hands the ticker new plans (``replace_plans``): a plan whose task, interval or schedule
 text and zone are unchanged keeps its running loop, so its next fire time (no double fire, no
@@ -27,7 +32,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from daemon.core.runqueue import Rejected, RunQueue, RunRequest
+from daemon.core.busy import BusyPolicy, OnBusy
+from daemon.core.runqueue import RunQueue
+from daemon.core.slots import RAN, Slot, SlotRecord
+from daemon.core.tick_slots import TickSlots
 from daemon.log.logs import get_logger
 from daemon.schedules import Schedule
 
@@ -39,6 +47,7 @@ Sleep = Callable[[float], Awaitable[None]]
 WallClock = Callable[[], datetime]
 Monotonic = Callable[[], float]
 MIN_GAP = 0.01  # two interval ticks are never closer than this fraction of the interval
+COUNT_TURN = 1024  # slots a late schedule counts between two turns of the loop
 
 
 def _utc_now() -> datetime:
@@ -57,6 +66,8 @@ class TickPlan:
     last_fired_at: float | None = None
     next_fire_at: float | None = None
     planned_at: float | None = None  # when its loop started (Unix time): health's reference
+    on_busy: OnBusy | None = None  # the task's policy when its run is pending (None: skip)
+    start_deadline_s: float | None = None  # a slot not started this long after it is missed
 
     def key(self) -> tuple[object, ...]:
         """What makes two plans the same plan across a reload."""
@@ -76,6 +87,8 @@ class Ticker:
         now: WallClock = _utc_now,
         monotonic: Monotonic = time.monotonic,
         rng: random.Random | None = None,
+        slots: SlotRecord | None = None,
+        busy: BusyPolicy | None = None,
     ) -> None:
         self.queue = queue
         self.plans = plans
@@ -88,6 +101,12 @@ class Ticker:
         self.skipped = 0
         self._group: asyncio.TaskGroup | None = None  # run()'s, while it runs
         self._loops: dict[int, asyncio.Task[None]] = {}  # by id() of their plan
+        self.slots = SlotRecord() if slots is None else slots
+        policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
+        self.ticks = TickSlots(queue, self.slots, policy, sleep, self._wall_s)
+
+    def _wall_s(self) -> float:
+        return self._now().timestamp()
 
     def offset(self, interval_s: float) -> float:
         """How far a tick moves from its planned time: ``interval * uniform(-jitter, jitter)``."""
@@ -95,33 +114,33 @@ class Ticker:
             return 0.0
         return interval_s * self._rng.uniform(-self.jitter, self.jitter)
 
-    def fire(self, plan: TickPlan) -> bool:
-        """Submit one tick of ``plan``; False when skipped or rejected."""
+    def fire(self, plan: TickPlan, planned_at: float | None = None) -> bool:
+        """Submit one tick of ``plan`` for its slot at ``planned_at`` (Unix seconds; None:
+        now); False when its slot was skipped, missed or coalesced."""
+        return self._fire(plan, planned_at).outcome in ("", RAN)
+
+    def _fire(self, plan: TickPlan, planned_at: float | None) -> Slot:
         plan.last_fired_at = time.time()
-        if self.queue.is_pending(plan.task):
+        planned = self._wall_s() if planned_at is None else planned_at
+        slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s)
+        if slot.outcome in ("", RAN):
+            self.fired += 1
+        else:
             self.skipped += 1
-            log.info("tick.skipped", task=plan.task, reason="previous run still queued or running")
-            return False
-        try:
-            run = self.queue.submit(RunRequest(task=plan.task, trigger="tick"))
-        except Rejected as exc:
-            self.skipped += 1
-            log.warning("tick.skipped", task=plan.task, reason=exc.reason)
-            return False
-        self.fired += 1
-        log.info("tick.fired", task=plan.task, run_id=run.id)
-        return True
+        return slot
 
     async def run(self) -> None:
         """Tick every plan until cancelled (also when no plan is left: a reload may add one)."""
         async with asyncio.TaskGroup() as group:
             self._group = group
+            self.ticks.spawn = group.create_task
             try:
                 for plan in self.plans:
                     self._start(plan)
                 await asyncio.Event().wait()
             finally:
                 self._group = None
+                self.ticks.spawn = None
 
     def _start(self, plan: TickPlan, *, at_start_up: bool = True) -> None:
         plan.planned_at = time.time()
@@ -157,6 +176,8 @@ class Ticker:
             same = old.pop(plan.key(), None)
             if same is None:
                 started.append(plan)
+            else:  # the same timing, the policy as the file now says
+                same.on_busy, same.start_deadline_s = plan.on_busy, plan.start_deadline_s
             kept.append(plan if same is None else same)
         for gone in old.values():
             task = self._loops.pop(id(gone), None)
@@ -180,11 +201,16 @@ class Ticker:
             plan.next_fire_at = time.time() + max(wait_s, 0.0)
             if wait_s > 0:
                 await self._sleep(wait_s)
-            self.fire(plan)
+            now = self._monotonic()
+            # The tick stands for the latest slot that has passed: those that passed while it
+            # was late are covered by it (coalesced), not fired one after another.
+            latest = max(slot, math.floor((now - start) / interval_s))
+            wall_at = self._wall_s() - now  # a monotonic time plus this is a wall time
+            planned = target if latest == slot else start + latest * interval_s
+            fired = self._fire(plan, wall_at + planned)
+            self.ticks.cover(fired, wall_at + start + slot * interval_s, latest - slot)
             last_fired = self._monotonic()
-            # The next slot still ahead of the clock: slots that passed while this tick was
-            # late are covered by it (coalesced), not fired one after another.
-            slot = max(slot + 1, math.floor((last_fired - start) / interval_s) + 1)
+            slot = max(latest + 1, math.floor((last_fired - start) / interval_s) + 1)
 
     async def _schedule_loop(self, plan: TickPlan, schedule: Schedule) -> None:
         after = self._now()
@@ -196,5 +222,14 @@ class Ticker:
             plan.next_fire_at = due.timestamp()
             while (remaining_s := (due - self._now()).total_seconds()) > 0:
                 await self._sleep(min(remaining_s, MAX_SLEEP_S))
-            self.fire(plan)
-            after = max(due, self._now())  # missed slots (a suspended host) coalesce into one
+            # Slots missed while the tick was late (a suspended host) coalesce into one: the
+            # tick stands for the latest of them.
+            now = self._now()
+            passed = [due]
+            while (later := schedule.next_after(passed[-1])) is not None and later <= now:
+                passed.append(later)
+                if len(passed) % COUNT_TURN == 0:
+                    await asyncio.sleep(0)
+            fired = self._fire(plan, passed[-1].timestamp())
+            self.ticks.cover(fired, due.timestamp(), len(passed) - 1)
+            after = max(passed[-1], now)

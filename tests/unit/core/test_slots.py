@@ -77,7 +77,7 @@ def test_only_a_run_outcome_follows_a_run_and_only_outcomes_settle() -> None:
     with pytest.raises(ValueError, match="not a slot outcome"):
         record.settle(slot, "lost")
     with pytest.raises(ValueError, match="at least one"):
-        record.settle(slot, COALESCED, count=0)
+        record.open("t", 2.0, count=0)
     assert not slot.settled
 
 
@@ -86,7 +86,7 @@ def test_each_settled_slot_is_one_log_event_a_missed_one_a_warning() -> None:
     with capture_logs() as events:
         record.settle(record.open("t", 0.0), MISSED, reason="start deadline passed")
         record.settle(record.open("t", 60.0, note="moved to the end of a DST gap"), SKIPPED)
-        record.settle(record.open("t", 120.0), COALESCED, run_id="r9", count=3)
+        record.settle(record.open("t", 120.0, count=3), COALESCED, run_id="r9")
     assert [(e["event"], e["log_level"]) for e in events] == [
         ("slot.missed", "warning"),
         ("slot.skipped", "info"),
@@ -142,9 +142,9 @@ def test_every_slot_has_exactly_one_outcome_within_the_bounds(
     slots: list[Slot] = []
     for task, outcome, count, race, later_s in events:
         clock.advance(later_s)
-        slot = record.open(task, clock().timestamp())
+        slot = record.open(task, clock().timestamp(), count=count)
         slots.append(slot)
-        assert record.settle(slot, outcome, run_id="r", count=count)
+        assert record.settle(slot, outcome, run_id="r")
         if race:
             for other in OUTCOMES:
                 assert not record.settle(slot, other)
