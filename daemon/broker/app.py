@@ -101,6 +101,7 @@ class Broker:
                 plans=lambda: self.ticker.plans,
             )
             self.queue.on_finish(metrics.run_finished)
+            self.slots.listeners.append(metrics.slot_settled)
             self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
             self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
