@@ -111,8 +111,12 @@ class TickSlots:
             await self._sleep(wait_s)
         if run.state != "queued":
             return
-        self.record.settle(slot, MISSED, run_id=run.id, reason=queued_too_long_reason(deadline_s))
-        self.queue.cancel_waiting(run.id, REASON_MISSED)
+        reason = queued_too_long_reason(deadline_s)
+        try:
+            self.record.settle(slot, MISSED, run_id=run.id, reason=reason)
+            self.queue.cancel_waiting(run.id, REASON_MISSED)
+        except Exception as exc:  # a listener's bug must not end the ticker's task group
+            log.error("slot.deadline_failed", task=slot.task, error=type(exc).__name__)
 
     def cover(self, fired: Slot, first_planned_at: float, count: int) -> None:
         """``count`` slots from ``first_planned_at`` on, passed while a tick was late, stand

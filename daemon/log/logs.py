@@ -7,7 +7,8 @@ those can hold DSNs and payloads.
 Event vocabulary (dotted): ``broker.starting``, ``broker.ready``, ``broker.stopping``,
 ``broker.stopped``, ``run.queued``, ``run.rejected``, ``run.started``, ``run.output``,
 ``run.overdue``, ``run.done``, ``tick.fired``, ``tick.skipped``, ``slot.ran``, ``slot.skipped``,
-``slot.coalesced``, ``slot.missed``, ``slot.caught_up``, ``socket.refused``,
+``slot.coalesced``, ``slot.missed``, ``slot.caught_up``, ``run.joined``, ``run.replacing``,
+``socket.refused``,
 ``socket.bad_request``, ``settings.unknown_variable``, ``reaper.reaped``.
 """
 

@@ -65,6 +65,28 @@ start_deadline = "300ms"
     assert daemon.exec("cancel", long_id).returncode == 0
 
 
+def test_a_tick_is_skipped_while_its_task_runs_and_said_so(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    go = workdir / "go"
+    tasks = f"""
+[tasks.beat]
+command = ["sh", "-c", "while [ ! -e {go} ]; do sleep 0.02; done"]
+schedule = "every 1s"
+"""
+    daemon = start_daemon(tasks_toml=tasks)
+    daemon.log.wait_for("run.started", lambda line: line.get("task") == "beat")
+    skipped = daemon.log.wait_for("slot.skipped", lambda line: line.get("task") == "beat")[0]
+    assert skipped["reason"] == "previous run still queued or running"
+    go.touch()
+    ran = daemon.log.wait_for("slot.ran", lambda line: line.get("task") == "beat")[0]
+    assert ran["result"] == "succeeded"
+    status = json.loads(daemon.exec("status", "--json").stdout)
+    beat = next(entry for entry in status["slots"] if entry["task"] == "beat")
+    assert beat["totals"]["skipped"] >= 1
+    assert beat["totals"]["ran"] >= 1
+
+
 def test_skip_tells_the_trigger_and_exits_3(start_daemon: StartDaemon, workdir: Path) -> None:
     daemon = start_daemon(tasks_toml=_gated(workdir, "sync", "skip"))
     first = daemon.popen("trigger", "sync")
