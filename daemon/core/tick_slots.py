@@ -64,11 +64,12 @@ class TickSlots:
         planned_at: float,
         on_busy: OnBusy | None = None,
         start_deadline_s: float | None = None,
+        note: str = "",
     ) -> Slot:
-        """One tick of ``task`` planned at ``planned_at`` (Unix seconds): its slot, settled,
-        or left open for its run's result."""
+        """One tick of ``task`` planned at ``planned_at`` (Unix seconds; ``note``: what the
+        schedule did to that time): its slot, settled, or left open for its run's result."""
         record = self.record
-        slot = record.open(task, planned_at)
+        slot = record.open(task, planned_at, note)
         if start_deadline_s is not None:
             late_s = self._wall_s() - planned_at
             if late_s > start_deadline_s:

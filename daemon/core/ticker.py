@@ -119,10 +119,11 @@ class Ticker:
         now); False when its slot was skipped, missed or coalesced."""
         return self._fire(plan, planned_at).outcome in ("", RAN)
 
-    def _fire(self, plan: TickPlan, planned_at: float | None) -> Slot:
+    def _fire(self, plan: TickPlan, planned_at: float | None, note: str = "") -> Slot:
+        """The tick's slot (``note``: what the schedule did to its time, a DST gap or fold)."""
         plan.last_fired_at = time.time()
         planned = self._wall_s() if planned_at is None else planned_at
-        slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s)
+        slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s, note)
         if slot.outcome in ("", RAN):
             self.fired += 1
         else:
