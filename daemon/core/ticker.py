@@ -104,6 +104,7 @@ class Ticker:
         self.slots = SlotRecord() if slots is None else slots
         policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.ticks = TickSlots(queue, self.slots, policy, sleep, self._wall_s)
+        self._fired: Slot | None = None  # the slot of the tick ``fire`` just submitted
 
     def _wall_s(self) -> float:
         return self._now().timestamp()
@@ -114,21 +115,30 @@ class Ticker:
             return 0.0
         return interval_s * self._rng.uniform(-self.jitter, self.jitter)
 
-    def fire(self, plan: TickPlan, planned_at: float | None = None) -> bool:
+    def fire(self, plan: TickPlan, planned_at: float | None = None, note: str = "") -> bool:
         """Submit one tick of ``plan`` for its slot at ``planned_at`` (Unix seconds; None:
-        now); False when its slot was skipped, missed or coalesced."""
-        return self._fire(plan, planned_at).outcome in ("", RAN)
-
-    def _fire(self, plan: TickPlan, planned_at: float | None, note: str = "") -> Slot:
-        """The tick's slot (``note``: what the schedule did to its time, a DST gap or fold)."""
+        now; ``note``: what the schedule did to that time, a DST gap or fold); False when its
+        slot was skipped, missed or coalesced. Every tick of the loops comes through here."""
         plan.last_fired_at = time.time()
         planned = self._wall_s() if planned_at is None else planned_at
         slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s, note)
+        self._fired = slot
         if slot.outcome in ("", RAN):
             self.fired += 1
-        else:
-            self.skipped += 1
-        return slot
+            return True
+        self.skipped += 1
+        return False
+
+    def _tick(
+        self, plan: TickPlan, planned_at: float, covered_from: float, covered: int, note: str = ""
+    ) -> None:
+        """A loop's tick, then the ``covered`` slots from ``covered_from`` on that passed while
+        it was late, settled with its slot."""
+        self._fired = None
+        self.fire(plan, planned_at, note)
+        fired = self._fired  # None when ``fire`` was replaced (a test recording the ticks)
+        if fired is not None:
+            self.ticks.cover(fired, covered_from, covered)
 
     async def run(self) -> None:
         """Tick every plan until cancelled (also when no plan is left: a reload may add one)."""
@@ -208,8 +218,7 @@ class Ticker:
             latest = max(slot, math.floor((now - start) / interval_s))
             wall_at = self._wall_s() - now  # a monotonic time plus this is a wall time
             planned = target if latest == slot else start + latest * interval_s
-            fired = self._fire(plan, wall_at + planned)
-            self.ticks.cover(fired, wall_at + start + slot * interval_s, latest - slot)
+            self._tick(plan, wall_at + planned, wall_at + start + slot * interval_s, latest - slot)
             last_fired = self._monotonic()
             slot = max(latest + 1, math.floor((last_fired - start) / interval_s) + 1)
 
@@ -231,6 +240,15 @@ class Ticker:
                 passed.append(later)
                 if len(passed) % COUNT_TURN == 0:
                     await asyncio.sleep(0)
-            fired = self._fire(plan, passed[-1].timestamp())
-            self.ticks.cover(fired, due.timestamp(), len(passed) - 1)
+            note = _dst_note(schedule, passed[-1])
+            self._tick(plan, passed[-1].timestamp(), due.timestamp(), len(passed) - 1, note)
             after = max(passed[-1], now)
+
+
+def _dst_note(schedule: Schedule, planned: datetime) -> str:
+    """What an offset change did to a slot's time, for its record (empty: nothing)."""
+    try:
+        mark = schedule.dst_mark(planned)
+    except (OverflowError, StopIteration):  # at the edge of what ``datetime`` holds
+        return ""
+    return "" if mark is None else f"DST {mark.kind}: {mark.note}"

@@ -416,3 +416,31 @@ def test_a_reload_keeps_the_loop_and_takes_the_new_policy() -> None:
     )
     assert ticker.plans == [old]
     assert (old.on_busy, old.start_deadline_s) == ("coalesce", 5.0)
+
+
+async def test_a_slot_moved_by_a_dst_gap_says_so() -> None:
+    clock = ManualClock(START)
+    time_ = VirtualTime(clock)
+    queue, record, settled = _tick_queue()
+    plan = TickPlan("nightly", schedule=parse_schedule("daily 02:30", "Europe/Berlin"))
+    ticker = Ticker(
+        queue,
+        [plan],
+        jitter=0.0,
+        sleep=time_.sleep,
+        now=clock,
+        monotonic=time_.monotonic,
+        slots=record,
+    )
+    runner = asyncio.create_task(ticker.run())
+    try:  # the run of the 28th stays queued: the slot of the 29th is skipped, and says why
+        await time_.until(datetime(2026, 3, 29, 1, 0, tzinfo=UTC))
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+    assert [(s.outcome, s.planned_at) for s in settled] == [
+        (SKIPPED, datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp())
+    ]
+    assert settled[0].note.startswith("DST gap: 02:30 did not exist")
+    assert record.open_slots == 1  # the 28th's, until its run ends
