@@ -103,3 +103,21 @@ def test_key_line_finds_the_line_of_each_tables_own_key(
     for name, _keys_of in tables:
         for key in ("command", "interval", "on_busy", "start_deadline", "timeout"):
             assert key_line(text, name, key) == where.get((name, key))
+
+
+def test_check_places_a_bad_busy_key_on_its_line() -> None:
+    from daemon.core.tasks.checking import check_tasks_text
+
+    text = """[tasks.report]
+command = ["true"]
+schedule = "daily 02:30"
+start_deadline = "later"
+
+[tasks.sync]
+command = ["true"]
+on_busy = "drop"
+"""
+    problems = [problem.text(SOURCE) for problem in check_tasks_text(text)]
+    assert len(problems) == 2
+    assert problems[0].startswith(f"{SOURCE}:4: tasks.report: start_deadline: ")
+    assert problems[1].startswith(f"{SOURCE}:8: tasks.sync: on_busy must be one of 'queue'")
