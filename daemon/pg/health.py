@@ -10,7 +10,7 @@ import random
 import time
 
 from daemon.log.logs import get_logger
-from daemon.pg.store.base import StoreSchemaMissing
+from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable
 
 LOGGER_NAME = "runbroker.pgrunner"  # every part of the Postgres runner logs under this name
 log = get_logger(LOGGER_NAME)
@@ -65,6 +65,14 @@ class DbHealth:
         if self.down_since is None:
             self.down_since = time.monotonic()
             log.warning("db.disconnected", where=where, error=str(exc))
+
+    def call_failed(self, where: str, exc: Exception) -> None:
+        """A store call failed: the database's trouble is the verdict's, anything else is a bug
+        logged with its traceback (call it inside the ``except``) that never ends the daemon."""
+        if isinstance(exc, (StoreUnavailable, StoreSchemaMissing)):
+            self.failed(where, exc)
+        else:
+            log.exception("pgrunner.error", where=where)
 
     def ok(self) -> None:
         self._schema_warned = False
