@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator
 
 from daemon.core.journal.ring import RunLog
@@ -30,15 +31,7 @@ def kept_result(result: RunResult) -> RunResult:
     reason = result.reason
     if len(reason) > KEPT_REASON_CHARS:
         reason = f"{reason[:KEPT_REASON_CHARS]}... ({len(reason)} characters)"
-    return RunResult(
-        ok=result.ok,
-        reason=reason,
-        exit_code=result.exit_code,
-        duration_ms=result.duration_ms,
-        cancelled=result.cancelled,
-        timed_out=result.timed_out,
-        code=result.code,
-    )
+    return dataclasses.replace(result, reason=reason, output=None)
 
 
 class Journal:
