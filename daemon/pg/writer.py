@@ -1,17 +1,8 @@
 """The Postgres runner's result writer: run records written in batches.
 
-Results (run started, run finished, claim released) are queued in memory and written in
-batches, one transaction each. While the database is away they wait and are retried with
-backoff, so a run that finishes during an outage is recorded when the database returns.
-
-A run's start is written only once the run has been going for ``START_DELAY_S``: a run that
-finishes sooner gets one write (its finish carries ``started_at``), not two.
-
-A batch that fails for another reason than an outage may fail for what one record holds: its
-records are then written one by one, so that only that record fails. A finish that still fails
-alone is written once more without its output and with its error replaced by a note; only when
-that fails too is it dropped (``job.result_dropped``: its lease expires and its run is
-abandoned).
+Records wait in memory while the database is away, so a run that finishes during an outage is
+recorded when it returns. A failed batch is written again one record at a time, so that one bad
+record fails alone.
 """
 
 from __future__ import annotations

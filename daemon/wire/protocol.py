@@ -1,21 +1,7 @@
-"""The JSON-lines wire format: what a request and an answer may say.
+"""The JSON-lines wire format: the requests, the event kinds and the answers' constructors.
 
-One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
-30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
-``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``, ``reload``, ``logs`` (``id`` or ``task``, ``follow``: ``logs_answers``). Answers
-are JSON objects, one per line, with at least ``event`` and ``ok``.
-
-At import this module loads only the standard library's ``json`` (and ``reasons``, which loads
-nothing): the thin client loads it on every cold ``docker exec``, and encodes its request and
-decodes the answers with it. The daemon's side of the format (``decode_request``,
-``encode_fields``, ``encode_event``) is in ``codec``, with orjson.
-
-The vocabulary of the answers lives here: the event kinds, the rule that an empty ``reason``
-and a zero ``duration_ms`` are omitted (``answer_body``), and the constructors the server, the
-queue and the executor use (``queued_event`` ... ``done_event``); the control requests' answers
-are in ``control_answers``, the ``logs`` op's in ``logs_answers``; the reasons a client is told
-and the code beside each, in ``reasons``.
+Only the standard library's ``json`` at import, because the thin client loads it on every cold
+``docker exec``. The daemon's side of the format, with orjson, is ``codec``.
 """
 
 from __future__ import annotations

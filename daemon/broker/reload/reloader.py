@@ -1,17 +1,7 @@
 """One reload of the tasks file, all or nothing, and its record for ``status`` and ``health``.
 
-A reload reads the whole file and checks it as start-up does (TOML, every task, the fencing
-rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
-the ticker given the new plans (computed from the new tasks before anything is swapped). A
-file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
-nested too deeply, any ``BaseException`` a handler module raises at import), is refused with
-one log line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
-``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
-settings are read once at start-up and never reloaded. A file the watch reports but whose
-bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
-the file: a handler module installed since); SIGHUP and ``runbroker reload`` always reload,
-and first re-arm a file watch that was lost (``resync_watch``). ``daemon.broker.reload.waking`` is
-the loop that SIGHUP and the file watch wake.
+The file is checked as start-up checks it before anything is swapped, so a bad file (any
+exception included) leaves the old tasks running and says why once.
 """
 
 from __future__ import annotations

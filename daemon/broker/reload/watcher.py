@@ -1,19 +1,8 @@
 """Watching the tasks file for changes, without polling: inotify on its directory.
 
-A watch on the file itself would be lost when the file is replaced (an editor's rename, an
-atomic ``mv`` over it, a Kubernetes ConfigMap's ``..data`` symlink swapped by a rename), so
-the watch is on the directory that holds it, and on the directory of the file it resolves to
-when it is a symlink (an edit of the target is seen too). Every event that may concern the
-file (its name, ``..data``, the target's name, an overflow of the event queue) calls
-``on_change``; the reloader debounces them and compares the content, so a burst is one reload
-and an untouched file none.
-
-Each such event (and ``resync``, which SIGHUP and ``runbroker reload`` call) adds the watches
-again: adding a directory whose inode is already watched gives the same descriptor, a
-directory swapped for another (``mv etc etc.old; mv etc.new etc``) a new one, and descriptors
-no longer given (the old inode's, one whose ``IN_IGNORED`` an overflow dropped) are removed.
-When the file's directory cannot be watched (deleted), ``on_state(False)`` says the watch is
-lost; the next ``resync`` that succeeds says ``on_state(True)``.
+A watch on the file itself is lost when the file is replaced (an editor's rename, a ConfigMap's
+``..data`` swap), so the directory is watched, and the target's too for a symlink. Every event
+that may concern the file calls ``on_change``: the reloader debounces and compares content.
 """
 
 from __future__ import annotations

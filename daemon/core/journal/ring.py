@@ -1,15 +1,8 @@
-"""One run's output as the journal keeps it: its lines in order, the newest kept within a bound
-in bytes, the older ones dropped and counted. Past the bound, the oldest lines are dropped
-down to seven eighths of it: a full buffer holds between 7/8 of the bound and the bound.
+"""One run's output as the journal keeps it: its newest lines within a bound in bytes.
 
-Every line has a sequence number, 0 for the run's first: the lines kept are ``first_seq`` to
-``end_seq - 1``, and ``first_seq`` is also how many earlier lines were dropped. A reader (a
-``runbroker logs`` client) keeps its own position, so a slow one holds no copy of anything:
-what the bound dropped before it got there is counted, not kept.
-
-The hot path appends the line's text and nothing else: its stream (``stdout``, ``stderr``)
-and when it was read are kept once for a run of lines, a *mark*, made when the stream changes
-or at the first line of a loop iteration (the lines of one read of the pipe share its time).
+Past the bound the oldest lines go down to seven eighths of it, so a trim is not paid at every
+line. Readers keep their own positions, so a slow one holds no copy. The hot path appends the
+text alone: a line's stream and time are kept once per run of lines (a *mark*).
 """
 
 from __future__ import annotations
