@@ -1,13 +1,8 @@
 """The exit codes of the ``runbroker`` command: its contract with shells, cron, CI and
-``docker exec`` (the README, "Commands"). Every command returns one of these and no module
-defines its own. No imports: a cold ``runbroker trigger`` loads this module.
+``docker exec`` (the README, "Commands").
 
-What a code means depends on the command: ``trigger`` exits 1 for a run that failed or was
-cancelled (``once`` too: 0 or 1, the run's status, whatever the job's own exit status was, so
-that it never reads as one of the codes below), ``run`` for a fatal error or a forced exit; 2
-is a usage error of a client command and a configuration error of ``run`` and ``once`` (one
-line naming the setting, nothing started). The two names of 1 and of 2 say which meaning a
-caller returns.
+Every command returns one of these and no module defines its own. No imports, because a cold
+``runbroker trigger`` loads this module.
 """
 
 EXIT_OK = 0  # the run succeeded; ``run``: a clean drain; ``health``: healthy

@@ -1,13 +1,7 @@
 """structlog set-up: JSON lines when stdout is not a TTY, a readable console on a TTY.
 
-The stdlib ``logging`` root (asyncio, asyncpg and our own stdlib loggers) is routed through the
-same processor chain, so every line has one shape. Tracebacks never carry local variables:
-those can hold DSNs and payloads.
-
-Event vocabulary (dotted): ``broker.starting``, ``broker.ready``, ``broker.stopping``,
-``broker.stopped``, ``run.queued``, ``run.rejected``, ``run.started``, ``run.output``,
-``run.overdue``, ``run.done``, ``tick.fired``, ``tick.skipped``, ``socket.refused``,
-``socket.bad_request``, ``settings.unknown_variable``, ``reaper.reaped``.
+The stdlib ``logging`` root goes through the same chain, so every line has one shape.
+Tracebacks never carry local variables, because those can hold DSNs and payloads.
 """
 
 from __future__ import annotations

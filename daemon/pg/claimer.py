@@ -1,12 +1,8 @@
-"""The claimer: claims due jobs, in batches, as the run queue has room for them and as many as
-this replica can start soon (``daemon/pg/horizon.py``): what it cannot start soon is left to
-the other replicas.
+"""The claimer: claims due jobs in batches, as the run queue has room and as many as this
+replica can start soon (``horizon``).
 
-It wakes on ``wake`` (NOTIFY, queue room freed), on a timer set to the earliest due time (on
-the database clock) and, as a fallback only, every poll interval. ``scheduler.paused`` and
-``scheduler.enabled`` = false both stop claiming (the claim's SQL honours them; claimed runs
-still finish and are recorded); ``scheduler.interval_seconds``, when set, replaces
-POLL_INTERVAL. While a backlog keeps claims full, a second claimer joins in.
+What it cannot start soon is left to the other replicas. While a backlog keeps claims full, a
+second claimer joins in.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """How many database runs a replica should hold: what its one executor can start soon.
 
-A replica runs one run at a time. Runs it has claimed but cannot start soon would only wait in
-its queue while other replicas sit idle, so a claim takes at most what this replica can start
-within ``HORIZON_S``: the run it can start now, plus as many as its recent runs suggest will
-follow within the horizon, less what it already has ahead of them (its running and queued runs,
-and those waiting for their dependencies). Runs of a second keep one running and one next
-(three replicas then share six due jobs two each); runs of a few milliseconds fill a whole
-batch, so a backlog of quick jobs still drains in batches. Until runs are measured they are
-taken to last the whole horizon (one to start, one next): a burst of long jobs due at once is
-shared from the first claim.
+Runs it cannot start soon would only wait in its queue while other replicas sit idle, so a
+claim takes what it can start within ``HORIZON_S``, judged by how long its recent runs took.
 """
 
 from __future__ import annotations

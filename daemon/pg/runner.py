@@ -1,14 +1,7 @@
 """The Postgres runner: claims due jobs, submits them to the run queue, records their results.
 
-One ``run(stopping)`` owns every task it starts: the claim loop and its helper (``claimer``),
-the LISTEN loop, the lease heartbeat and the pruner (``loops``), the result writer and the
-dependency waiters (``held``). It wakes on NOTIFY, on a timer set to the earliest due time (on
-the database clock) and, as a fallback only, every poll interval. The database going away
-never ends it: each loop retries with backoff, and results wait in the writer until they can
-be written.
-
-``scheduler.paused`` and ``scheduler.enabled`` = false both stop claiming (claimed runs still
-finish and are recorded). ``scheduler.interval_seconds``, when set, replaces POLL_INTERVAL.
+One ``run(stopping)`` owns every task it starts. The database going away never ends it: each
+loop retries with backoff, and results wait in the writer until they can be written.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The request deadline of every connection still sending its request, under one timer.
 
-A timer of its own per connection cost a timer started and one cancelled for every request,
-nearly all of which arrive within a millisecond. Every connection's deadline is the same
-duration after it was accepted, so the connections, kept in the order they came, are in the
-order of their deadlines: one timer, set for the earliest, finds the ones whose time is up
-from the front, and is set again for the next. A request that is complete leaves the order
-(``forget``) and costs nothing more.
+A timer per connection cost a start and a cancel for nearly every request. Every deadline is
+the same time after its accept, so the connections in arrival order are in deadline order and
+one timer set for the earliest serves them all.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Scheduled jobs on a manual clock: add jobs as ``runbroker jobs add`` does, move time, see
 which fire, record how their runs ended.
 
-``JobBoard`` is a thin facade over the daemon's in-memory job store: the claim goes through
-the real planner (``plan_claim``, as the Postgres runner's claimer calls it), a run's end
-through ``plan_finish`` (retries with backoff, the next occurrence), a new job's first run
-through ``plan_first_run``, and the schedule text through ``daemon.schedules``. The board
-decides nothing itself, so it cannot drift from what the daemon does with the same jobs.
+``JobBoard`` decides nothing itself (the daemon's in-memory store and planner do), so it cannot
+drift from what the daemon does with the same jobs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The runner's claim: the statements that find due jobs and lease them, and the look ahead.
 
-The due condition and ORDER BY match scheduled_jobs_due_idx (partial on enabled, on
-next_run_at), so finding due rows is an index range scan whatever the table's size. An expired
-lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at, and
-the lease filter skips only the runs in flight now (migration 0003).
-
-Each statement is a constant built at import from the fragments below, each written once: the
-due rows' columns and filter (shared by ``SELECT_DUE`` and ``CLAIM_PLAIN``), the scheduler's
-flags (their words are ``scheduler_flags``'s, shared with ``OUTLOOK``) and the plain case
-(``plain_case``'s, which the planner evaluates too).
+The due condition and ORDER BY match ``scheduled_jobs_due_idx``, so finding due rows is an
+index range scan whatever the table's size. Each statement is built at import from fragments
+written once, shared with the planner where it decides the same case.
 """
 
 from daemon.pg.store.plain_case import plain_sql
