@@ -41,14 +41,8 @@ def _ofd_lock(fd: int, lock_type: int, command: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class HolderInfo:
-    """What ``read_holder`` saw.
-
-    ``held``: True/False when the kernel could be asked (Linux open-file-description locks),
-    None when it cannot tell (no OFD locks on this platform; on a filesystem that refuses them,
-    such as some network filesystems, a holder may read as False). ``acquired_at`` and
-    ``held_for_s``: the current holder's acquisition time and age, None when unknown (no
-    holder, or a torn or absent timestamp).
-    """
+    """What ``read_holder`` saw: ``held`` None when the kernel cannot tell (no OFD locks), and the
+    holder's acquisition time and age, None when unknown."""
 
     held: bool | None
     acquired_at: datetime | None
@@ -56,23 +50,11 @@ class HolderInfo:
 
 
 class OverlapGuard:
-    """A non-blocking exclusive ``flock`` on ``path``; at most one holder across processes.
+    """A non-blocking exclusive ``flock`` on ``path``: at most one holder across processes.
 
-    ``try_acquire()`` returns False at once when another holder (any process, or another guard
-    in this process) has it. Release with ``release()`` or use the guard as a context manager,
-    which yields whether it acquired::
-
-        with OverlapGuard(path) as acquired:
-            if not acquired:
-                return  # another run is in flight
-
-    While held, the file contains ``<RFC 3339 UTC time>\\n`` and a second descriptor carries a
-    shared open-file-description lock that ``read_holder`` queries without taking anything, so
-    probing never makes a concurrent ``try_acquire`` fail. ``release()`` empties the file and
-    closes it; the file itself is never deleted. Descriptors are close-on-exec, so a job's
-    child processes do not inherit the lock (a plain ``fork`` without ``exec`` would).
-    Not thread-safe: use one guard per thread.
-    """
+    A second descriptor holds a shared open-file-description lock for ``read_holder`` to query,
+    so probing never makes a concurrent ``try_acquire`` fail. Close-on-exec, so that a job's
+    children do not inherit the lock. Not thread-safe: use one guard per thread."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(path)

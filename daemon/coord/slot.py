@@ -41,15 +41,10 @@ def _decode_slot(raw: bytes) -> bytes:
 
 
 class SlotFile:
-    """A single byte payload shared across processes, stored at ``path``.
+    """A single byte payload shared across processes, stored at ``path``, changed under a lock.
 
-    ``read()`` takes a shared ``flock`` for the read; ``mutate(fn)`` takes an exclusive one for
-    read, ``fn``, write. Both block, so ``fn`` must be quick and must not touch the same slot
-    (that would deadlock). The file is created on first ``mutate`` and rewritten in place: it is
-    never unlinked or renamed over, because a lock taken on a replaced inode protects nothing.
-    Contents are framed (length + CRC-32); torn or foreign bytes read as empty. Writes are not
-    fsynced: the slot coordinates live processes and makes no promise across a power loss.
-    """
+    Rewritten in place, never replaced, because a lock on a replaced inode protects nothing.
+    Not fsynced: it coordinates live processes and promises nothing across a power loss."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(path)

@@ -63,12 +63,9 @@ class Executor:
         """Take runs until the queue is closed and drained; cancelled, end after the running
         run's result.
 
-        The runs execute in a task of the executor's own, each attempt awaited where it stands:
-        a handler that returns without waiting on anything is done in the step that started
-        it, and the next waiting run starts in the same step, up to ``TURN_S``, after which the
-        loop turns once (the socket, the ticker and the database get theirs). Handlers share
-        that task, so the caller's cancel reaches it only as ``stop()``: a cancel that a handler
-        makes of its task, or leaves behind, ends that handler's run at most."""
+        Each attempt is awaited in place, and the next waiting run starts in the same step, up to
+        ``TURN_S``, so that quick handlers cost no loop turn. Handlers share that task, so the
+        caller's cancel reaches it only as ``stop()``."""
         runs = asyncio.get_running_loop().create_task(self._execute_runs())
         try:
             await asyncio.wait({runs})  # a cancel of this wait leaves the runs' task alone
@@ -123,12 +120,9 @@ class Executor:
     def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
         """Terminate the running run (if ``run_id`` matches); its result says ``reason``.
 
-        Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (the run is still being
-        terminated: a command in its grace, a handler that has not stopped yet) or ``""`` when
-        no such run is running. Only the run's result says that it ended.
-
-        The cancel is the executor task's own: it is asked only while that task is suspended
-        inside the attempt, so it reaches the handler or the command where it waits."""
+        Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (still being terminated) or
+        ``""`` (no such run). The cancel is asked only while the executor's task waits inside the
+        attempt, so it reaches the handler or the command where it waits."""
         current = self.queue.current
         task = self._task
         if current is None or task is None or not self._attempting:

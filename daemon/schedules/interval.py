@@ -72,18 +72,10 @@ def parse_interval(
     max_s: float | None = None,
     redact: bool = False,
 ) -> IntervalDecision:
-    """Apply the interval rules to a raw setting; never raises for any text.
+    """Apply the interval rules (the README's ``RUNBROKER_INTERVAL``) to a raw setting.
 
-    - None, empty or ASCII whitespace: built-in at ``default_s``.
-    - ``off`` / ``disabled`` (ASCII letters, any case): external.
-    - a zero duration (``0``, ``0s``, ``-0m``): external, or ``once`` if ``zero_as_once``.
-    - a negative duration or unparseable text: built-in at ``default_s`` + a warning.
-    - a positive duration: built-in at that interval.
-    A built-in interval is clamped to ``[min_s, max_s]`` (swapped bounds are put in
-    order), with a warning when clamping changes it. With ``redact`` no warning
-    contains the raw value. ``ValueError`` only for a bad ``default_s``/``min_s``/
-    ``max_s`` (each must be a positive, finite number of seconds in Go's range).
-    """
+    Never raises for any text, because a bad setting must start the daemon at the default with a
+    warning. ``ValueError`` only for bad bounds, which are the caller's own."""
     default_s = _check_seconds("default_s", default_s)
     low_s = None if min_s is None else _check_seconds("min_s", min_s)
     high_s = None if max_s is None else _check_seconds("max_s", max_s)

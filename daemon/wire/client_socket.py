@@ -46,14 +46,11 @@ _left_to_exit: list[_socket.socket] | None = None
 
 
 def leave_sockets_to_exit() -> None:
-    """From now on a finished connection's socket is not closed but left open for the process's
-    exit, which the ``runbroker`` command then takes with ``os._exit`` (``left_sockets``).
+    """Leave a finished connection's socket open for the process's exit (``os._exit``).
 
-    Why: as PID 1 the daemon's exit kills every process of the container, and the daemon exits
-    once its last client has closed. A client that closed its socket and then spent a moment in
-    the interpreter's teardown could be killed in that moment, and ``docker exec`` would report
-    -9 instead of the run's status. A socket closed by the kernel's exit is closed after the
-    exit status is fixed. Only the command's entry point calls this, never a library user."""
+    As PID 1 the daemon's exit after its last client kills the container's processes, and a
+    client killed in its interpreter's teardown would make ``docker exec`` report -9. The kernel
+    closes the socket after the exit status is fixed. Only the command's entry point calls this."""
     global _left_to_exit
     if _left_to_exit is None:
         _left_to_exit = []
@@ -80,14 +77,11 @@ class Connection:
         before_wait: Callable[[], None] | None = None,
         batches: bool = False,
     ) -> Iterator[dict[str, Any]]:
-        """Answer lines as dicts until the server closes (unknown lines skipped); before each
-        wait for more, ``before_wait`` (a flush). ``batches``: asked for, an ``output`` line's
-        ``bytes`` of lines follow it, given as its ``data``: a view of them that lasts until the
-        next answer line is asked for (``bytes(data)`` keeps a copy).
+        """Answer lines as dicts until the server closes, unknown lines skipped.
 
-        Read into one buffer that is kept (``recv_into``): a follower of a chatty run takes
-        megabytes a second, and a fresh object a read costs the kernel a page fault for each
-        page of it, and a copy to join it to what came before."""
+        With ``batches`` an ``output`` line's lines follow it as ``data``, a view valid until the
+        next line is asked for. One buffer is kept for every read, because a follower of a chatty
+        run takes megabytes a second and a fresh object per read costs page faults and a copy."""
         buffer = bytearray(4 * RECV_BYTES)
         start = end = scanned = 0  # received, not taken: [start, end); no newline before scanned
         frame: tuple[dict[str, Any], int] | None = None  # an output line awaiting its lines' end

@@ -45,13 +45,9 @@ class ProtocolError(ValueError):
 class SubmitRequest:
     """Run ``task`` with ``args`` appended and ``env`` set (both subject to the task's policy).
 
-    A plain immutable value class: ``dataclasses`` and ``typing.NamedTuple`` cost a cold client
-    more than everything else it imports.
-
-    ``batch``: the client takes a read's output lines together (``codec.encode_output``)
-    (runbroker's own client asks for it; other clients get an ``output`` line for each line).
-    How the answer is framed, not what runs: equality leaves it out.
-    """
+    A plain class, because ``dataclasses`` and ``typing.NamedTuple`` cost a cold client more than
+    all else it imports. ``batch`` frames the answer and does not change what runs, so equality
+    leaves it out."""
 
     __slots__ = ("args", "batch", "env", "task")
 

@@ -77,16 +77,12 @@ class ChildSupervisor:
         key: str = "",
     ) -> CommandOutcome:
         """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
-        cannot start. ``valve``: the readers of the output that may hold it back (the pipes are
-        not read while one does), connected to the child for its life.
+        cannot start.
 
-        Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
-        ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
-        re-raised once the group is gone, after ``terminated`` was told how the job really
-        ended (a job that catches SIGTERM may exit 0). What the leader leaves in its group when
-        it exits is terminated the same way. ``key`` (the run id) names the group to the
-        watchdog.
-        """
+        Cancelling the calling task ends the process group (SIGTERM, ``grace_s()``, SIGKILL) and
+        is raised again once the group is gone, after ``terminated`` was told how the job really
+        ended, since a job that catches SIGTERM may exit 0. ``grace_s`` is asked at that moment,
+        so that a shutdown can shorten it."""
         pid, out_read, err_read = self._spawn(argv, env)
         self._owned.add(pid)
         self.watchdog.watch(pid, key)
