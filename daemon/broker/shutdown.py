@@ -1,11 +1,7 @@
 """The broker's ordered shutdown, held to ``RUNBROKER_SHUTDOWN_TIMEOUT`` end to end.
 
-Stop accepting, stop the ticker, release unstarted database runs, cancel queued runs, SIGTERM
-the running job (its grace cut to fit the budget, then SIGKILL), close the socket. The budget
-holds whatever the run does: the last ``reserve_s`` of it is kept for a run that would not
-stop (cancelled, then abandoned with its result told), the socket and the exit, so a process
-whose handler ignores cancellation still exits within the budget plus the time the exit itself
-takes.
+The last ``reserve_s`` of the budget is kept for a run that would not stop, the socket and the
+exit, so a handler that ignores cancellation still cannot hold the exit past the budget.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``OverlapGuard``: at most one holder across processes, and ``read_holder`` to see who holds.
 
-A non-blocking exclusive ``flock`` on a lock file (created if absent, never deleted). Acquiring
-writes the acquisition time (UTC, RFC 3339) into the file, so ``read_holder(path)`` can tell,
-without taking the lock, whether someone holds it and for how long. The kernel drops the lock
-when the holder's last descriptor closes, including when it dies, so there is no stale-lock
-state to clean up.
+The kernel drops a ``flock`` when the holder's last descriptor closes, even when it dies, so
+there is no stale-lock state to clean up.
 """
 
 from __future__ import annotations

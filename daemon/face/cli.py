@@ -1,11 +1,7 @@
 """The ``runbroker`` command: argument parsing and exit codes only.
 
-The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``, ``logs``)
-import nothing heavier than ``_socket`` and ``json``: each ``docker exec`` starts a cold
-interpreter. A plain ``trigger`` does not even load argparse or typing (see ``fastargs``); the
-parser (``parser``) and the control commands (``control``, ``logs``) are loaded by the commands
-that need them. The daemon's modules are imported only on the ``run`` path, after the signal
-handlers are in place.
+Every ``docker exec`` starts a cold interpreter, so the client commands import nothing heavier
+than ``_socket`` and ``json``, and the daemon's modules load only on the ``run`` path.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Dependencies of Postgres jobs: a run waits, outside the executor, for other jobs' runs.
 
-A dependency is settled when that job has no run in flight, no retry pending and no
-occurrence due at or before ours; then its latest run counts. Policy ``stop`` fails the
-dependant with ``dependency NAME failed`` when that run did not succeed (or the job does not
-exist); ``skip`` runs it anyway. Waiting is bounded: a dependency still unsettled at the
-deadline counts as failed. Re-checks happen on every job change (NOTIFY) and every few
-seconds as a fallback.
+Waiting outside the executor keeps it free for runs that can go. The wait is bounded: a
+dependency still unsettled at the deadline counts as failed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The daemon's side of the JSON lines: a request line decoded, answer lines encoded.
 
-Both use orjson, loaded on first use (the thin client, which loads ``protocol`` on every cold
-``docker exec``, never pays for it): it encodes an event line in about a tenth of the time
-``json.dumps`` takes, and its decoder refuses what a request must not carry (lone surrogates,
-nesting deeper than 1,024). What the lines say (limits, reasons, events, the field rules) is
-``protocol``'s.
+orjson, loaded on first use so that the thin client never pays for it: it encodes a line in
+about a tenth of ``json.dumps``'s time, and refuses what a request must not carry.
 """
 
 from __future__ import annotations

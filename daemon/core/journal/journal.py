@@ -1,10 +1,7 @@
 """The output journal: the running run's lines, and the last finished runs' lines.
 
-Bounded three ways: the running run keeps its newest ``run_bytes_max`` bytes (``RunLog``); the
-history keeps at most ``history_runs_max`` finished runs, and at most ``history_bytes_max``
-bytes of their lines together (the oldest runs go first). So the journal never holds more than
-``run_bytes_max + history_bytes_max`` bytes of lines. The executor tells it when a run begins
-and ends; ``runbroker logs`` reads it (``daemon.server.logs_select``).
+Bounded in bytes for the running run and for the history together, so the journal never holds
+more than ``run_bytes_max + history_bytes_max`` bytes of lines.
 """
 
 from __future__ import annotations

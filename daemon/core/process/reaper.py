@@ -1,11 +1,8 @@
 """The PID-1 orphan reaper: zombies that are not the daemon's own to wait for.
 
-Every child the daemon starts is recorded by pid while it lives. The reaper waits only for
-zombies that are *not* recorded, by pid: orphans reparented to the daemon at once, and a zombie
-of the daemon's own session (a Python handler's child, or one of a ``docker exec`` session)
-only once it has stayed unclaimed for ``UNCLAIMED_ZOMBIE_S``, long after the event loop would
-have collected a child it waits for (see FIELD-NOTES: a ``waitpid(-1)`` reaper makes uvloop
-hang).
+It waits only for zombies the supervisor has not recorded, by pid, because a ``waitpid(-1)``
+reaper makes uvloop hang (FIELD-NOTES). A zombie of the daemon's own session waits
+``UNCLAIMED_ZOMBIE_S`` first, long after the event loop would have collected its own child.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """How a command starts: ``os.posix_spawn``, with only what a job should inherit.
 
-glibc implements ``posix_spawn`` with ``clone(CLONE_VFORK)``: the cost of a start does not grow
-with the daemon's memory, as a fork's (which copies the page tables) does. The child gets
-/dev/null as stdin, a pipe each for stdout and stderr, a session of its own, default
-dispositions for the signals Python ignores, and nothing else: every other descriptor of the
-daemon is close-on-exec.
+glibc's ``posix_spawn`` uses ``clone(CLONE_VFORK)``, so a start does not grow with the
+daemon's memory as a fork does. Every other descriptor of the daemon is close-on-exec.
 """
 
 from __future__ import annotations

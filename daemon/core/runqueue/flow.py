@@ -1,11 +1,8 @@
 """A run's output flow: the readers that hold it back, each for a bounded time.
 
-A job's output is read as fast as it comes, unless a reader (the trigger that asked for the run,
-a ``runbroker logs -f``) falls behind: it then holds the output back, the job's pipes are not
-read, and the job blocks on them as it would writing into a pipe to a slow reader. A reader may
-hold it for at most ``hold_max_s`` at a time: one that has not caught up by then is let go (it
-loses lines from then on, counted and told) so that a reader that stopped reading never holds
-the executor for long.
+A reader that falls behind holds the job's pipes unread, so the job blocks as it would writing
+to a slow reader. The hold is bounded by ``hold_max_s``, so that a reader that stopped reading
+never holds the executor for long.
 """
 
 from __future__ import annotations

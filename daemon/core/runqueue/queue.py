@@ -1,11 +1,8 @@
 """The bounded FIFO run queue: every accepted run gets exactly one result.
 
-Submitting never blocks: a closed queue rejects first (``scheduler is shutting down``), then a
-full one (``run queue is full``). Capacity counts waiting runs only; the running one is not
-counted, and an idle queue (nothing waiting or running) always takes a run, since that run
-starts at once: capacity 0 means "run now or reject", never "reject everything". Listeners are
-plain callables invoked synchronously and must not block: the socket server buffers for its
-clients, so a slow client never stalls the executor.
+Submitting never blocks. Capacity counts waiting runs only, so that capacity 0 means "run now
+or reject", never "reject everything". Listeners are called synchronously and must not block,
+so that a slow client never stalls the executor.
 """
 
 from __future__ import annotations

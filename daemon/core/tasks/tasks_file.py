@@ -1,11 +1,8 @@
-"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``, opened so
-that nothing about it can block the event loop.
+"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``.
 
-The path is opened with ``O_NONBLOCK`` (a FIFO with no writer, a device: the open returns at
-once) and checked with ``fstat`` before a byte is read: only a regular file is read, and only
-up to the bound, so a FIFO, a device or a huge file put in its place is refused instead of
-hanging PID 1 or holding its memory. Every refusal is a ``TaskConfigError`` naming the file:
-exit 2 at start-up, a refused reload later.
+Opened with ``O_NONBLOCK`` and checked with ``fstat`` before a byte is read, so that a FIFO, a
+device or a huge file put in its place is refused instead of hanging PID 1 or filling its
+memory.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What a run's record may hold, made storable: PostgreSQL's ``jsonb`` and ``text`` refuse what
 Python's strings and json allow.
 
-``jsonb`` refuses ``\\u0000`` and a lone surrogate (``\\ud800``), and NaN and the infinities are
-not JSON at all; ``text`` refuses NUL. A handler's output or a run's error holding one of them
-would fail the statement that writes it, and with it every other record of its batch. Each such
-character becomes U+FFFD (a surrogate pair stays the character it stands for) and each
-non-finite number becomes null; anything else is kept as it is.
+A NUL, a lone surrogate or a non-finite number in a handler's output would fail the statement
+that writes it, and with it every other record of its batch.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The claim's plain case, written once: when a due row runs its own occurrence as attempt 1
 with nothing else to decide.
 
-Its conditions are data that both render to SQL (the ``plain`` column of ``CLAIM_PLAIN``) and
-evaluate in Python (``plan_claim`` asks ``is_plain`` first), so the statement cannot drift from
-the planner. Only where the two read one fact differs: the occurrence after next_run_at comes
-from ``following_run_at`` in SQL (NULL, not known: the planner decides) and from the schedule
-in Python.
+Its conditions are data that both render to SQL (``CLAIM_PLAIN``) and evaluate in Python
+(``plan_claim``), so the statement cannot drift from the planner.
 """
 
 from __future__ import annotations
