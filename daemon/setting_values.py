@@ -1,8 +1,7 @@
 """The values the daemon's settings may take: the field types and checks of ``daemon.settings``.
 
-Pure functions of a value, so each rule is read, and tested, without an environment: reading
-``RUNBROKER_*`` stays in ``daemon.settings`` alone. A check raises ``ValueError`` (or returns the
-problem) in words that never repeat a secret.
+Pure functions of a value, so each rule is tested without an environment. Their messages
+never repeat a secret.
 """
 
 from __future__ import annotations

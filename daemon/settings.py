@@ -1,9 +1,8 @@
 """Daemon settings: the one place that reads ``RUNBROKER_*`` from the environment.
 
-Every value is validated at start-up; ``load_settings`` raises ``SettingsError`` carrying one
-line that names the variable, so ``runbroker run`` can exit 2 with nothing started. The thin
-client does not import this module (pydantic is too slow for a cold ``docker exec``); it reads
-only the socket path, see ``client.socket_path_from_env``.
+Every value is checked at start-up, so that ``runbroker run`` exits 2 with one line naming the
+variable and nothing started. The thin client does not import it, because pydantic is too slow
+for a cold ``docker exec``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The part of a broker that runs jobs: one bounded queue, the supervisor of the jobs' processes
-and the one executor that takes the queue's runs in order.
+"""The part of a broker that runs jobs: one bounded queue, the jobs' supervisor and the one
+executor.
 
-The daemon's ``Broker`` and ``runbroker once`` both build it here, so a job runs the same way
-under either; the two compositions differ only in what each says below.
+The daemon and ``runbroker once`` both build it here, so a job runs the same way under either.
 """
 
 from __future__ import annotations

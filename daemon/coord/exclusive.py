@@ -1,9 +1,7 @@
 """``Exclusive``: cross-process run coalescing, at most one run at a time, reruns not waiters.
 
-It works through two files in its directory: ``cycle.lock`` (an ``OverlapGuard``, held for a
-whole run) and ``cycle.queued`` (``RerunRequests``: the count of queued rerun requests, in a
-``SlotFile``). The class docstring has the exact rules; ``daemon.coord.outcome`` says what each
-call reports, in its result and in the log.
+Two files in its directory: ``cycle.lock`` (an ``OverlapGuard``, held for a whole run) and
+``cycle.queued`` (the count of queued rerun requests).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The queued rerun requests of an ``Exclusive`` directory: a count kept in a ``SlotFile``.
 
-The count is plain ASCII digits; anything else (an absent, empty, torn or foreign file) reads
-as 0. Every change is one ``SlotFile.mutate``, so concurrent callers never lose one another's
-changes, and returns the count it saw before changing it. A change that keeps the count
-writes nothing.
+Every change is one ``SlotFile.mutate``, so concurrent callers never lose each other's changes.
+Anything but ASCII digits reads as 0.
 """
 
 from __future__ import annotations

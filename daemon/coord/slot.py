@@ -1,8 +1,6 @@
 """``SlotFile``: one byte payload shared across processes.
 
-``mutate(fn)`` is read-modify-write under a short blocking ``flock`` on the file itself; the
-file is rewritten in place (never renamed or unlinked, which would split lockers across two
-inodes) and framed with a length and CRC-32, so bytes torn by a crash read back as empty.
+Framed with a length and a CRC-32, so that bytes torn by a crash read back as empty.
 """
 
 from __future__ import annotations

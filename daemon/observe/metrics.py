@@ -1,8 +1,7 @@
 """Prometheus metrics, served on ``/metrics`` when ``RUNBROKER_METRICS_ADDR`` is set.
 
-Run counters and durations are recorded when a run finishes; queue depth, rejections and the
-database runner's figures are read from their owners at scrape time, so no hot path pays for
-them. The HTTP endpoint that serves them is ``daemon.observe.metrics_http``.
+What changes on every run is recorded when a run finishes, and the rest is read from its owner
+at scrape time, so that no hot path pays for it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Pure decisions of the Postgres runner: what a claim does, what a finish writes, backoff.
 
-No I/O here: ``plan_claim`` runs inside the claim transaction with the database's "now";
-``plan_finish`` turns a run's result into the job's next state. The next occurrence is always
-computed from the previous *scheduled* time, never from "now", so a late or slow run does not
-drift the schedule and a repeated wall-clock hour (autumn DST) does not fire twice.
+The next occurrence is computed from the previous *scheduled* time, never from "now", so a late
+run does not drift the schedule and a repeated wall-clock hour does not fire twice.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Go-style durations: the text form of every duration runbroker reads or prints.
+"""Go-style durations (``90s``, ``1h30m``, ``250ms``): the text form of every duration runbroker
+reads or prints.
 
-Durations follow Go's ``time.ParseDuration``: an optional sign, then one or more
-``<number><unit>`` components (``90s``, ``1h30m``, ``250ms``, ``1.5h``), units
-``ns us µs ms s m h``; a bare ``0`` is allowed. Only ASCII digits count as digits.
-Values are seconds as ``float`` and are limited to Go's range (about 292 years).
+Values are seconds as ``float``, limited to Go's range (about 292 years).
 """
 
 from __future__ import annotations

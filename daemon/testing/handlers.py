@@ -1,9 +1,7 @@
 """Run a handler as the executor would, without a daemon, a socket or a database.
 
-The run goes through the daemon's own ``Executor``: a one-task registry, a run queue of one,
-the real attempt (the task's timeout, a crash becoming a failed result with its reason, a
-non-dict or non-JSON output refused, cancellation). Nothing here restates those rules, so
-what a test sees is what the daemon would do with the same handler.
+The run goes through the daemon's own ``Executor`` and restates none of its rules, so what a
+test sees is what the daemon would do with the same handler.
 """
 
 from __future__ import annotations

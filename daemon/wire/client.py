@@ -1,8 +1,7 @@
 """The thin client behind ``runbroker trigger|status|cancel|health``.
 
-Started cold by every ``docker exec``, so it uses blocking sockets and the standard library only:
-no asyncio, pydantic or structlog, and not even ``typing`` or the ``socket`` module (whose enum
-set-up costs more than the round trip to the daemon): the C module ``_socket`` does the work.
+Every ``docker exec`` starts it cold, so it uses the C module ``_socket`` and the standard
+library only: even the ``socket`` module's enum set-up costs more than the round trip.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The thin client of ``runbroker logs``: one ``logs`` request, the run's lines printed as
-``trigger`` prints them (its stdout on stdout, its stderr and runbroker's own lines on stderr),
-and the exit code.
+"""The thin client of ``runbroker logs``: one request, the run's lines printed as ``trigger``
+prints them, and the exit code.
 
-Like ``client``, standard library only and no asyncio: a cold ``docker exec`` starts it.
+Like ``client``, standard library only and no asyncio, because a cold ``docker exec`` starts it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Linux inotify through ctypes: the three calls of libc and the event records they produce.
 
-No thread and no polling: the descriptor is non-blocking and the event loop reads it when it
-is readable (``daemon.broker.reload.watcher``). ``InotifyUnavailable`` says why it cannot be
-used (no such libc function, the kernel's limit of instances or watches reached).
+The descriptor is non-blocking and read by the event loop, so there is no thread and no
+polling.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The records of a run: what a submitter asks for, what the run came to, what listeners hear.
 
-The per-run records are slotted and treated as immutable by convention (none is hashed or
-used as a key): a frozen dataclass sets each field through object.__setattr__, 1.5-2 us a
-record, and a run makes two to four of them.
+Slotted and immutable by convention rather than frozen, because a frozen dataclass sets each
+field through ``object.__setattr__`` and a run makes several records.
 """
 
 from __future__ import annotations

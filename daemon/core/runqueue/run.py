@@ -1,9 +1,7 @@
 """One accepted run and its lifecycle: queued, running, done, with exactly one result.
 
-``finish`` may be called any number of times; only the first counts. Listeners (a socket
-client's connection) hear every event of the run; the watcher (the run's owner, the Postgres
-runner) hears only "started" and "done". Both are plain callables invoked synchronously and
-must not block; one that raises is dropped, never lets the exception reach the executor.
+Only the first ``finish`` counts. Listeners are called synchronously and must not block, and
+one that raises is dropped, so that no listener can reach the executor.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The runner's port to its job store: the records it reads and writes, and ``JobStore``.
 
-The port is narrow on purpose: claim due jobs, heartbeat leases, write run records, read the
-scheduler flags and dependency states, prune, listen. Administration (``jobs add`` and
-friends) is beside it (``PostgresStore.admin``), its records in ``admin_records``. Times are
-aware UTC datetimes; "now" is always the database's clock, which ``claim`` hands to the planner.
+Narrow on purpose: the administration of ``runbroker jobs`` is beside it, not in it. Times are
+aware UTC datetimes, and "now" is always the database's clock.
 """
 
 from __future__ import annotations

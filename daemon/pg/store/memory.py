@@ -1,8 +1,7 @@
 """An in-memory ``JobStore`` for unit tests: the same rules as the SQL, on dicts, one replica.
 
-Time comes from ``clock`` (a callable returning aware UTC datetimes) so tests can move it.
-``outage`` makes every call raise ``StoreUnavailable`` until cleared; ``notify`` delivers a
-message to the listeners, as a trigger's NOTIFY would.
+Time comes from ``clock`` so that tests can move it, and ``outage`` makes every call fail until
+cleared.
 """
 
 from __future__ import annotations

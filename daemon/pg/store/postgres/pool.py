@@ -1,9 +1,8 @@
 """The PostgreSQL store's connections: a lazily connecting pool, and the errors it maps.
 
-A lazily connecting asyncpg pool serves the runner and the ``jobs`` commands; the LISTEN gets
-a connection of its own (``connect``). Connection trouble surfaces as ``StoreUnavailable``
-(retry later), a schema that was never migrated as ``StoreSchemaMissing``. The DSN is never
-logged or put in an error message.
+Connection trouble surfaces as ``StoreUnavailable`` and an unmigrated schema as
+``StoreSchemaMissing``, so callers retry the one and report the other. The DSN is never logged
+or put in an error message.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What the PostgreSQL store's rows mean in Python, and what it sends as JSON.
 
-Rows become the port's records (``DueJob``, ``JobInfo``); a batch of plans or finishes goes
-out as one JSON text, times as integer microseconds since the epoch. Decoding never fails for
-what one row holds: a row written by hand must not fail every other row's claim or listing.
+Decoding never fails for what one row holds, because a row written by hand must not fail every
+other row's claim or listing.
 """
 
 from __future__ import annotations
