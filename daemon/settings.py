@@ -39,7 +39,7 @@ CONTEXT_VARS = CONTEXT_NAMES | {"TEST_BACKEND", "TEST_DSN"}
 
 
 class SettingsError(Exception):
-    """A bad setting; ``str(err)`` is one line naming the variable."""
+    """A bad setting: ``str(err)`` is one line naming the variable."""
 
 
 class Settings(BaseSettings):
@@ -119,12 +119,14 @@ class Settings(BaseSettings):
 
     @property
     def tasks_file_required(self) -> bool:
-        """A tasks file that ``RUNBROKER_TASKS_FILE`` names must exist; the default may not."""
+        """Whether the tasks file must exist: one that ``RUNBROKER_TASKS_FILE`` names must, the
+        default may be absent."""
         return "tasks_file" in self.model_fields_set
 
     def default_command(self) -> tuple[str, ...]:
-        """``RUNBROKER_COMMAND`` split as a shell would (the task ``default``); ``ValueError``
-        for an unclosed quote or a trailing escape."""
+        """``RUNBROKER_COMMAND`` split as a shell would (the task ``default``).
+
+        ``ValueError`` for an unclosed quote or a trailing escape."""
         return tuple(shlex.split(self.command)) if self.command else ()
 
     def database_dsn(self) -> str | None:
@@ -173,7 +175,7 @@ def _read_url_file(path: Path, variable: str) -> str:
 
 
 def load_settings() -> Settings:
-    """Validate the environment; raise ``SettingsError`` with one line naming the variable."""
+    """Validate the environment, or raise ``SettingsError`` with one line naming the variable."""
     try:
         settings = Settings()
     except ValidationError as exc:

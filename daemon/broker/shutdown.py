@@ -49,9 +49,11 @@ async def shutdown(
     close_more: Callable[[], Awaitable[None]] | None = None,
     stop_producers: Callable[[], None] = lambda: None,
 ) -> int:
-    """Drain within ``budget_s``; returns the exit code (or ends the process: a run stuck
-    past the budget). ``others`` are awaited with the executor (the database runner);
-    ``stop_producers`` stops the ticker and the runner's claims."""
+    """Drain within ``budget_s`` and return the exit code, or end the process for a run stuck
+    past the budget.
+
+    ``others`` are awaited with the executor (the database runner). ``stop_producers`` stops the
+    ticker and the runner's claims."""
     deadline = time.monotonic() + budget_s
     log.info("broker.stopping", shutdown_timeout_s=budget_s)
     # The socket keeps answering while the run drains: a closed queue tells new triggers

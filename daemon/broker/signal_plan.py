@@ -31,11 +31,11 @@ HANDLED_SIGNALS = (*STOP_SIGNALS, RELOAD_SIGNAL, STATUS_SIGNAL, *IGNORED_SIGNALS
 
 
 def prepare_process(on_stop: Callable[[int, FrameType | None], object]) -> None:
-    """The daemon's signal state from its first instruction on: ``on_stop`` counts the stop
-    signals that come during start-up; the others are let go until the event loop handles
-    them (the tasks are being read anyway); the handled signals are unblocked (a parent's
-    mask is inherited across exec: a SIGTERM it blocked would never reach us), the faults
-    blocked. Every thread started later inherits the mask; jobs start with an empty one."""
+    """Set the daemon's signal state from its first instruction on.
+
+    ``on_stop`` counts the stop signals that come during start-up, and the others wait for the
+    event loop. The handled signals are unblocked, because a parent's mask is inherited across
+    exec and a SIGTERM it blocked would never reach the daemon. The faults are blocked."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, on_stop)
     for signum in (RELOAD_SIGNAL, STATUS_SIGNAL, *IGNORED_SIGNALS):

@@ -14,9 +14,10 @@ MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a sch
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about their intervals. Every interval is held to
-    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
-    (``redact``: the environment can carry secrets, and a typo may be one)."""
+    """The ticker's plans and the warnings about their intervals.
+
+    Every interval is held to [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]. Warnings name the
+    setting, never its value, because the environment can carry secrets."""
     plans: list[TickPlan] = []
     warnings: list[str] = []
     default = tasks.get("default")

@@ -15,8 +15,9 @@ DAEMON_DIR = "/"
 
 
 def leave_start_directory() -> str | None:
-    """Move to ``/``; returns the directory the daemon was started in, where its commands
-    start (None: it was removed before start-up, and they start in ``/`` too)."""
+    """Move to ``/`` and return the directory the daemon was started in, where its commands start.
+
+    None when it was removed before start-up, and commands then start in ``/`` too."""
     try:
         start = os.getcwd()
     except FileNotFoundError:

@@ -133,10 +133,9 @@ class Exclusive:
     def _hold(
         self, guard: OverlapGuard, job: Callable[[], bool], *, fresh: bool
     ) -> ExclusiveResult:
-        """Serve runs while holding ``guard``; always returns with the lock released.
+        """Serve runs while holding ``guard``, always returning with the lock released.
 
-        ``fresh``: the lock was free at the first probe, so a count found now is orphaned.
-        """
+        ``fresh``: the lock was free at the first probe, so a count found now is orphaned."""
         tally = _Tally()
         budget = self._max_reruns
         handoff = False

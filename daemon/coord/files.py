@@ -20,7 +20,7 @@ def open_for_update(path: str | os.PathLike[str]) -> int:
 
 
 def open_for_read(path: str | os.PathLike[str]) -> int:
-    """A read-only descriptor on ``path``; ``FileNotFoundError`` when it is absent."""
+    """A read-only descriptor on ``path``, or ``FileNotFoundError`` when it is absent."""
     return os.open(path, os.O_RDONLY | _OPEN_FLAGS)
 
 

@@ -29,7 +29,7 @@ _STAMP_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(
 
 
 def _ofd_lock(fd: int, lock_type: int, command: int) -> int:
-    """Run an OFD record-lock command on the whole file; return the resulting ``l_type``."""
+    """Run an OFD record-lock command on the whole file, and return the resulting ``l_type``."""
     request = struct.pack(_FLOCK_STRUCT, lock_type, os.SEEK_SET, 0, 0, 0)
     reply = fcntl.fcntl(fd, command, request)
     result: int = struct.unpack(_FLOCK_STRUCT, reply)[0]
@@ -68,7 +68,7 @@ class OverlapGuard:
         return self._fd is not None
 
     def try_acquire(self) -> bool:
-        """Take the lock if it is free; never blocks. Raises ``OSError`` on I/O errors."""
+        """Take the lock if it is free, without blocking. ``OSError`` on I/O errors."""
         if self._fd is not None:
             raise RuntimeError(f"{self._path} is already held by this guard")
         fd = open_for_update(self._path)

@@ -52,7 +52,7 @@ class SlotFile:
         return self._path
 
     def read(self) -> bytes:
-        """The current payload; b"" when the file is absent, empty or torn."""
+        """The current payload: b"" when the file is absent, empty or torn."""
         try:
             fd = open_for_read(self._path)
         except FileNotFoundError:
@@ -64,12 +64,9 @@ class SlotFile:
             os.close(fd)
 
     def mutate(self, fn: Callable[[bytes], bytes]) -> bytes:
-        """Replace the payload with ``fn(current)`` atomically; return what ``fn`` saw.
+        """Replace the payload with ``fn(current)`` atomically, and return what ``fn`` saw.
 
-        Nothing is written when ``fn`` returns the payload it was given (torn bytes, which read
-        as b"", are left as they are if ``fn`` keeps b""). If ``fn`` raises, nothing is written
-        and the exception propagates.
-        """
+        Nothing is written when ``fn`` returns what it was given or raises."""
         fd = open_for_update(self._path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -201,9 +201,10 @@ class Executor:
         return result
 
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
-        """The attempt, awaited in the runs' task; the run has its result when this returns,
-        or when it raises ``CancelledError``: the executor is stopping (its caller cancelled
-        it: the shutdown's budget ran out), which ends the runs once this one has its result."""
+        """The attempt, awaited in the runs' task: the run has its result when this returns.
+
+        ``CancelledError`` means the shutdown's budget ran out, which ends the runs once this one
+        has its result."""
         overdue = self.attempts.watch_soft_timeout(run, task)
         self._attempting = True
         try:
@@ -223,9 +224,10 @@ class Executor:
         return result
 
     def _take_back_cancels(self) -> bool:
-        """Take back every cancel request made of the runs' task: cancel_current's, answered
-        by the run's result, and any a handler left behind (on Python 3.11 a task group whose
-        child fails while it exits does not take its own back); True when there were any."""
+        """Take back every cancel request made of the runs' task, and return whether there were any.
+
+        Besides cancel_current's, a handler may leave one behind: on Python 3.11 a task group
+        whose child fails while it exits does not take its own back."""
         executor = self._task
         if executor is None or not executor.cancelling():
             return False

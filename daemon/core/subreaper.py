@@ -23,7 +23,8 @@ MODE_TEXT = {
 
 
 def adopt_orphans() -> str:
-    """Make sure the orphans of this process's descendants come back to it; returns the mode.
+    """Make the orphans of this process's descendants come back to it, and return the mode.
+
     Called once by the daemon at start, never by a library user or a test process."""
     if os.getpid() == 1:
         return MODE_PID1

@@ -84,7 +84,7 @@ class Ticker:
         return interval_s * self._rng.uniform(-self.jitter, self.jitter)
 
     def fire(self, plan: TickPlan) -> bool:
-        """Submit one tick of ``plan``; False when skipped or rejected."""
+        """Submit one tick of ``plan``. False when it was skipped or rejected."""
         plan.last_fired_at = time.time()
         if self.queue.is_pending(plan.task):
             self.skipped += 1

@@ -46,7 +46,7 @@ READ_BYTES = 64 * 1024
 
 
 class InotifyUnavailable(OSError):
-    """inotify cannot be used here; the message says why."""
+    """inotify cannot be used here, and the message says why."""
 
 
 _libc: Any = None
@@ -80,7 +80,7 @@ def init() -> int:
 
 
 def add_watch(fd: int, path: str, mask: int = DIRECTORY_CHANGES) -> int:
-    """Watch ``path`` (a directory with the default mask); the watch descriptor."""
+    """Watch ``path`` (a directory, with the default mask), and return the watch descriptor."""
     wd = int(_functions().inotify_add_watch(fd, os.fsencode(path), mask))
     if wd < 0:
         raise _failed(f"inotify_add_watch {path}")

@@ -88,8 +88,9 @@ class TaskReloader:
 
     # -- one reload ---------------------------------------------------------------------------
     def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
-        """Reload now (``source``: signal, file, request); None when ``only_if_changed`` and
-        the file's bytes are those last seen."""
+        """Reload now (``source``: signal, file, request).
+
+        None when ``only_if_changed`` and the file's bytes are those last seen."""
         if self.path is None:
             why = "RUNBROKER_TASKS_FILE is not set and the default tasks file did not exist"
             return ReloadOutcome(False, f"no tasks file to reload ({why} at start)")
@@ -141,7 +142,7 @@ class TaskReloader:
         return outcome
 
     def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
-        """Put the checked tasks and their plans in place; nothing here refuses."""
+        """Put the checked tasks and their plans in place. Nothing here refuses."""
         changes = self.registry.replace(tasks)
         for warning in warnings:
             log.warning("settings.interval", warning=warning)

@@ -21,8 +21,9 @@ DEBOUNCE_MAX_S = 2.0  # ... but a directory that never goes quiet is reloaded af
 
 
 def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
-    """The file watch, started now (before the daemon says it is ready, so that no change
-    after that is missed); None without a tasks file or without inotify (logged once)."""
+    """The file watch, started before the daemon says it is ready so that no later change is missed.
+
+    None without a tasks file or without inotify (logged once)."""
     if reloader.path is None:
         return None
     watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set, reloader.watch_state)

@@ -36,7 +36,7 @@ class TasksFileWatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Watch from now on; ``inotify.InotifyUnavailable`` (an OSError) when it cannot."""
+        """Watch from now on, or raise ``inotify.InotifyUnavailable`` (an OSError)."""
         self._fd = inotify.init()
         try:
             self._sync()
@@ -63,8 +63,9 @@ class TasksFileWatcher:
             return None
 
     def _sync(self) -> None:
-        """Watch the file's directory (it must exist) and its target's (if it can), each
-        added again (the same inode: the same descriptor); descriptors not given are removed."""
+        """Add the watches of the file's directory and of its target's again, and remove the others.
+
+        The same inode gives the same descriptor, so a directory swapped for another is seen."""
         assert self._fd is not None
         home = str(self.path.parent)
         target = self._target()
@@ -84,8 +85,8 @@ class TasksFileWatcher:
             raise failure
 
     def resync(self) -> bool:
-        """Add the watches again (SIGHUP, ``runbroker reload``); whether the directory is
-        watched, also told to ``on_state``."""
+        """Add the watches again (SIGHUP, ``runbroker reload``), and return whether the directory is
+        watched, as ``on_state`` is told."""
         if self._fd is None:
             return False
         try:

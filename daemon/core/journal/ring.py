@@ -113,8 +113,7 @@ class RunLog:
         self._tell(self.followers)
 
     def _tell(self, followers: list[Wake]) -> None:
-        """Wake each follower; one that raises is let go, never the executor's loop with it
-        (``end`` runs in the executor's ``finally``)."""
+        """Wake each follower. One that raises is let go, never the executor's loop with it."""
         for wake in tuple(followers):
             try:
                 wake()
@@ -137,10 +136,10 @@ class RunLog:
         self._stream = None
 
     def _trim(self) -> None:
-        """Drop the oldest lines (and marks) down to ``low_water_bytes``: an eighth of the bound
-        at a time; never lines a follower that keeps reading has not read: it holds the run's
-        output back instead (``FollowerHold``), and the log passes its bound by what was
-        already read from the pipe, until the follower has caught up or is let go."""
+        """Drop the oldest lines (and marks) down to ``low_water_bytes``.
+
+        Never lines a follower still reading has not read: it holds the run's output back instead
+        (``FollowerHold``) until it has caught up or is let go."""
         lines, seqs, target = self._lines, self._seqs, self.low_water_bytes
         readers = [reader for reader in self.readers if not reader.let_go]
         floor = min((reader.seq for reader in readers), default=None)
@@ -205,8 +204,9 @@ class RunLog:
         return [self.line_at(seq) for seq in range(self.first_seq, self.end_seq)]
 
     def follow(self, wake: Wake, reader: FollowerHold | None = None) -> None:
-        """``wake`` is called at each read and at the end (then let go); ``reader``, where the
-        follower is, keeps its unread lines from a trim while it may hold the run back."""
+        """Follow the run's lines: ``wake`` is called at each read and at the end.
+
+        ``reader`` keeps the follower's unread lines from a trim while it may hold the run back."""
         if self.followers is _NONE:
             self.followers = []
         self.followers.append(wake)

@@ -36,7 +36,7 @@ class OrphanReaper:
                 self.wake()
 
     def reap(self) -> list[int]:
-        """Wait for zombie children that are not ours; returns the pids reaped."""
+        """Wait for zombie children that are not ours, and return the pids reaped."""
         first = _first_zombie_child()
         if first is None:
             self._unclaimed.clear()
@@ -82,9 +82,10 @@ def _first_zombie_child() -> int | None:
 
 
 def _children_of(parent_pid: int) -> list[str] | None:
-    """The pids of ``parent_pid``'s children, from its threads' ``children`` files (a handful
-    of reads instead of one per process on the machine); None where the kernel has no such
-    file."""
+    """The pids of ``parent_pid``'s children, from its threads' ``children`` files.
+
+    A handful of reads instead of one per process on the machine. None where the kernel has no
+    such file."""
     pids: list[str] = []
     try:
         tasks = os.listdir(f"/proc/{parent_pid}/task")

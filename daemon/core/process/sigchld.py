@@ -50,8 +50,9 @@ async def reap_at_sigchld(reaper: OrphanReaper, period_s: float) -> None:
 
 
 def _take_sigchld(handler: Callable[[int, object], None]) -> signal.Handlers | None:
-    """Install ``handler`` for SIGCHLD; the disposition it replaced (None: not possible here,
-    off the main thread)."""
+    """Install ``handler`` for SIGCHLD, and return the disposition it replaced.
+
+    None when that is not possible here (off the main thread)."""
     try:
         previous = signal.signal(signal.SIGCHLD, handler)
     except ValueError:

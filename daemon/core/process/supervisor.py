@@ -1,6 +1,8 @@
-"""The child supervisor: runs a command to its end (own session and process group; SIGTERM,
-grace, SIGKILL when it is cancelled) and knows every child it started, by pid, so that the
-reaper leaves them alone."""
+"""The child supervisor: runs a command to its end and knows every child it started, by pid.
+
+The reaper leaves the recorded children alone, because a reaper that took them would hang
+uvloop's own wait.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def describe_returncode(returncode: int) -> CommandOutcome:
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
-    """Signal a whole process group; False when it no longer exists."""
+    """Signal a whole process group. False when it no longer exists."""
     try:
         os.killpg(pgid, signum)
     except ProcessLookupError:
@@ -179,7 +181,7 @@ class ChildSupervisor:
 
     # -- the reaper ---------------------------------------------------------------------------
     def reap_orphans(self) -> list[int]:
-        """Wait for zombie children that are not ours; returns the pids reaped."""
+        """Wait for zombie children that are not ours, and return the pids reaped."""
         return self._reaper.reap()
 
     async def guard_forever(self, period_s: float = 1.0) -> None:

@@ -22,7 +22,7 @@ READ_BYTES = 64 * 1024
 
 
 def _kill(pgid: int, signum: int) -> bool:
-    """Signal the group; False when it has no member left."""
+    """Signal the group. False when it has no member left."""
     try:
         os.killpg(pgid, signum)
     except ProcessLookupError:
