@@ -154,8 +154,10 @@ def _dispatch(words: list[str]) -> int:
 def parse_words(
     words: list[str], subparsers: dict[str, argparse.ArgumentParser] | None = None
 ) -> tuple[argparse.Namespace, list[str]]:
-    """The whole command line, as ``parse_known_args``; a trigger's value flags first take
-    their next word whatever it looks like (``fastargs.attach_values``)."""
+    """The whole command line, as ``parse_known_args``.
+
+    A trigger's value flags first take their next word whatever it looks like
+    (``fastargs.attach_values``), as the fast path does."""
     from daemon.face.parser import build_parser
 
     if words[:1] == ["trigger"]:
@@ -166,7 +168,7 @@ def parse_words(
 
 
 def _fast_trigger(words: list[str]) -> int | None:
-    """``trigger`` without argparse when the arguments are plain; None to fall back."""
+    """``trigger`` without argparse when the arguments are plain, or None to fall back."""
     from daemon.face.fastargs import parse_trigger, positive_duration
 
     parsed = parse_trigger(words)

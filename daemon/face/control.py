@@ -43,7 +43,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def health(args: argparse.Namespace) -> int:
-    """Liveness (``ok``); with ``--ready``, readiness (``ready``: the database works too)."""
+    """Liveness (``ok``), or with ``--ready`` readiness (``ready``: the database works too)."""
     answer = _control(args, "health")
     if isinstance(answer, int):
         return EXIT_FAILED  # unreachable is unhealthy; the reason was printed

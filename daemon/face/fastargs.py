@@ -38,7 +38,7 @@ class TriggerArgs:
 
 
 def positive_duration(text: str) -> float:
-    """A Go-style duration that must be positive; ValueError with the reason otherwise."""
+    """A Go-style duration that must be positive, or ValueError with the reason."""
     from daemon.schedules.duration import parse_duration  # only when --timeout is given
 
     seconds = parse_duration(text)
@@ -48,7 +48,7 @@ def positive_duration(text: str) -> float:
 
 
 def split_env(text: str) -> tuple[str, str] | None:
-    """``K=V`` as ``(K, V)``; None without ``=`` or without a name (``V`` may be empty)."""
+    """``K=V`` as ``(K, V)``, ``V`` possibly empty. None without ``=`` or without a name."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         return None

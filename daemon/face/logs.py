@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def logs_request(target: str, task: str, follow: bool) -> ControlRequest | None:
-    """The ``logs`` request the arguments mean; None when they name both a run and a task."""
+    """The ``logs`` request the arguments mean. None when they name both a run and a task."""
     from daemon.wire.logs_answers import looks_like_run_id
     from daemon.wire.protocol import ControlRequest
 

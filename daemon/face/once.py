@@ -26,7 +26,7 @@ log = get_logger("runbroker.once")
 
 
 class _Interrupts:
-    """SIGTERM/SIGINT only set a flag here; the gate and the running executor read it."""
+    """SIGTERM and SIGINT only set a flag here, which the gate and the running executor read."""
 
     def __init__(self) -> None:
         self.received = False

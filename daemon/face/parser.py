@@ -42,8 +42,10 @@ def runs_arg(text: str) -> int:
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
-    """The parser of the whole command line; ``subparsers``, when given, receives each
-    subcommand's own parser (to report an error with that subcommand's usage)."""
+    """The parser of the whole command line.
+
+    ``subparsers``, when given, receives each subcommand's own parser, to report an error with
+    that subcommand's usage."""
     parser = argparse.ArgumentParser(
         prog="runbroker", description="A job-running daemon for containers."
     )

@@ -39,7 +39,7 @@ class OutputLog:
         self.mode = mode
 
     def writer(self, fields: Mapping[str, str]) -> LineWriter | None:
-        """The writer of one run's lines; ``fields``: what its log lines carry (its id...)."""
+        """The writer of one run's lines. ``fields`` are what its log lines carry (its id...)."""
         if self.mode == "off":
             return None
         if self.mode == "raw":

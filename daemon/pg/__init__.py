@@ -1,3 +1,3 @@
-"""The Postgres runner: claiming, running and recording scheduled jobs; its store; the admin
+"""The Postgres runner: claiming, running and recording scheduled jobs, its store and its admin
 commands.
 """

@@ -90,7 +90,7 @@ class Claimer:
         return plan
 
     async def claim_loop(self, stopping: asyncio.Event) -> None:
-        """Claim until ``stopping``; the only loop that waits on (and clears) ``wake``."""
+        """Claim until ``stopping``. The only loop that waits on ``wake`` and clears it."""
         backoff = Backoff()
         while not stopping.is_set():
             self.wake.clear()
@@ -153,11 +153,10 @@ class Claimer:
         return self.queue.waiting_count() == 0
 
     async def _claim_once(self) -> float:
-        """Claim what is due and there is room for; returns how long to wait before the next.
+        """Claim what is due and there is room for, and return how long to wait before the next.
 
-        It claims first (the claim's SQL honours scheduler.paused and scheduler.enabled) and
-        looks at the flags and the next due time only when the batch was not full.
-        """
+        It looks at the flags and the next due time only when the batch was not full, since the
+        claim's SQL honours the flags itself."""
         room = self._room()
         if room < self._claim_threshold() and not (room > 0 and self._queue_dry()):
             self._want_room = True

@@ -39,7 +39,7 @@ def _error(dep: Dependency, state: DependencyState) -> str | None:
 
 
 def verdict(deps: Sequence[Dependency], states: dict[str, DependencyState]) -> str | None:
-    """The error that fails the dependant, or None to run it; every dependency is settled."""
+    """The error that fails the dependant, or None to run it. Every dependency is settled."""
     return next((e for d in deps if (e := _error(d, states[d.job])) is not None), None)
 
 
@@ -56,7 +56,8 @@ class DependencyWaiter:
         self._changed = asyncio.Event()
 
     async def wait(self, deps: Sequence[Dependency], scheduled_for: datetime) -> str | None:
-        """Wait until every dependency is settled or the deadline passes; see ``verdict``."""
+        """Wait until every dependency is settled or the deadline passes, and return the
+        ``verdict``."""
         names = sorted({d.job for d in deps})
         deadline = time.monotonic() + self.wait_s
         states: dict[str, DependencyState] | None = None

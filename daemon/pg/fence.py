@@ -77,9 +77,10 @@ class Backstop(Protocol):
 
 
 class LeaseFence(Generic[Held]):
-    """One timer per held run, at the point where it must be told to stop; moved on by every
-    renewal sent, dropped when the run's record is handed on. A ``backstop`` is told the
-    deadline of each held run that reached the queue (by its run id), and every renewal."""
+    """One timer per held run, at the point where it must be told to stop.
+
+    Every renewal sent moves it on. A ``backstop`` (the watchdog) is told each queued run's
+    deadline and every renewal."""
 
     def __init__(
         self,
@@ -144,7 +145,7 @@ class LeaseFence(Generic[Held]):
             self.backstop.forget(key)
 
     def _set(self, run_id: int, held: Held, fence_at: float) -> None:
-        """A timer at ``fence_at`` (loop time; one in the past fires at the next iteration)."""
+        """A timer at ``fence_at``, in loop time. One in the past fires at the next turn."""
         timer = self._event_loop().call_at(fence_at, self._fire, run_id, held)
         self._timers[run_id] = (timer, held, fence_at)
 

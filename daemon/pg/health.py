@@ -1,7 +1,7 @@
 """How the Postgres runner lives with a database that comes and goes.
 
-``DbHealth`` is the one verdict every loop reports to (up, down since when, the schema's
-problem) and logs each change once; ``Backoff`` paces each loop's retries meanwhile.
+``DbHealth`` is the one verdict every loop reports to, so each change is logged once.
+``Backoff`` paces each loop's retries meanwhile.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ log = get_logger(LOGGER_NAME)
 
 
 class Backoff:
-    """Exponential delays with jitter, from ``initial_s`` up to ``cap_s``; reset on success."""
+    """Exponential delays with jitter, from ``initial_s`` up to ``cap_s``, reset on success."""
 
     def __init__(self, initial_s: float = 0.1, cap_s: float = 5.0) -> None:
         self.initial_s = initial_s

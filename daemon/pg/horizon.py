@@ -27,7 +27,8 @@ class RunHorizon:
             self.average_run_s += SMOOTHING * (duration_s - self.average_run_s)
 
     def window(self, cap: int) -> int:
-        """How many runs to hold (running, queued, claimed): 1 to start now, plus those that
-        would start within the horizon after it; at most ``cap``."""
+        """How many runs to hold (running, queued, claimed), at most ``cap``.
+
+        One to start now, plus those that would start within the horizon after it."""
         follow = int(self.horizon_s / max(self.average_run_s, MIN_RUN_S))
         return max(1, min(cap, 1 + follow))

@@ -81,8 +81,10 @@ class BackgroundLoops:
                 await subscription.close()
 
     async def _check_schema(self) -> None:
-        """Look at the schema's version; connection trouble is the LISTEN loop's to handle,
-        anything else is logged and leaves the last verdict (never a reconnect loop)."""
+        """Look at the schema's version.
+
+        Connection trouble is the LISTEN loop's to handle. Anything else is logged and leaves the
+        last verdict, so it never makes a reconnect loop."""
         try:
             problem = await self.store.schema_problem()
         except StoreUnavailable:

@@ -47,7 +47,7 @@ def _rescheduled(job: DueJob, sched: Occurrences, now: datetime, column: str) ->
 
 @functools.lru_cache(maxsize=4096)
 def schedule_for(spec: str, tz: str) -> Occurrences:
-    """Parsed schedule, cached; raises ValueError for a bad spec or zone."""
+    """The parsed schedule, cached. ValueError for a bad spec or zone."""
     parsed: Occurrences = parse_schedule(spec, tz)
     return parsed
 

@@ -50,10 +50,10 @@ class PgRunner:
         fence_grace_s: float = 0.0,
         backstop: Backstop | None = None,
     ) -> None:
-        """``cancel_running(run_id, reason)`` stops a running run (the executor's cancel): the
-        lease fence calls it for a run whose lease could not be renewed; ``fence_grace_s`` is
-        the longest grace such a run may take to stop (daemon/pg/fence.py). ``known_tasks`` is
-        read at each claim, not copied: a reload of the tasks is seen at once."""
+        """``cancel_running(run_id, reason)`` stops a running run, for the lease fence.
+
+        ``fence_grace_s`` is the longest grace such a run may take to stop. ``known_tasks`` is
+        read at each claim, not copied, so a reload of the tasks is seen at once."""
         self.store = store
         self.known_tasks = known_tasks
         self.owner = owner or new_owner()

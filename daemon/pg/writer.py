@@ -39,7 +39,7 @@ LINGER_UNDER = 50  # records; a batch this large is written at once
 
 
 class ResultWriter:
-    """Queues run records and writes them in batches; ``on_written`` learns what landed."""
+    """Queues run records and writes them in batches. ``on_written`` learns what landed."""
 
     def __init__(
         self,
@@ -86,8 +86,9 @@ class ResultWriter:
         return len(self._pending) + len(self._starts) + len(self._alone)
 
     def _start_wait_s(self, closing: bool) -> float | None:
-        """Moves the starts that are due (all once closing) to the pending batch; returns how
-        long until the next one is, None if none waits."""
+        """Move the starts that are due (all of them once closing) to the pending batch.
+
+        Returns how long until the next one is due, None if none waits."""
         now = time.monotonic()
         while self._starts:
             run_id = next(iter(self._starts))
@@ -136,8 +137,9 @@ class ResultWriter:
         self._alone[:0] = alone + [WriteBatch(releases=[r]) for r in batch.releases]
 
     def _failed_alone(self, batch: WriteBatch) -> WriteOutcome | None:
-        """A record that fails alone: a finish is tried once more as a bare record (None: put
-        back for that); otherwise it is given up."""
+        """A record that fails alone: a finish is tried once more as a bare record.
+
+        None means it is put back for that. Anything else is given up."""
         finish = batch.finishes[0] if batch.finishes else None
         if finish is not None and finish.error != UNSTORABLE:
             bare = replace(finish, output=None, error=UNSTORABLE)

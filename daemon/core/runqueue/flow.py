@@ -18,7 +18,7 @@ LetGo = Callable[[], None]  # a holder, called when it is let go for holding too
 
 
 class OutputFlow:
-    """Who holds one run's output back; the child's pipes are paused while anyone does."""
+    """Who holds one run's output back. The child's pipes are paused while anyone does."""
 
     __slots__ = ("_holders", "_pause", "_resume", "hold_max_s")
 
@@ -46,9 +46,10 @@ class OutputFlow:
         return bool(self._holders)
 
     def hold(self, holder: LetGo) -> bool:
-        """``holder`` holds the output back until it ``release``s it, or for ``hold_max_s``
-        (then it is called, let go); False when nothing can be held (no child, or holding is
-        off)."""
+        """``holder`` holds the output back until it ``release``s it, or for ``hold_max_s``, when it
+        is called and let go.
+
+        False when nothing can be held (no child, or holding is off)."""
         if self._pause is None or self.hold_max_s <= 0:
             return False
         if holder not in self._holders:

@@ -30,7 +30,8 @@ _log = get_logger("runbroker.runqueue")
 
 
 class Rejected(Exception):
-    """A submission that was not accepted (by the queue; ``TaskRefused``: by its task);
+    """A submission the queue did not accept (``TaskRefused``: its task did not).
+
     ``reason`` is the wire reason, ``code`` the code beside it."""
 
     def __init__(self, reason: str, code: str) -> None:
@@ -79,8 +80,9 @@ class RunQueue:
         listener: Listener | None = None,
         watcher: Watcher | None = None,
     ) -> Run:
-        """Accept a run or raise ``Rejected``; never blocks. ``watcher`` hears the run's
-        "started" and "done" by kind (see ``Watcher``)."""
+        """Accept a run or raise ``Rejected``, never blocking.
+
+        ``watcher`` hears the run's "started" and "done" by kind (see ``Watcher``)."""
         if self._closed:
             self._rejected_closed += 1
             raise Rejected(REASON_CLOSED, CODE_SHUTTING_DOWN)
@@ -159,7 +161,7 @@ class RunQueue:
 
     # -- control ----------------------------------------------------------------------------
     def cancel_waiting(self, run_id: str, reason: str = REASON_USER_CANCEL) -> Run | None:
-        """Remove a waiting run and give it a cancelled result; None if it is not waiting."""
+        """Remove a waiting run and give it a cancelled result. None if it is not waiting."""
         run = self._waiting.pop(run_id, None)
         if run is None:
             return None

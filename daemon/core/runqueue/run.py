@@ -55,7 +55,7 @@ def new_run_id() -> str:
 
 
 class Run:
-    """One accepted run. ``finish`` may be called any number of times; only the first counts."""
+    """One accepted run. Only the first ``finish`` counts."""
 
     def __init__(
         self, request: RunRequest, run_id: str | None = None, watcher: Watcher | None = None
@@ -92,8 +92,10 @@ class Run:
 
     def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
         """Tell every listener the event ``kind`` with the fields of one of ``protocol``'s
-        event constructors; a listener that raises is dropped (and logged), never lets the
-        exception reach the run's owner (the executor must outlive any listener)."""
+        constructors.
+
+        A listener that raises is dropped and logged, because the executor must outlive any
+        listener."""
         if not self._listeners:
             return
         event = Event(kind, fields)
@@ -107,7 +109,7 @@ class Run:
                 )
 
     def _tell_watcher(self, kind: str) -> None:
-        """The watcher hears "started" and "done"; like a listener, it is dropped if it raises."""
+        """Tell the watcher "started" and "done". Like a listener, it is dropped if it raises."""
         watcher = self._watcher
         if watcher is None:
             return
@@ -136,7 +138,7 @@ class Run:
         return time.monotonic() - self.started_monotonic
 
     def finish(self, result: RunResult) -> bool:
-        """Record the result and emit ``done``; returns False if the run already had one."""
+        """Record the result and emit ``done``. False if the run already had one."""
         if self.result is not None:
             return False
         self.result = result

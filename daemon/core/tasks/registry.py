@@ -68,7 +68,7 @@ Handler = Callable[[RunContext], Awaitable[dict[str, Any] | None]]
 
 
 class TaskRefused(Rejected):
-    """A request its task does not run (or no task of that name); ``reason`` says why."""
+    """A request its task does not run, or one for no such task. ``reason`` says why."""
 
     def __init__(self, reason: str, code: str = CODE_NOT_ALLOWED) -> None:
         super().__init__(reason, code)
@@ -134,7 +134,7 @@ class TaskRegistry:
         return {name: task.grace_s for name, task in self.tasks.items()}
 
     def admit(self, request: RunRequest) -> Task:
-        """The task that runs ``request``; ``TaskRefused`` when there is none or it refuses."""
+        """The task that runs ``request``, or ``TaskRefused`` when there is none or it refuses."""
         task = self.tasks.get(request.task)
         if task is None:
             removed = self.removed.get(request.task)

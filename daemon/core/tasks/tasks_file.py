@@ -22,12 +22,14 @@ _KINDS = {
 
 
 class TaskConfigError(ValueError):
-    """The tasks file or the default command is wrong; the message names the place."""
+    """The tasks file or the default command is wrong. The message names the place."""
 
 
 def read_tasks_file(path: Path) -> bytes:
-    """The file's bytes; ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it
-    cannot be read or is not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
+    """The file's bytes.
+
+    ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it cannot be read or is
+    not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:

@@ -28,8 +28,9 @@ def _zone(tz: str) -> ZoneInfo | None:
 
 
 def local_time(value: datetime | None, tz: str) -> str:
-    """``value`` as a wall time in the zone ``tz`` with its UTC offset, for the tables
-    (``2027-01-01 09:00:00+01:00``); UTC as ``...Z``; ``-`` for none."""
+    """``value`` as a wall time in the zone ``tz`` with its UTC offset, for the tables.
+
+    ``2027-01-01 09:00:00+01:00``, UTC as ``...Z``, and ``-`` for none."""
     if value is None:
         return "-"
     if value in (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)):
@@ -41,7 +42,7 @@ def local_time(value: datetime | None, tz: str) -> str:
 
 
 def schedule_text(job: JobInfo) -> str:
-    """The schedule with its zone; a one-shot's time in that zone (it is stored in UTC)."""
+    """The schedule with its zone, a one-shot's time in that zone (it is stored in UTC)."""
     spec = job.schedule
     try:
         parsed = parse_schedule(spec, job.tz)
