@@ -41,9 +41,8 @@ _MAX_FRACTION_DIGITS = 30  # digits beyond this cannot change a nanosecond value
 class DurationError(ValueError):
     """A text that is not a valid duration.
 
-    ``str(err)`` names the text; ``err.reason`` never contains any of it, so a
-    caller that must not reveal the value can report ``err.reason`` alone.
-    """
+    ``str(err)`` names the text and ``err.reason`` never contains any of it, so a caller that
+    must not reveal the value can report ``err.reason`` alone."""
 
     def __init__(self, text: str, reason: str) -> None:
         super().__init__(f"invalid duration {text!r}: {reason}")

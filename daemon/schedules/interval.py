@@ -41,10 +41,8 @@ MIN_INTERVAL_S = 0.05
 class IntervalDecision:
     """What an interval setting means for the ticker.
 
-    ``mode`` is ``builtin`` (tick every ``interval_s`` seconds, always > 0),
-    ``external`` (no ticker: runs only when triggered) or ``once`` (run once, no
-    ticker); ``interval_s`` is None unless built-in. ``warnings`` are ready to log.
-    """
+    ``mode`` is ``builtin`` (tick every ``interval_s`` seconds), ``external`` (runs only when
+    triggered) or ``once`` (run once). ``warnings`` are ready to log."""
 
     mode: IntervalMode
     interval_s: float | None
@@ -128,7 +126,7 @@ def _builtin(
     subject: str,
     warnings: list[str],
 ) -> IntervalDecision:
-    """A built-in decision clamped to the bounds; ``subject`` names the value in warnings."""
+    """A built-in decision clamped to the bounds. ``subject`` names the value in warnings."""
     if low_s is not None and interval_s < low_s:
         warnings.append(
             f"{subject} is below the minimum {format_duration(low_s)}; using the minimum"

@@ -18,8 +18,9 @@ _MAX_STRETCHES = 1_000  # 50 years of two changes a year, with room to spare
 
 
 def next_wildcard(expr: str, zone: ZoneInfo, after: datetime) -> datetime | None:
-    """First instant strictly after the UTC ``after`` whose wall time in ``zone`` matches
-    the five fields of ``expr``; None past what ``datetime`` holds or cronsim's horizon."""
+    """The first instant after the UTC ``after`` whose wall time in ``zone`` matches ``expr``.
+
+    None past what ``datetime`` holds or cronsim's horizon."""
     start, inclusive = after, False
     try:
         for _ in range(_MAX_STRETCHES):

@@ -27,7 +27,7 @@ class SocketInUse(Exception):
 
 
 def bind_owner_only(path: Path) -> tuple[socket.socket, int]:
-    """Bind a listening socket at ``path``; returns it and the held lock fd."""
+    """Bind a listening socket at ``path``, and return it with the held lock's descriptor."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock_fd = _open_lock(Path(f"{path}.lock"))
     try:

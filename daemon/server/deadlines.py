@@ -24,8 +24,9 @@ class Expiring(Protocol):
 
 
 class RequestDeadlines:
-    """``watch`` a connection as it is accepted, ``forget`` it once its request is complete;
-    one still watched ``deadline_s`` later is told ``request_expired``."""
+    """Connections ``watch``ed as accepted and ``forget``ed once their request is complete.
+
+    One still watched ``deadline_s`` later is told ``request_expired``."""
 
     def __init__(self, deadline_s: float) -> None:
         self.deadline_s = deadline_s
@@ -73,7 +74,7 @@ class RequestDeadlines:
                 self._timer = loop.call_at(next(iter(self._due.values())), self._expire)
 
     def close(self) -> None:
-        """Stop the timer; what is still watched is never told."""
+        """Stop the timer. What is still watched is never told."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

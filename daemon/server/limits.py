@@ -37,8 +37,9 @@ class ConnectionLimits:
         self.limited = ""  # the incident under way: "connections" or "descriptors"
 
     def meets(self, connections: int, fd: int) -> str:
-        """Which limit a connection just accepted meets (``""``: none), with ``connections``
-        held now, itself included, and its descriptor ``fd``; the incident logged once."""
+        """Which limit a connection just accepted meets (``""``: none), logging the incident once.
+
+        ``connections`` are those held now, itself included, and ``fd`` its descriptor."""
         limit = ""
         if fd >= self.descriptor_high:
             limit = "descriptors"

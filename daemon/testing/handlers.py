@@ -79,7 +79,7 @@ class HandlerRun:
         return self._run.id
 
     def cancel(self) -> bool:
-        """Cancel the run with the reason ``runbroker cancel`` gives; False if it has ended."""
+        """Cancel the run with the reason ``runbroker cancel`` gives. False if it has ended."""
         if self._executor.cancel_current(self._run.id):
             return True
         return self._queue.cancel_waiting(self._run.id) is not None
@@ -125,8 +125,9 @@ def start_handler(
     attempt: int | None = None,
     scheduled_for: datetime | None = None,
 ) -> HandlerRun:
-    """Start ``handler``'s run on the daemon's executor and return it running; see
-    ``run_handler`` for the arguments. Call from a running event loop."""
+    """Start ``handler``'s run on the daemon's executor and return it running.
+
+    The arguments are ``run_handler``'s. Call from a running event loop."""
     plain_tracebacks()
     env = dict(env or {})
     definition = Task(

@@ -94,9 +94,10 @@ class JobBoard:
         max_attempts: int | None = None,
         misfire: Literal["coalesce", "skip"] = "coalesce",
     ) -> datetime | None:
-        """Add a job as ``runbroker jobs add NAME --task TASK --every/--daily/--weekly/--cron/
-        --at ... --tz ZONE`` would (exactly one schedule; ``weekly=("sun", "04:00")``), and
-        return its first run (None: an ``at`` in the past). ValueError for a bad schedule."""
+        """Add a job as ``runbroker jobs add`` would, and return its first run (None: an ``at`` in
+        the past).
+
+        Exactly one schedule, such as ``weekly=("sun", "04:00")``. ValueError for a bad schedule."""
         given = [v for v in (every, daily, weekly, cron, at) if v is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of every, daily, weekly, cron, at")
@@ -118,7 +119,7 @@ class JobBoard:
         return first
 
     def next_run_at(self, name: str) -> datetime | None:
-        """When the job runs next (a retry's time, during backoff); None: never again."""
+        """When the job runs next (a retry's time, during backoff). None: never again."""
         return self.store.job(name).next_run_at
 
     async def due(self) -> list[Firing]:

@@ -128,7 +128,7 @@ def _refused_by_peer_check(event: dict[str, Any]) -> bool:
 
 
 def control(path: str, request: ControlRequest, timeout_s: float = 10.0) -> dict[str, Any]:
-    """One control request; its single answer. Raises ``Unreachable``."""
+    """One control request and its single answer. Raises ``Unreachable``."""
     conn = connect(path, request)
     try:
         for event in conn.events(time.monotonic() + timeout_s):

@@ -1,6 +1,7 @@
 """The thin client's connection to the daemon: the socket, peer-checked before the request is
-sent, and the answer lines read from it (a batch's lines with their header); a finished one
-left for the process's exit to close. Standard library only, as the client (``client``).
+sent, and the answer lines read from it.
+
+Standard library only, as the client (``client``).
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ def _moved_to_front(
     buffer: bytearray, start: int, end: int, frame: tuple[dict[str, Any], int] | None
 ) -> tuple[bytearray, tuple[dict[str, Any], int] | None]:
     """What is left of ``buffer`` (``[start, end)``) moved to its front, the buffer grown when
-    that leaves less than a read's room; a waiting ``frame``'s end moved with it."""
+    that leaves less than a read's room.
+
+    A waiting ``frame``'s end is moved with it."""
     kept = end - start
     if kept + RECV_BYTES > len(buffer):
         grown = bytearray(2 * (kept + RECV_BYTES))

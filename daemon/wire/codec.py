@@ -78,7 +78,7 @@ def _load_json(line: bytes) -> Any:
 
 
 def decode_request(line: bytes) -> Request:
-    """Parse one request line (without or with its newline); raise ``ProtocolError``."""
+    """Parse one request line, with or without its newline, or raise ``ProtocolError``."""
     if len(line) > MAX_REQUEST_BYTES:
         raise ProtocolError(REASON_TOO_LARGE)
     try:

@@ -62,8 +62,9 @@ def logs_header(
 
 
 def logs_waiting(task: str) -> dict[str, Any]:
-    """The first line when following a task that has no run yet (``task`` empty: any run);
-    the run's own ``logs`` line follows once one is queued."""
+    """The first line when following a task that has no run yet (``task`` empty: any run).
+
+    The run's own ``logs`` line follows once one is queued."""
     return {"event": EVENT_LOGS, "ok": True, "id": "", "task": task, "state": STATE_WAITING}
 
 

@@ -68,9 +68,11 @@ def logs(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Print the run's buffered lines (and, with ``request.follow``, the live ones until it
-    ends); the exit code: 0, or with ``follow`` the run's own (as ``trigger``'s); 2 when
-    there is no such run; 69 unreachable."""
+    """Print the run's buffered lines (with ``request.follow``, the live ones until it ends) and
+    return the exit code.
+
+    0, or with ``follow`` the run's own, as ``trigger``'s. 2 when there is no such run, 69 when
+    the daemon is unreachable."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     batched = ControlRequest(

@@ -33,8 +33,9 @@ LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
 
 
 class ProtocolError(ValueError):
-    """A request that cannot be served; ``reason`` is what the client is told, ``code`` its
-    code (``reasons``)."""
+    """A request that cannot be served.
+
+    ``reason`` is what the client is told, ``code`` its code (``reasons``)."""
 
     def __init__(self, reason: str, code: str = CODE_BAD_REQUEST) -> None:
         super().__init__(reason)
@@ -78,10 +79,12 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health``, ``reload``, ``cancel`` (which names a run ``id``) or
-    ``logs`` (a run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run
-    ends; ``runs``: instead, a list of the last finished runs, at most that many; ``batch``: as
-    a ``SubmitRequest``'s, for the lines of ``logs``)."""
+    """A control request: ``op`` is ``status``, ``health``, ``reload``, ``cancel`` (of run ``id``)
+    or ``logs``.
+
+    For ``logs``: a run ``id``, a ``task`` or neither (the latest run), ``follow`` until the run
+    ends, ``runs`` for a list of the last finished runs instead, and ``batch`` as a
+    ``SubmitRequest``'s."""
 
     __slots__ = ("batch", "follow", "id", "op", "runs", "task")
 

@@ -18,7 +18,7 @@ FinalStatus = Literal["succeeded", "failed", "cancelled"]
 
 
 class StoreUnavailable(Exception):
-    """The database cannot be reached now; the caller retries with backoff."""
+    """The database cannot be reached now, and the caller retries with backoff."""
 
 
 class StoreSchemaMissing(Exception):
@@ -97,8 +97,9 @@ class Claimed:
 
 
 class ClaimIncomplete(Exception):
-    """A claim failed after committing some runs: ``claimed`` are this replica's now (start
-    them, or release them); ``__cause__`` is what failed."""
+    """A claim failed after committing some runs.
+
+    ``claimed`` are this replica's now, to start or release. ``__cause__`` is what failed."""
 
     def __init__(self, claimed: list[Claimed]) -> None:
         super().__init__(f"the claim failed after claiming {len(claimed)} runs")

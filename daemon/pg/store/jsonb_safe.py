@@ -28,9 +28,10 @@ def text_safe(text: str) -> str:
 
 
 def jsonb_safe(value: Any) -> Any:
-    """``value`` (a decoded JSON value) as ``jsonb`` stores it; ``TypeError`` when it holds
-    something that is not JSON at all (a set, an object). Costs one ``json.dumps`` when there
-    is nothing to clean, the usual case."""
+    """``value`` (a decoded JSON value) as ``jsonb`` stores it.
+
+    ``TypeError`` when it holds something that is not JSON at all (a set, an object). Costs one
+    ``json.dumps`` in the usual case, when there is nothing to clean."""
     try:
         encoded = json.dumps(value, allow_nan=False)
     except ValueError:  # NaN or an infinity

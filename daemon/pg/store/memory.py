@@ -66,7 +66,8 @@ class MemoryStore:
             sub.drop()
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-        """Wait (on store calls, not a timer loop) until ``predicate()``; TimeoutError if not."""
+        """Wait until ``predicate()``, checked on store calls rather than a timer. TimeoutError if
+        not."""
         async with asyncio.timeout(timeout_s):
             while not predicate():
                 changed = self._changed

@@ -24,7 +24,7 @@ class Migration:
 
 
 def load_migrations() -> list[Migration]:
-    """Every migration file, in version order; a duplicate version is a packaging bug."""
+    """Every migration file, in version order. A duplicate version is a packaging bug."""
     found: dict[int, Migration] = {}
     folder = resources.files("daemon.pg.store") / "migrations"
     for entry in folder.iterdir():

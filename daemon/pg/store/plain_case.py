@@ -39,7 +39,7 @@ class Seen:
 
 class Condition(Protocol):
     def sql(self, grace_s: str) -> str:
-        """The condition in SQL; ``grace_s``: the statement's expression of the grace."""
+        """The condition in SQL, ``grace_s`` being the statement's expression of the grace."""
         ...
 
     def holds(self, seen: Seen) -> bool: ...

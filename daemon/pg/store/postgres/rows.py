@@ -134,7 +134,7 @@ def due_job(row: asyncpg.Record) -> DueJob:
 
 
 def parse_dependencies(value: Any) -> tuple[Dependency, ...]:
-    """The ``depends_on`` column; entries that are not {"job": str, ...} are ignored."""
+    """The ``depends_on`` column. Entries that are not {"job": str, ...} are ignored."""
     deps: list[Dependency] = []
     for item in value if isinstance(value, list) else []:
         if isinstance(item, dict) and isinstance(item.get("job"), str):
