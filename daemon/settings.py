@@ -25,10 +25,8 @@ from daemon.setting_values import (
 )
 from daemon.wire.protocol import DEFAULT_SOCKET
 
-# A run's journal must keep its longest line whole: a line is at most 64 KiB of UTF-8
-# (LINE_LIMIT_BYTES), so at most 65,536 characters, which count at most 8 bytes each when not
-# ASCII (the journal's line_bytes: 512 KiB and 161 bytes with its bookkeeping and mark). A trim
-# keeps seven eighths of the bound: 7/8 of 640 KiB is 560 KiB, the first round size above.
+# A run's journal must keep its longest line whole: the widest line counts just over 512 KiB
+# (``sizes``), and a trim keeps seven eighths of the bound, so 640 KiB is the least round bound.
 OUTPUT_RUN_BYTES_MIN = 640 * 1024
 
 DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")
@@ -80,7 +78,7 @@ class Settings(BaseSettings):
     output_run_bytes: ByteSize = Field(1024 * 1024, ge=0, le=1024**3)  # >= OUTPUT_RUN_BYTES_MIN
     output_history_runs: int = Field(32, ge=0, le=10_000)
     output_history_bytes: ByteSize = Field(16 * 1024 * 1024, ge=0, le=16 * 1024**3)
-    # A job's lines in the daemon's own log; how long a reader may hold a job's output back.
+    # A job's lines in the daemon's own log, and how long a reader may hold a job's output back.
     output_log: Literal["json", "raw", "off"] = "json"
     output_hold_s: Duration = Field(5.0, alias="RUNBROKER_OUTPUT_HOLD", ge=0, le=3600)
 

@@ -17,7 +17,7 @@ from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.signals")
 
-NOTED_MAX = 64  # signals noted but not logged yet; in a flood beyond this the oldest go unlogged
+NOTED_MAX = 64  # signals noted but not logged yet: in a flood beyond this the oldest go unlogged
 
 
 class Signals:

@@ -10,7 +10,7 @@ from daemon.core.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
 
-MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule), clamped
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:

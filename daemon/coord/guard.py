@@ -118,7 +118,7 @@ class OverlapGuard:
         try:
             os.ftruncate(fd, 0)
         except OSError:
-            pass  # the timestamp is informational; closing still frees the lock
+            pass  # the timestamp is informational: closing still frees the lock
         finally:
             if probe is not None:
                 os.close(probe)

@@ -214,7 +214,7 @@ class Executor:
             if overdue is not None:
                 overdue.cancel()
             self._cancels = 0
-            # What the handler left on the task is taken back; a cancel it made and did not
+            # What the handler left on the task is taken back. A cancel it made and did not
             # wait for may still be on its way: the loop turns before the next run, and
             # _next_run lets it go by.
             self._stray_cancel = self._take_back_cancels()

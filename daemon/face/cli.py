@@ -54,7 +54,7 @@ def _main(words: list[str]) -> int:
         code = _dispatch(words)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
-    except SystemExit:  # argparse: --help or a usage error; what it printed must reach the pipe
+    except SystemExit:  # argparse: --help or a usage error, whose text must reach the pipe
         _flush_output()
         raise
     _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit

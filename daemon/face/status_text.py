@@ -15,7 +15,7 @@ from typing import Any
 from daemon.core.subreaper import MODE_TEXT
 
 # The fields of the runner's answer (PgRunner.status, the source: a test keeps them in step) that
-# _database_lines renders; any other is shown as it is.
+# _database_lines renders. Any other is shown as it is.
 _DATABASE_KNOWN = frozenset(
     {
         "up",

@@ -22,8 +22,7 @@ from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
 # failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it. The triggers
-# are runqueue.Trigger's (the source; a test keeps them in step) but "once", which never runs in
-# the daemon.
+# are runqueue.Trigger's (a test keeps them in step) but "once", which never runs in the daemon.
 TRIGGERS = ("external", "tick", "schedule")
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
 FAILED_OUTCOMES = frozenset({"failed", "timed_out"})

@@ -57,7 +57,7 @@ def _result_summary(run: Run) -> RecentRun:
         summary["code"] = result.wire_code
         summary["exit_code"] = result.exit_code
         summary["duration_ms"] = result.duration_ms
-    # A run that started finished its duration later; one cancelled while queued never ran.
+    # A run that started finished its duration later. One cancelled while queued never ran.
     finished_at = None
     if run.started_at is not None and result is not None:
         finished_at = run.started_at + result.duration_ms / 1000

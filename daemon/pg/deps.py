@@ -67,7 +67,7 @@ class DependencyWaiter:
                 states = await self._store.dependency_states(names, scheduled_for)
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self._health.failed("dependencies", exc)
-            except Exception:  # look again later; the wait stays bounded by its deadline
+            except Exception:  # look again later: the wait stays bounded by its deadline
                 log.exception("pgrunner.error", where="dependencies")
             else:
                 if not any(s.pending for s in states.values()):

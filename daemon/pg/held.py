@@ -147,7 +147,7 @@ class HeldRuns:
         elif kind == "done" and run.result is not None:
             result = run.result
             if result.cancelled_by_request:
-                # `runbroker cancel`, queued or running: recorded, not retried; the job goes
+                # `runbroker cancel`, queued or running: recorded, not retried. The job goes
                 # on to its next occurrence (a one-shot is finished)
                 self._finish(held, result, retryable=False)
             elif result.cancelled and run.started_at is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-HORIZON_S = 1.0  # claim what can start within this; a claim's round trip is milliseconds
+HORIZON_S = 1.0  # claim what can start within this (a claim's round trip is milliseconds)
 UNMEASURED_RUN_S = HORIZON_S  # a run's duration until runs are measured: one to start, one next
 SMOOTHING = 0.3  # weight of the newest run in the running average of run durations
 MIN_RUN_S = 0.001  # a shorter average counts as this (the window is capped by BATCH_SIZE)

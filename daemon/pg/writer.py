@@ -35,7 +35,7 @@ START_DELAY_S = 0.05  # a run's status shows "running" at most this late
 # A small batch waits this long for company before it is written: each write is a round trip
 # and a commit whatever its size, and while the writer waits the executor finishes more runs.
 LINGER_S = 0.002
-LINGER_UNDER = 50  # records; a batch this large is written at once
+LINGER_UNDER = 50  # records: a batch this large is written at once
 
 
 class ResultWriter:
@@ -54,7 +54,7 @@ class ResultWriter:
         self._on_written = on_written
         self._pending = WriteBatch()  # due now (starts only after a failed write)
         self._alone: list[WriteBatch] = []  # one record each: what a failed batch held
-        # by run id, in order: (due, started at as epoch seconds); a Started is built only for
+        # by run id, in order: (due, started at as epoch seconds). A Started is built only for
         # the runs still going when theirs is due (most finish first and never need one)
         self._starts: dict[int, tuple[float, float]] = {}
         self._wakeup = asyncio.Event()

@@ -30,7 +30,7 @@ _HOMES = {
 }
 
 
-if not TYPE_CHECKING:  # type checkers see the imports above; an unknown name stays an error
+if not TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
         home = _HOMES.get(name)

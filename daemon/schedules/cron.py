@@ -58,7 +58,7 @@ class CronSchedule(Schedule):
     def describe(self) -> str:
         try:
             summary = str(CronSim(self.expr, _PROBE_FROM).explain())
-        except Exception:  # the explanation is a nicety; never fail for it
+        except Exception:  # the explanation is a nicety: never fail for it
             summary = f"cron {self.expr}"
         return f"{summary} ({self.tz})"
 

@@ -22,7 +22,7 @@ _NS_PER_S = 10**9
 _MAX_DURATION_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds
 MAX_DURATION_S = _MAX_DURATION_NS / _NS_PER_S
 ASCII_SPACE = " \t\r\n\f\v"  # the only white space a duration or schedule may hold
-_MICRO_SIGN = "\u00b5"  # what Go prints; Go also accepts the Greek mu (U+03BC)
+_MICRO_SIGN = "\u00b5"  # what Go prints (Go also accepts the Greek mu, U+03BC)
 _UNIT_NS: dict[str, int] = {
     "ns": 1,
     "us": 10**3,

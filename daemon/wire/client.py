@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-# The exit codes this client returns (the command line's contract); re-exported for its callers.
+# The exit codes this client returns (the command line's contract), re-exported for its callers.
 from daemon.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from daemon.exits import EXIT_FAILED as EXIT_FAILED
 from daemon.exits import EXIT_GAVE_UP as EXIT_GAVE_UP

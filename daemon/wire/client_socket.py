@@ -84,7 +84,7 @@ class Connection:
         next line is asked for. One buffer is kept for every read, because a follower of a chatty
         run takes megabytes a second and a fresh object per read costs page faults and a copy."""
         buffer = bytearray(4 * RECV_BYTES)
-        start = end = scanned = 0  # received, not taken: [start, end); no newline before scanned
+        start = end = scanned = 0  # received, not taken: [start, end), no newline before scanned
         frame: tuple[dict[str, Any], int] | None = None  # an output line awaiting its lines' end
         timeout: float | None = -1.0  # the socket's, as last set
         while True:

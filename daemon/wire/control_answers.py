@@ -17,7 +17,7 @@ EVENT_HEALTH: Final = "health"
 EVENT_STATUS: Final = "status"
 EVENT_RELOAD = "reload"
 CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
-CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
+CANCEL_RUNNING = "running"  # the running run was asked to stop, and its result says when it did
 
 
 def cancel_answer(run_id: str, state: str, detail: str = "") -> dict[str, Any]:

@@ -24,7 +24,7 @@ MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
 CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
-# The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
+# The fields each request takes. Any other is refused, naming it (a misspelt "tsak" or "agrs"
 # would otherwise run the default task, or the task without its args). ``batch`` asks for
 # output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
 SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})

@@ -119,7 +119,7 @@ class TaskReloader:
             return self._refused(source, str(exc))
         except BaseException as exc:  # synchronous code: never a real cancellation
             # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
-            # GeneratorExit included, refuses this file; it must never end PID 1.
+            # GeneratorExit included, refuses this file: it must never end PID 1.
             return self._refused(source, f"{type(exc).__name__}: {exc}")
         if problem is not None:
             return self._refused(source, problem)

@@ -30,7 +30,7 @@ class TasksFileWatcher:
     ) -> None:
         self.path = Path(os.path.abspath(path))
         self.on_change = on_change
-        self.on_state = on_state  # True: watching; False: the file's directory is not watched
+        self.on_state = on_state  # False while the file's directory is not watched
         self._fd: int | None = None
         self._watches: dict[str, int] = {}  # directory -> watch descriptor
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -44,7 +44,7 @@ class Journal:
         self.history_runs_max = history_runs_max
         self.history_bytes_max = history_bytes_max
         self.current: RunLog | None = None
-        # Oldest first; at its length, appending drops the oldest (its bytes counted off first).
+        # Oldest first: at its length, appending drops the oldest (its bytes counted off first).
         self._history: collections.deque[RunLog] = collections.deque(maxlen=history_runs_max)
         self.history_bytes = 0
         self.evicted_runs = 0

@@ -67,7 +67,7 @@ class RunLog:
         self.bytes_max = bytes_max
         self.bytes = 0
         self.first_seq = 0  # the first kept line's number: as many were dropped before it
-        # The kept lines; the marks: from line _seqs[i] on, the stream _streams[i], read at
+        # The kept lines, and the marks: from line _seqs[i] on, the stream _streams[i], read at
         # _times[i]. Shared empty lists until the first line.
         self._lines: list[str] = _NONE
         self._seqs: list[int] = _NONE

@@ -21,7 +21,7 @@ READ_CHUNK_BYTES = 64 * 1024
 READS_A_TURN = 2
 # A job's pipes hold this much (Linux's default is 64 KiB): a job that writes a burst goes on
 # while the daemon reads, as it would into a file. Unprivileged, Linux allows up to
-# /proc/sys/fs/pipe-max-size (1 MiB by default); a refusal keeps the default.
+# /proc/sys/fs/pipe-max-size (1 MiB by default), and a refusal keeps the default.
 PIPE_BYTES = 1024 * 1024
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -90,7 +90,7 @@ class Child:
         self.pipes = pipes
         self.poller = poller
         self.has_exited = False
-        # Paused while a reader holds the output back (``pause_output``); a run being ended
+        # Paused while a reader holds the output back (``pause_output``). A run being ended
         # is never held (``stop_holding``).
         self.paused = False
         self.holdable = True

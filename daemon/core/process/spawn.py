@@ -12,7 +12,7 @@ import shutil
 import signal
 from collections.abc import Mapping, Sequence
 
-# Python starts with these ignored; an ignored disposition survives exec, a job must not
+# Python starts with these ignored, and an ignored disposition survives exec: a job must not
 # inherit it (what subprocess's restore_signals does).
 _RESTORED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, name)

@@ -65,7 +65,7 @@ class ChildSupervisor:
         self._poller = Poller()
         self._owned: set[int] = set()
         self._reaper = OrphanReaper(self._owned, clock)
-        self.watchdog = Watchdog()  # told of every group started; runs in ``guard_forever``
+        self.watchdog = Watchdog()  # told of every group started, runs in ``guard_forever``
 
     async def run_command(
         self,

@@ -124,7 +124,7 @@ class Watch:
 
 
 def main() -> None:
-    # Its own process group already (a terminal's ^C does not reach it); only its stdin's end
+    # Its own process group already, so a terminal's ^C does not reach it. Only its stdin's end
     # ends it: a signal meant for the daemon's group must not leave the jobs unguarded.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)

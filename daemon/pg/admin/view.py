@@ -110,7 +110,7 @@ def jobs_table(jobs: Sequence[JobInfo]) -> str:
         return "no jobs"
     rows = []
     for job in jobs:
-        # running: the occurrence in flight; else when it next runs (for a retry: the retry)
+        # running: the occurrence in flight, else when it next runs (for a retry: the retry)
         next_run = job.scheduled_for if job.state == "running" else job.next_run_at
         last = job.last_status or "-"
         if job.state == "retrying":

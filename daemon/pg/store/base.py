@@ -50,8 +50,8 @@ class DueJob:
     needs_schedule: bool
     lease_owner: str | None  # set: another replica's lease expired
     current_run_id: int | None
-    # set: why the row cannot be run as written (a payload or depends_on that cannot be read);
-    # its run fails with this reason instead of running, and every other job goes on
+    # set: why the row cannot be run as written (a payload or depends_on that cannot be read).
+    # Its run fails with this reason instead of running, and every other job goes on.
     unusable: str | None = None
 
 
@@ -121,7 +121,7 @@ class Finish:
     retry_in_s: float | None  # a retry: next_run_at = database now + this
     scheduled_for: datetime | None  # kept for a retry, None when the occurrence is over
     attempt: int  # kept for a retry, 0 when the occurrence is over
-    # the occurrence after next_run_at (NO_OCCURRENCE: none); None: not known (a retry)
+    # the occurrence after next_run_at (NO_OCCURRENCE: none, None: not known, as for a retry)
     following_run_at: datetime | None = None
 
 
@@ -181,7 +181,7 @@ class Outlook:
     """One look at the database: the scheduler flags and how soon something is due."""
 
     flags: SchedulerFlags
-    # the earliest next_run_at or lease expiry, from now; None: none (PostgresStore: or not
+    # the earliest next_run_at or lease expiry, from now (None: none, or for PostgresStore not
     # looked at, while the scheduler is paused or disabled)
     due_in_s: float | None
 

@@ -43,7 +43,7 @@ def jsonb_safe(value: Any) -> Any:
     return value
 
 
-MAX_DEPTH = 400  # levels cleaned; deeper is refused as not JSON (well within the recursion limit)
+MAX_DEPTH = 400  # levels cleaned: deeper is refused as not JSON (well within the recursion limit)
 
 
 def _cleaned(value: Any, depth: int) -> Any:

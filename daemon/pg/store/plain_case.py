@@ -17,7 +17,7 @@ from daemon.pg.store.base import DueJob
 # A time a row holds outside these is out of range: BC and '-infinity' (which the claim reads as
 # the year 1, the earliest time Python holds), 'infinity' and the years after 9999 (read as the
 # last day of 9999), or a time that no zone's wall clock can hold. ``plan_claim`` takes such a
-# time as unset; the plain case never runs one.
+# time as unset, and the plain case never runs one.
 EARLIEST_USABLE = datetime(1, 1, 2, tzinfo=UTC)
 LATEST_USABLE = datetime(9999, 12, 30, tzinfo=UTC)
 

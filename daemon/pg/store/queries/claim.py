@@ -46,8 +46,8 @@ _DUE_COLUMNS = """id, name, task_type, payload::text AS payload, schedule, time_
     max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
     needs_schedule, lease_owner, current_run_id"""
 
-# The due rows, locked: enabled, due, not leased, the scheduler neither paused nor disabled;
-# at most $1, in the order they fell due.
+# The due rows, locked: enabled, due, not leased, the scheduler neither paused nor disabled.
+# At most $1, in the order they fell due.
 _DUE_ROWS = f"""FROM scheduled_jobs
 WHERE enabled AND next_run_at <= now()
   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
@@ -65,7 +65,7 @@ SELECT {_DUE_COLUMNS},
 
 # The plain case in one statement (``plain_case.PLAIN_CASE``, $4 the misfire grace in seconds):
 # a run for (next_run_at, attempt 1), the job leased, nothing else changed. Every due row it
-# locked comes back; those without a run_id are left to the planner's path.
+# locked comes back, and those without a run_id are left to the planner.
 CLAIM_PLAIN = f"""
 WITH due AS MATERIALIZED (
     SELECT {_DUE_COLUMNS}, next_run_at,
@@ -90,13 +90,10 @@ SELECT due.id, due.name, due.task_type, due.payload, due.schedule, due.time_zone
 FROM due LEFT JOIN runs ON runs.job_id = due.id
 """  # noqa: S608 (built from the constants above)
 
-# A claim's plans are applied in the claim's transaction, in one statement: abandon the expired
-# runs, insert the new run rows (their ids drawn up front, so the jobs' update needs no join
-# with the inserted rows), then lease or reschedule the jobs. The plans come as one JSON
-# array of arrays (``plans_json`` in ``postgres/rows.py``, times in microseconds since the
-# epoch): asyncpg encodes a JSON text far more cheaply than ten typed arrays. The jobs are
-# fetched by primary key (``s.id = ANY(ARRAY(...))``), so the plan stays linear in the batch
-# (see FINISH in ``runs``).
+# A claim's plans applied in one statement of the claim's transaction: abandon the expired runs,
+# insert the new run rows, then lease or reschedule the jobs. The plans come as one JSON array
+# of arrays (``plans_json``), because asyncpg encodes one JSON text far more cheaply than ten
+# typed arrays. The jobs are fetched by primary key, so the plan stays linear in the batch.
 CLAIM = """
 WITH p AS MATERIALIZED (
     SELECT (e->>0)::bigint AS job_id, (e->>1)::bool AS run,
@@ -137,12 +134,9 @@ WITH p AS MATERIALIZED (
 SELECT job_id, id AS run_id FROM runs
 """
 
-# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due: the
-# first unleased next_run_at (in scheduled_jobs_due_idx order, past the runs in flight) or the
-# earliest lease expiry. Leased rows have next_run_at <= now, so the second is a range scan of
-# what is due now. It is evaluated only while claiming (not paused, not disabled), and the claim
-# loop looks only after a claim that was not full: what is due now is then hardly more than the
-# runs in flight.
+# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due (the
+# first unleased next_run_at, or the earliest lease expiry). The loop looks only after a claim
+# that was not full, so what it scans past is hardly more than the runs in flight.
 OUTLOOK = f"""
 SELECT
     (SELECT value FROM runbroker_settings WHERE key = {_text(PAUSED_KEY)}) AS paused,
