@@ -60,8 +60,8 @@ class Executor:
         self._stray_cancel = False  # the last attempt left a cancel of the task behind
 
     async def run_forever(self) -> None:
-        """Take runs until the queue is closed and drained; cancelled, end after the running
-        run's result.
+        """Take runs until the queue is closed and drained, or when cancelled, until the running run
+        has its result.
 
         Each attempt is awaited in place, and the next waiting run starts in the same step, up to
         ``TURN_S``, so that quick handlers cost no loop turn. Handlers share that task, so the
@@ -118,7 +118,7 @@ class Executor:
                 turn = False
 
     def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
-        """Terminate the running run (if ``run_id`` matches); its result says ``reason``.
+        """Terminate the running run (if ``run_id`` matches), whose result then says ``reason``.
 
         Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (still being terminated) or
         ``""`` (no such run). The cancel is asked only while the executor's task waits inside the

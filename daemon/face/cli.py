@@ -27,9 +27,9 @@ def leaves_sockets_to_exit(words: Sequence[str]) -> bool:
 def entry() -> None:
     """The ``runbroker`` command itself (the console script and ``python -m daemon``).
 
-    A client command leaves its sockets for the process's exit to close (see
-    ``client.leave_sockets_to_exit``): its output is flushed by ``main``, and ``os._exit``
-    then ends the process without a teardown in which the daemon's own exit could kill it."""
+    A client command's output is flushed by ``main`` and ``os._exit`` then ends the process, so
+    that no teardown runs in which the daemon's own exit could kill it
+    (``client.leave_sockets_to_exit``)."""
     import os
 
     from daemon.wire import client

@@ -60,12 +60,12 @@ def _from(run_id: str, result: RunResult) -> HandlerResult:
 
 
 class HandlerRun:
-    """A handler's run in progress (``start_handler``): cancel it as ``runbroker cancel``
-    would, await its result. To cancel a handler while it runs (not before it is entered),
-    let the handler tell the test it is in, with an ``asyncio.Event`` of the test's.
+    """A handler's run in progress (``start_handler``): cancel it as ``runbroker cancel`` would,
+    await its result.
 
-    The executor's task is owned here and awaited by ``result()``: await it (after
-    ``cancel()``, if need be) before the test ends."""
+    The executor's task is owned here and awaited by ``result()``, so await it before the test
+    ends. To cancel a handler while it runs, let the handler tell the test it is in, with an
+    ``asyncio.Event`` of the test's."""
 
     def __init__(self, executor: Executor, queue: RunQueue, request: RunRequest) -> None:
         self._executor = executor

@@ -42,11 +42,11 @@ if TYPE_CHECKING:
 
 
 def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
-    """The exit code of a ``done`` event and how to say it. A ``done`` before ``queued`` is the
-    daemon refusing the request itself: a full queue or a shutdown is worth retrying (75), a
-    request it would never run (an unknown task, args or env the task does not allow, a
-    malformed request) is a usage error (2). The event's ``code`` tells which (its reason's
-    text, from a daemon older than the code)."""
+    """The exit code of a ``done`` event and how to say it.
+
+    A ``done`` before ``queued`` is the daemon refusing the request: worth a retry (75) for a
+    full queue or a shutdown, a usage error (2) for a request it would never run. The event's
+    ``code`` tells which, or its reason's text from a daemon older than the code."""
     reason = str(event.get("reason", "")) or "unknown reason"
     if event.get("ok"):
         return EXIT_OK, ""

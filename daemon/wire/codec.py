@@ -192,11 +192,11 @@ def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
 
 
 def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
-    """The wire lines of a run's output lines (``output_lines_event``'s or ``logged_lines``'
-    fields). For a client that asked for batches, one ``output`` line with their ``count``
-    and their size in ``bytes``, then the lines themselves as that many bytes of UTF-8 text,
-    each ending with a newline: nothing for either side to escape or parse a line. Else an
-    ``output`` line for each, made at C speed (``json_lines``)."""
+    """The wire lines of a run's output lines.
+
+    A client that asked for batches gets one ``output`` line with their ``count`` and ``bytes``,
+    then the lines as raw UTF-8 text, so that neither side escapes or parses a line. Any other
+    client gets an ``output`` line for each, made at C speed (``json_lines``)."""
     lines = fields["lines"]
     if batch:
         data = ("\n".join(lines) + "\n").encode("utf-8", "replace")

@@ -203,11 +203,10 @@ _LEFT_OUT_WHEN_EMPTY = ("reason", "code", "duration_ms")
 
 
 def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every
-    answer, as the Go framing has it: an empty ``reason`` (and ``code``) and a zero
-    ``duration_ms`` are left out. (``done_event`` applies the same rule as it builds a run's
-    result: it runs for every run a client watches, where a call to this would cost more than
-    its tests.)"""
+    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every answer.
+
+    An empty ``reason`` (and ``code``) and a zero ``duration_ms`` are left out, as the Go framing
+    has it. ``done_event`` applies the same rule inline, because it runs for every watched run."""
     body: dict[str, Any] = {"event": event, "ok": ok}
     for key, value in fields.items():
         if key in _LEFT_OUT_WHEN_EMPTY and not value:

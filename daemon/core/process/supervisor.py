@@ -78,8 +78,8 @@ class ChildSupervisor:
         terminated: Callable[[CommandOutcome], None] | None = None,
         key: str = "",
     ) -> CommandOutcome:
-        """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
-        cannot start.
+        """Run ``argv`` to completion, streaming its lines to ``sink``, or raise ``SpawnError`` when
+        it cannot start.
 
         Cancelling the calling task ends the process group (SIGTERM, ``grace_s()``, SIGKILL) and
         is raised again once the group is gone, after ``terminated`` was told how the job really
