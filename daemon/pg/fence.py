@@ -3,9 +3,11 @@ lease ends, so the replica that reclaims the occurrence never runs it at the sam
 
 A lease granted to a statement sent at ``sent`` lasts at least until ``sent + LEASE`` on this
 replica's monotonic clock, so each held run is fenced at ``sent + LEASE - lead`` (``lead``: the
-longest stop plus a safety margin). The watchdog process is told the same deadline, so the
-fence holds while the daemon itself stalls. It holds while every grace is at most half the
-lease and the lease is at least 3 s, which the start-up check enforces.
+longest stop plus a safety margin). The watchdog process is told each run's deadline too
+(``sent + LEASE - safety``), so the fence holds while the daemon itself stalls. This holds
+while every grace is at most half the lease and the lease is at least 3 s, which the start-up
+check enforces. A handler that ignores cancellation, or a process that left its group, cannot
+be fenced, and the log says so.
 """
 
 from __future__ import annotations
