@@ -139,6 +139,14 @@ def _dispatch(words: list[str]) -> int:
             "reload": control.reload,
         }
         return command[args.command](args)
+    if args.command == "next":
+        from daemon.face.upcoming import main as next_main
+
+        return next_main(args)
+    if args.command == "check":
+        from daemon.face.check import main as check_main
+
+        return check_main(args)
     if args.command == "logs":
         from daemon.face.logs import main as logs_main
 

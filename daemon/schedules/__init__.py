@@ -10,23 +10,31 @@ if TYPE_CHECKING:
     from daemon.schedules.at import AtSchedule
     from daemon.schedules.base import Schedule
     from daemon.schedules.cron import CronSchedule
+    from daemon.schedules.dst import DstMark
     from daemon.schedules.every import EverySchedule
     from daemon.schedules.parse import parse_schedule
+    from daemon.schedules.planned import PlannedTime, planned_times
 
 __all__ = [
     "AtSchedule",
     "CronSchedule",
+    "DstMark",
     "EverySchedule",
+    "PlannedTime",
     "Schedule",
     "parse_schedule",
+    "planned_times",
 ]
 
 _HOMES = {
     "AtSchedule": "at",
     "CronSchedule": "cron",
+    "DstMark": "dst",
     "EverySchedule": "every",
+    "PlannedTime": "planned",
     "Schedule": "base",
     "parse_schedule": "parse",
+    "planned_times": "planned",
 }
 
 
