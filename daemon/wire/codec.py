@@ -71,14 +71,20 @@ def _name(value: Any, what: str) -> str:
 
 
 _loads: Any = None
+_dumps: Any = None
+
+
+def _import_orjson() -> None:
+    """orjson's decoder and encoder, imported on first use of either."""
+    global _loads, _dumps
+    import orjson
+
+    _loads, _dumps = orjson.loads, orjson.dumps
 
 
 def _load_json(line: bytes) -> Any:
-    global _loads
     if _loads is None:
-        import orjson
-
-        _loads = orjson.loads
+        _import_orjson()
     return _loads(line)
 
 
@@ -203,15 +209,9 @@ def parse_instant(text: str) -> datetime | None:
 
 
 # -- the answers ---------------------------------------------------------------------------
-_dumps: Any = None
-
-
 def _dump_json(body: Any) -> bytes:
-    global _dumps
     if _dumps is None:
-        import orjson
-
-        _dumps = orjson.dumps
+        _import_orjson()
     try:
         return _dumps(body)  # type: ignore[no-any-return]
     except TypeError:
