@@ -13,7 +13,6 @@ import sys
 from daemon.broker.engine import Engine
 from daemon.coord.exclusive import Exclusive
 from daemon.coord.outcome import Outcome
-from daemon.core.executor import Executor
 from daemon.core.runqueue import Event, Run, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
 from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
@@ -26,11 +25,10 @@ log = get_logger("runbroker.once")
 
 
 class _Interrupts:
-    """SIGTERM and SIGINT only set a flag here, which the gate and the running executor read."""
+    """SIGTERM and SIGINT only set a flag here: the gate reads it between reruns."""
 
     def __init__(self) -> None:
         self.received = False
-        self.executor: Executor | None = None
 
     def handle(self, _signum: int, _frame: object) -> None:
         self.received = True
