@@ -14,6 +14,9 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+# The repository's root, whatever the depth of the test module that reads its files.
+REPO = Path(__file__).resolve().parents[2]
+
 # Commands the tests run need only the usual binaries; nothing of the test run's environment.
 JOB_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 

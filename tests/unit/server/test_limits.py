@@ -15,7 +15,7 @@ from daemon.server.limits import ConnectionLimits
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.reasons import REASON_CONNECTIONS
 from tests.support.eventually import eventually_async
-from tests.unit.test_server import _sh, exchange, serving
+from tests.unit.server.test_server import _sh, exchange, serving
 
 BUSY = {"event": "done", "ok": False, "reason": REASON_CONNECTIONS, "code": "busy"}
 

@@ -21,6 +21,7 @@ from daemon.face import cli
 from daemon.wire import client
 from daemon.wire.protocol import ControlRequest, SubmitRequest
 from tests.support.frames import batch_frame
+from tests.unit.conftest import REPO
 
 Answer = dict[str, Any] | bytes
 
@@ -483,7 +484,7 @@ def test_a_cold_trigger_never_imports_asyncio_pydantic_or_structlog() -> None:
         "print(json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
         "sys.exit(rc)\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=30
     )
@@ -514,7 +515,7 @@ def test_a_plain_trigger_stays_off_argparse_difflib_and_typing(
         "print(','.join(sorted(m for m in slow if m in set(sys.modules) - before)))\n"
         "sys.exit(rc)\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     with fake_daemon(path, *answers):
         result = subprocess.run(
             [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=30

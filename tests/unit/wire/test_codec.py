@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from daemon.wire.protocol import (
     overdue_event,
 )
 from daemon.wire.reasons import REASON_TOO_LARGE, REASON_UNDECODABLE
+from tests.unit.conftest import REPO
 
 
 def test_empty_object_runs_default() -> None:
@@ -274,7 +274,7 @@ def test_the_readme_lists_every_code_once_with_its_exit_code() -> None:
     """The README's table of codes is the contract: each code in it is one ``reasons`` sends,
     and a client exits 75 for those ``worth_a_retry`` tells by their code, 69 for a refusal of
     its user."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     section = readme.split("## The socket and its protocol", 1)[1].split("\n## ", 1)[0]
     table = section.split("| `code` | when (the reason's words) | exit code |", 1)[1]
     rows = re.findall(r"^\| `([a-z_]+)` \| .* \| ([^|]*) \|$", table, re.MULTILINE)

@@ -4,7 +4,6 @@ order), and the history of finished runs bounded in runs and in bytes."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -17,7 +16,7 @@ from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult, new_run_i
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.wire.logs_answers import looks_like_run_id
 from tests.support.eventually import eventually_async
-from tests.unit.conftest import JOB_ENV
+from tests.unit.conftest import JOB_ENV, REPO
 
 OK = RunResult(ok=True, exit_code=0)
 _lines = st.lists(st.text(max_size=300), max_size=300)
@@ -147,7 +146,7 @@ def test_run_ids_have_a_form_task_names_do_not() -> None:
         assert not looks_like_run_id(name)
     assert looks_like_run_id("rabcdef1-1")
     assert not looks_like_run_id("rabc-1")  # too few hex digits: a task name, like red-1
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     assert "(`r`, at least seven hex digits, `-`, a number:" in readme  # says the same
 
 

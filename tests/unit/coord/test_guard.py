@@ -1,6 +1,6 @@
 """daemon.coord: overlap guard, slot file and cross-process run coalescing.
 
-Multi-process tests start real processes (tests/unit/coord_worker.py) and line them up with
+Multi-process tests start real processes (coord_worker.py beside this file) and line them up with
 pipes; in-process tests use a second descriptor on the same file, which flock treats exactly
 like another process.
 """

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+
+from tests.unit.conftest import REPO
 
 SCRIPT = """
 import asyncio
@@ -21,9 +22,8 @@ print("reason:", result.reason)
 
 
 def test_a_crash_prints_a_plain_traceback_without_locals() -> None:
-    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=root, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     printed = done.stdout + done.stderr
@@ -41,9 +41,8 @@ def test_a_users_own_structlog_configuration_is_left_alone() -> None:
         "mine = structlog.get_config()['processors']\n" + SCRIPT + "\n"
         "assert structlog.get_config()['processors'] is mine\n"
     )
-    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     assert '"event": "run.crashed"' in done.stdout

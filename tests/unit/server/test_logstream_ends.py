@@ -12,7 +12,7 @@ from daemon.core.journal import Journal
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.server.server import SocketServer
-from tests.unit.test_logs_wire import _connect, _SlowTransport, _turns
+from tests.unit.server.test_logstream import _connect, _SlowTransport, _turns
 
 
 async def _quiet(_run: RunContext) -> dict[str, Any] | None:
