@@ -22,7 +22,7 @@ from daemon.core.tasks import (
     read_tasks_file,
 )
 
-HERE = "tests.unit.test_tasks"
+HERE = __name__  # the handlers below, by the name their tasks file gives
 
 
 async def good_handler(run: RunContext) -> dict[str, Any] | None:
