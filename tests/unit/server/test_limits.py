@@ -15,7 +15,7 @@ from daemon.server.limits import ConnectionLimits
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.reasons import REASON_CONNECTIONS
 from tests.support.eventually import eventually_async
-from tests.unit.server.test_server import _sh, exchange, serving
+from tests.unit.server.serving import exchange, serving, sh_task
 
 BUSY = {"event": "done", "ok": False, "reason": REASON_CONNECTIONS, "code": "busy"}
 
@@ -44,7 +44,7 @@ async def test_past_the_bound_idle_ones_make_room_and_health_still_answers(
     short_dir: Path, logs: list[MutableMapping[str, Any]]
 ) -> None:
     path = short_dir / "rb.sock"
-    slow = _sh("default", "sleep 20")
+    slow = sh_task("default", "sleep 20")
     async with serving(path, slow, control=_health, max_connections=2) as (server, queue, _f):
         first, second = await _idle(path), await _idle(path)
         await eventually_async(lambda: len(server.connections) == 2, "two connections")
