@@ -1,4 +1,4 @@
-"""Worker process for tests/unit/coord/test_guard.py: one real process per contender.
+"""Worker process for the coord tests (conftest.py starts it): one real process per contender.
 
 Usage: ``python coord_worker.py MODE ARGS...``. Modes that race print ``ready`` and act on
 ``go`` lines from stdin, so the test releases every contender at the same moment; results go
