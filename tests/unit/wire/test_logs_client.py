@@ -12,7 +12,7 @@ import pytest
 from daemon.face.logs import logs_request
 from daemon.wire.logs_client import logs, runs_table
 from daemon.wire.protocol import ControlRequest
-from tests.unit.wire.test_client import fake_daemon
+from tests.support.fake_daemon import fake_daemon
 
 HEADER = {
     "event": "logs",
