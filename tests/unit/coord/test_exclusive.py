@@ -13,12 +13,7 @@ from daemon.coord.exclusive import LOCK_NAME, QUEUE_NAME, Exclusive
 from daemon.coord.guard import OverlapGuard
 from daemon.coord.outcome import ExclusiveResult, Outcome
 from daemon.coord.slot import SlotFile
-from tests.unit.coord.conftest import (
-    WORKER,
-    always_open,
-    decisions_in,
-    log_lines,
-)
+from tests.unit.coord.conftest import WORKER, always_open, decisions_in, log_lines
 
 
 def test_exclusive_runs_when_free_and_reports_the_run(

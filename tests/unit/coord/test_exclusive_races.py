@@ -18,13 +18,7 @@ import pytest
 from daemon.coord.exclusive import LOCK_NAME, Exclusive
 from daemon.coord.guard import OverlapGuard
 from daemon.coord.outcome import ExclusiveResult, Outcome
-from tests.unit.coord.conftest import (
-    always_open,
-    decisions_in,
-    log_lines,
-    read_line,
-    spawn_worker,
-)
+from tests.unit.coord.conftest import always_open, decisions_in, log_lines, read_line, spawn_worker
 
 
 def test_exclusive_killed_holder_frees_lock_and_orphan_is_cleared(

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.coord.guard import OverlapGuard, read_holder
-from tests.unit.coord.conftest import (
-    read_line,
-)
+from tests.unit.coord.conftest import read_line
 
 
 def test_guard_is_exclusive_records_time_and_keeps_the_file(tmp_path: Path) -> None:

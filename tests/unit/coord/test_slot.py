@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from daemon.coord.slot import SlotFile
-from tests.unit.coord.conftest import (
-    race,
-)
+from tests.unit.coord.conftest import race
 
 
 def _frame(payload: bytes) -> bytes:

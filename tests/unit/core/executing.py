@@ -11,12 +11,7 @@ from typing import Any
 
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import (
-    Event,
-    Run,
-    RunQueue,
-    RunResult,
-)
+from daemon.core.runqueue import Event, Run, RunQueue, RunResult
 from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
 from tests.unit.conftest import JOB_ENV
 

@@ -11,18 +11,10 @@ from typing import Any
 import pytest
 
 from daemon.core.executor import CANCEL_REQUESTED
-from daemon.core.runqueue import (
-    RunRequest,
-)
+from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import RunContext
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
-from tests.unit.core.executing import (
-    Recorder,
-    executing,
-    handler_task,
-    result_of,
-    sh_task,
-)
+from tests.unit.core.executing import Recorder, executing, handler_task, result_of, sh_task
 
 
 async def test_timeout_of_a_handler_and_of_a_command() -> None:

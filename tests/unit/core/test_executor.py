@@ -11,20 +11,10 @@ import structlog
 from structlog.testing import capture_logs
 
 from daemon.core import executor as executor_module
-from daemon.core.runqueue import (
-    Event,
-    Run,
-    RunRequest,
-)
+from daemon.core.runqueue import Event, Run, RunRequest
 from daemon.core.tasks import RunContext, Task
 from daemon.wire.codec import encode_event
-from tests.unit.core.executing import (
-    Recorder,
-    executing,
-    handler_task,
-    result_of,
-    sh_task,
-)
+from tests.unit.core.executing import Recorder, executing, handler_task, result_of, sh_task
 
 
 class _OddBaseException(BaseException):

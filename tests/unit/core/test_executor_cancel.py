@@ -11,10 +11,7 @@ import pytest
 
 from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor
 from daemon.core.process import ChildSupervisor
-from daemon.core.runqueue import (
-    RunQueue,
-    RunRequest,
-)
+from daemon.core.runqueue import RunQueue, RunRequest
 from daemon.core.tasks import RunContext
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 from tests.unit.core.executing import (

@@ -6,17 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from daemon.core.jobenv import job_environment
-from daemon.core.runqueue import (
-    Run,
-    RunRequest,
-)
+from daemon.core.runqueue import Run, RunRequest
 from tests.unit.conftest import JOB_ENV
-from tests.unit.core.executing import (
-    Recorder,
-    executing,
-    result_of,
-    sh_task,
-)
+from tests.unit.core.executing import Recorder, executing, result_of, sh_task
 
 # Settings of the daemon that must never reach a job, next to what should.
 DAEMON_ENV = {

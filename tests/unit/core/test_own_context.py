@@ -13,17 +13,10 @@ import pytest
 
 from daemon.core import executor as executor_module
 from daemon.core.executor import CANCEL_REQUESTED
-from daemon.core.runqueue import (
-    RunRequest,
-)
+from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import RunContext
 from daemon.wire.reasons import REASON_USER_CANCEL
-from tests.unit.core.executing import (
-    executing,
-    handler_task,
-    result_of,
-    waits_a_moment,
-)
+from tests.unit.core.executing import executing, handler_task, result_of, waits_a_moment
 
 
 def test_handler_context_is_the_frozen_run_context() -> None:

@@ -13,12 +13,7 @@ import pytest
 
 from daemon.face import cli
 from daemon.wire import client
-from tests.support.fake_daemon import (
-    QUEUED,
-    STARTED,
-    Answer,
-    fake_daemon,
-)
+from tests.support.fake_daemon import QUEUED, STARTED, Answer, fake_daemon
 from tests.unit.conftest import REPO
 
 

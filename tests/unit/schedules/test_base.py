@@ -7,14 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from daemon.schedules import (
-    parse_schedule,
-)
-from tests.unit.schedules.zones import (
-    BERLIN,
-    NEW_YORK,
-    utc,
-)
+from daemon.schedules import parse_schedule
+from tests.unit.schedules.zones import BERLIN, NEW_YORK, utc
 
 
 def test_next_after_rejects_naive_datetimes() -> None:

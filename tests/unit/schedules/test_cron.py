@@ -7,15 +7,8 @@ import itertools
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
-from daemon.schedules import (
-    parse_schedule,
-)
-from tests.unit.schedules.zones import (
-    BERLIN,
-    NEW_YORK,
-    occurrences,
-    utc,
-)
+from daemon.schedules import parse_schedule
+from tests.unit.schedules.zones import BERLIN, NEW_YORK, occurrences, utc
 
 
 def test_berlin_spring_gap_runs_right_after_the_gap() -> None:

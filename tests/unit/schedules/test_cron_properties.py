@@ -10,9 +10,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.schedules import (
-    parse_schedule,
-)
+from daemon.schedules import parse_schedule
 from tests.unit.schedules.zones import (
     BERLIN,
     NEW_YORK,

@@ -11,13 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.schedules import (
-    AtSchedule,
-    CronSchedule,
-    EverySchedule,
-    Schedule,
-    parse_schedule,
-)
+from daemon.schedules import AtSchedule, CronSchedule, EverySchedule, Schedule, parse_schedule
 from tests.unit.schedules.lookalikes import FULLWIDTH_ONE, FULLWIDTH_ZERO
 from tests.unit.schedules.zones import (
     BERLIN,

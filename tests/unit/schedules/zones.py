@@ -9,9 +9,7 @@ from zoneinfo import ZoneInfo
 
 from hypothesis import strategies as st
 
-from daemon.schedules import (
-    Schedule,
-)
+from daemon.schedules import Schedule
 
 BERLIN = "Europe/Berlin"
 

@@ -16,9 +16,7 @@ from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import Task, TaskRegistry
 from daemon.server.server import SocketServer
-from daemon.wire.protocol import (
-    ControlRequest,
-)
+from daemon.wire.protocol import ControlRequest
 from tests.unit.conftest import JOB_ENV
 
 Answer = list[dict[str, Any]]

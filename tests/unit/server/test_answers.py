@@ -18,17 +18,9 @@ from daemon.core.tasks import RunContext, Task
 from daemon.server.answers import BUFFERED_BYTES_MAX, HOLD_BYTES, STREAMING
 from daemon.server.connection import Connection
 from daemon.wire.codec import encode_fields
-from daemon.wire.protocol import (
-    output_lines_event,
-)
+from daemon.wire.protocol import output_lines_event
 from tests.support.frames import answer_events
-from tests.unit.server.serving import (
-    Finished,
-    WritesTransport,
-    exchange,
-    serving,
-    sh_task,
-)
+from tests.unit.server.serving import Finished, WritesTransport, exchange, serving, sh_task
 
 
 async def _read_only_after_the_run(

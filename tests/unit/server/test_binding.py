@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.server.binding import SocketInUse, bind_owner_only
-from tests.unit.server.serving import (
-    serving,
-)
+from tests.unit.server.serving import serving
 
 
 @contextmanager

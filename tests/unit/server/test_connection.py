@@ -14,18 +14,9 @@ import pytest
 from daemon.core.runqueue import Event, Run, RunRequest
 from daemon.core.tasks import RunContext, Task
 from daemon.server.connection import Connection
-from daemon.wire.protocol import (
-    MAX_REQUEST_BYTES,
-    ControlRequest,
-)
+from daemon.wire.protocol import MAX_REQUEST_BYTES, ControlRequest
 from daemon.wire.reasons import REASON_BUSY
-from tests.unit.server.serving import (
-    FakeTransport,
-    exchange,
-    read_answer,
-    serving,
-    sh_task,
-)
+from tests.unit.server.serving import FakeTransport, exchange, read_answer, serving, sh_task
 
 
 async def test_a_run_streams_queued_started_output_done(short_dir: Path) -> None:

@@ -13,13 +13,7 @@ import pytest
 
 from daemon.wire import client
 from daemon.wire.protocol import ControlRequest, SubmitRequest
-from tests.support.fake_daemon import (
-    QUEUED,
-    STARTED,
-    Answer,
-    fake_daemon,
-    trigger,
-)
+from tests.support.fake_daemon import QUEUED, STARTED, Answer, fake_daemon, trigger
 
 
 def test_a_failed_run_exits_1_with_its_reason(short_dir: Path) -> None:

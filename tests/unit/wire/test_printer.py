@@ -16,13 +16,7 @@ import pytest
 from daemon.face import cli
 from daemon.wire import client
 from daemon.wire.protocol import SubmitRequest
-from tests.support.fake_daemon import (
-    QUEUED,
-    STARTED,
-    Answer,
-    fake_daemon,
-    trigger,
-)
+from tests.support.fake_daemon import QUEUED, STARTED, Answer, fake_daemon, trigger
 from tests.support.frames import batch_frame
 
 

@@ -12,9 +12,7 @@ import pytest
 from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
-from daemon.core.tasks import (
-    build_registry,
-)
+from daemon.core.tasks import build_registry
 from daemon.settings import Settings, load_settings
 
 TASKS = """

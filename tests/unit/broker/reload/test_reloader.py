@@ -11,22 +11,14 @@ import pytest
 
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
-from daemon.core.tasks import (
-    Task,
-    TaskRegistry,
-)
+from daemon.core.tasks import Task, TaskRegistry
 from daemon.face.status_text import reload_summary, render_status
 from daemon.observe.status import health_answer, status_answer
 from daemon.pg.fence import LeaseFence, lead_s
 from daemon.settings import load_settings
 from daemon.wire.codec import decode_request
 from daemon.wire.protocol import ControlRequest
-from tests.unit.broker.reload.conftest import (
-    NEW_TASKS,
-    TASKS,
-    MakeBroker,
-    replace_file,
-)
+from tests.unit.broker.reload.conftest import NEW_TASKS, TASKS, MakeBroker, replace_file
 
 
 async def test_a_reload_swaps_the_tasks_and_the_ticker_plans(

@@ -17,12 +17,7 @@ from daemon.face.status_text import render_status
 from daemon.observe.status import health_answer, status_answer
 from daemon.wire.protocol import ControlRequest
 from tests.support.eventually import eventually_async
-from tests.unit.broker.reload.conftest import (
-    NEW_TASKS,
-    TASKS,
-    MakeBroker,
-    replace_file,
-)
+from tests.unit.broker.reload.conftest import NEW_TASKS, TASKS, MakeBroker, replace_file
 
 
 async def test_sighup_and_a_file_change_wake_a_reload(

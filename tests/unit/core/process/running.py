@@ -7,11 +7,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.core.process import (
-    ChildSupervisor,
-    CommandOutcome,
-    OutputSink,
-)
+from daemon.core.process import ChildSupervisor, CommandOutcome, OutputSink
 from tests.unit.conftest import JOB_ENV
 
 Lines = list[tuple[str, str]]

@@ -10,19 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.process import (
-    ChildSupervisor,
-    CommandOutcome,
-    describe_returncode,
-)
+from daemon.core.process import ChildSupervisor, CommandOutcome, describe_returncode
 from tests.unit.conftest import JOB_ENV, wait_readable
-from tests.unit.core.process.running import (
-    BUSY_LOOP,
-    Lines,
-    each_line,
-    grace_of,
-    release_fifo,
-)
+from tests.unit.core.process.running import BUSY_LOOP, Lines, each_line, grace_of, release_fifo
 
 
 def test_describe_returncode() -> None:

@@ -14,28 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.process import (
-    ChildSupervisor,
-    CommandOutcome,
-)
+from daemon.core.process import ChildSupervisor, CommandOutcome
 from daemon.core.process import child as child_module
-from daemon.core.process.child import (
-    _F_SETPIPE_SZ as F_SETPIPE_SZ,
-)
-from daemon.core.process.child import (
-    PIPE_BYTES,
-    READ_CHUNK_BYTES,
-    READS_A_TURN,
-    Child,
-    Poller,
-)
+from daemon.core.process.child import _F_SETPIPE_SZ as F_SETPIPE_SZ
+from daemon.core.process.child import PIPE_BYTES, READ_CHUNK_BYTES, READS_A_TURN, Child, Poller
 from daemon.core.process.lines import LineSplitter
 from daemon.core.runqueue.flow import OutputFlow
 from tests.unit.conftest import JOB_ENV
-from tests.unit.core.process.running import (
-    Lines,
-    grace_of,
-)
+from tests.unit.core.process.running import Lines, grace_of
 
 
 async def test_a_reader_holding_again_and_again_cannot_keep_a_run_open_past_its_end(

@@ -9,14 +9,9 @@ import unittest.mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.process import (
-    CommandOutcome,
-)
+from daemon.core.process import CommandOutcome
 from daemon.core.process.lines import LINE_LIMIT_BYTES, LineSplitter
-from tests.unit.core.process.running import (
-    Lines,
-    run_command,
-)
+from tests.unit.core.process.running import Lines, run_command
 
 
 async def test_stdout_and_stderr_are_both_streamed_in_order() -> None:

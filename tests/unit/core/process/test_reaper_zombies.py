@@ -11,17 +11,10 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from daemon.core.process import (
-    ChildSupervisor,
-    CommandOutcome,
-)
+from daemon.core.process import ChildSupervisor, CommandOutcome
 from daemon.core.process.reaper import UNCLAIMED_ZOMBIE_S, zombie_children
 from tests.unit.conftest import JOB_ENV, wait_readable
-from tests.unit.core.process.running import (
-    each_line,
-    grace_of,
-    release_fifo,
-)
+from tests.unit.core.process.running import each_line, grace_of, release_fifo
 
 
 async def _exited(pid: int) -> None:

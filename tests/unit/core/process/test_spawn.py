@@ -12,18 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.process import (
-    ChildSupervisor,
-    CommandOutcome,
-    SpawnError,
-)
+from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError
 from tests.unit.conftest import JOB_ENV
-from tests.unit.core.process.running import (
-    Lines,
-    each_line,
-    grace_of,
-    run_command,
-)
+from tests.unit.core.process.running import Lines, each_line, grace_of, run_command
 
 
 @pytest.mark.parametrize(
