@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from daemon import settings as settings_module
 from daemon.broker.app import Broker, run_broker
 from daemon.broker.signals import Signals
 from daemon.broker.ticking import tick_plans
@@ -39,11 +38,7 @@ TERM_TRAP = "trap '{action}' TERM; while :; do sh -c 'echo ready; exec sleep 1';
 
 
 @pytest.fixture
-def make_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> MakeSettings:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+def make_settings(monkeypatch: pytest.MonkeyPatch, clean_env: None) -> MakeSettings:
 
     def make(**env: str) -> Settings:
         for name, value in env.items():

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
 
-from daemon import settings as settings_module
 from daemon.broker.engine import Engine
 from daemon.core.journal import Journal
 from daemon.core.tasks import TaskRegistry
@@ -17,11 +15,7 @@ from tests.unit.conftest import JOB_ENV
 
 
 @pytest.fixture
-def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+def settings(monkeypatch: pytest.MonkeyPatch, clean_env: None) -> Settings:
     monkeypatch.setenv("RUNBROKER_GRACE", "2s")
     monkeypatch.setenv("RUNBROKER_QUEUE_CAPACITY", "50")
     monkeypatch.setenv("RUNBROKER_OUTPUT_LOG", "raw")

@@ -25,13 +25,11 @@ def test_leaving_the_start_directory_keeps_relative_imports_where_they_were(
     assert sys.path == [str(tmp_path), str(tmp_path / "lib"), "/usr/lib/python3"]
 
 
+@pytest.mark.usefixtures("clean_env")
 def test_relative_file_settings_are_made_absolute_at_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
     monkeypatch.setenv("RUNBROKER_TASKS_FILE", "etc/tasks.toml")
     monkeypatch.setenv("RUNBROKER_LOCK_DIR", "locks")
     settings = load_settings()

@@ -64,11 +64,16 @@ async def executing(
         async with asyncio.timeout(20):
             yield queue, executor
     finally:
-        queue.close()
-        queue.cancel_all()
-        executor.shutdown_running(0.0)
-        async with asyncio.timeout(10):
-            await consumer
+        await stop_executing(queue, executor, consumer)
+
+
+async def stop_executing(queue: RunQueue, executor: Executor, consumer: asyncio.Task[None]) -> None:
+    """Close the queue, cancel what waits and what runs, and wait for the executor's end."""
+    queue.close()
+    queue.cancel_all()
+    executor.shutdown_running(0.0)
+    async with asyncio.timeout(10):
+        await consumer
 
 
 async def result_of(run: Run) -> RunResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -378,35 +378,37 @@ async def test_a_run_whose_lease_cannot_be_renewed_is_stopped_before_the_lease_e
     assert record.error == REASON_FENCED
 
 
-async def test_a_running_run_whose_lease_another_replica_holds_is_stopped(
+def _another_replica_takes_the_lease(store: MemoryStore) -> None:
+    store.job("nightly").lease_owner = "another replica"
+
+
+def _the_job_is_removed(store: MemoryStore) -> None:
+    del store.jobs[store.job("nightly").id]  # `runbroker jobs remove nightly`
+
+
+@pytest.mark.parametrize(
+    ("lose", "reason", "event"),
+    [
+        (_another_replica_takes_the_lease, REASON_LEASE_LOST, "job.lease_lost"),
+        (_the_job_is_removed, REASON_JOB_REMOVED, "job.removed"),
+    ],
+)
+async def test_a_running_run_its_replica_no_longer_holds_is_stopped_saying_why_once(
     logs: list[MutableMapping[str, Any]],
+    lose: Callable[[MemoryStore], None],
+    reason: str,
+    event: str,
 ) -> None:
     store = MemoryStore()
     store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
     gate = asyncio.Event()
     async with running(store, gate=gate, lease_s=1.0) as h:
         await store.wait_for(lambda: bool(h.executor.started))
-        store.job("nightly").lease_owner = "another replica"  # it took the lease
+        lose(store)
         await store.wait_for(lambda: bool(h.executor.cancels))
         await store.wait_for(lambda: not h.runner.runs.held)  # its record was tried
-    ((_, reason),) = h.executor.cancels
-    assert reason == REASON_LEASE_LOST
-    assert [e["event"] for e in logs].count("job.lease_lost") == 1  # not again at its record
-
-
-async def test_a_job_removed_mid_run_stops_its_run_saying_so_and_logs_it_once(
-    logs: list[MutableMapping[str, Any]],
-) -> None:
-    store = MemoryStore()
-    store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
-    gate = asyncio.Event()
-    async with running(store, gate=gate, lease_s=1.0) as h:
-        await store.wait_for(lambda: bool(h.executor.started))
-        del store.jobs[store.job("nightly").id]  # `runbroker jobs remove nightly`
-        await store.wait_for(lambda: bool(h.executor.cancels))
-        await store.wait_for(lambda: not h.runner.runs.held)  # its record was tried
-    ((_, reason),) = h.executor.cancels
-    assert reason == REASON_JOB_REMOVED
+    ((_, stopped_for),) = h.executor.cancels
+    assert stopped_for == reason
     events = [e["event"] for e in logs]
-    assert events.count("job.removed") == 1
-    assert "job.lease_lost" not in events
+    assert events.count(event) == 1  # not again at its record
+    assert {"job.lease_lost", "job.removed"} & set(events) == {event}

@@ -18,12 +18,9 @@ from daemon.core.tasks import Task, TaskRegistry
 from daemon.server.server import SocketServer
 from daemon.wire.protocol import ControlRequest
 from tests.unit.conftest import JOB_ENV
+from tests.unit.core.executing import stop_executing
 
 Answer = list[dict[str, Any]]
-
-
-def sh_task(name: str, script: str, **options: Any) -> Task:
-    return Task(name=name, command=("sh", "-c", script, name), **options)
 
 
 def _no_control(request: ControlRequest) -> dict[str, Any]:
@@ -77,12 +74,8 @@ async def serving(
         async with asyncio.timeout(30):
             yield server, queue, finished
     finally:
-        queue.close()
-        queue.cancel_all()
-        executor.shutdown_running(0.0)
-        async with asyncio.timeout(10):
-            await consumer
-            await server.close(timeout_s=1.0)
+        await stop_executing(queue, executor, consumer)
+        await server.close(timeout_s=1.0)
 
 
 async def read_answer(reader: asyncio.StreamReader) -> Answer:

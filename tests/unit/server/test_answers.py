@@ -20,7 +20,8 @@ from daemon.server.connection import Connection
 from daemon.wire.codec import encode_fields
 from daemon.wire.protocol import output_lines_event
 from tests.support.frames import answer_events
-from tests.unit.server.serving import Finished, WritesTransport, exchange, serving, sh_task
+from tests.unit.core.executing import sh_task
+from tests.unit.server.serving import Finished, WritesTransport, exchange, serving
 
 
 async def _read_only_after_the_run(

@@ -16,7 +16,8 @@ from daemon.core.tasks import RunContext, Task
 from daemon.server.connection import Connection
 from daemon.wire.protocol import MAX_REQUEST_BYTES, ControlRequest
 from daemon.wire.reasons import REASON_BUSY
-from tests.unit.server.serving import FakeTransport, exchange, read_answer, serving, sh_task
+from tests.unit.core.executing import sh_task
+from tests.unit.server.serving import FakeTransport, exchange, read_answer, serving
 
 
 async def test_a_run_streams_queued_started_output_done(short_dir: Path) -> None:

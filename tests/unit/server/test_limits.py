@@ -15,7 +15,8 @@ from daemon.server.limits import ConnectionLimits
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.reasons import REASON_CONNECTIONS
 from tests.support.eventually import eventually_async
-from tests.unit.server.serving import exchange, serving, sh_task
+from tests.unit.core.executing import sh_task
+from tests.unit.server.serving import exchange, serving
 
 BUSY = {"event": "done", "ok": False, "reason": REASON_CONNECTIONS, "code": "busy"}
 

@@ -4,168 +4,38 @@ lines (counted) while the run goes on, and gets the newest ones and the result."
 
 from __future__ import annotations
 
-import asyncio
-import json
-import socket
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from daemon.core.journal import Journal, RunLog
+from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
-from daemon.core.tasks import Task, TaskRegistry
 from daemon.server.answers import FILL_BYTES
-from daemon.server.connection import Connection
-from daemon.server.server import SocketServer
-from daemon.wire.codec import decode_request
-from daemon.wire.protocol import ControlRequest, ProtocolError, encode_request
+from tests.unit.server.logs_serving import (
+    connect_reader,
+    logs_server,
+    loop_turns,
+    read_until_closed,
+    running_log,
+)
 
 FAILED = RunResult(ok=False, reason="exit status 3", exit_code=3, duration_ms=12)
-HIGH_WATER_BYTES = 64 * 1024  # where asyncio's transports pause their protocol
-
-
-@pytest.mark.parametrize(
-    ("line", "request_"),
-    [
-        (b'{"op":"logs"}', ControlRequest("logs")),
-        (b'{"op":"logs","id":"r1a2b3c4d-7"}', ControlRequest("logs", id="r1a2b3c4d-7")),
-        (
-            b'{"op":"logs","task":"report","follow":true}',
-            ControlRequest("logs", "", "report", True),
-        ),
-        (b'{"op":"logs","follow":false}', ControlRequest("logs")),
-        (b'{"op":"logs","runs":5}', ControlRequest("logs", runs=5)),
-    ],
-)
-def test_logs_requests_decode(line: bytes, request_: ControlRequest) -> None:
-    assert decode_request(line) == request_
-    assert decode_request(encode_request(request_)) == request_  # the client's form too
-
-
-@pytest.mark.parametrize(
-    ("line", "reason"),
-    [
-        (b'{"op":"logs","follow":"yes"}', "invalid request: follow must be true or false"),
-        (b'{"op":"logs","follow":1}', "invalid request: follow must be true or false"),
-        (b'{"op":"logs","runs":-1}', "invalid request: runs must be a number from 0 to 10000"),
-        (b'{"op":"logs","runs":true}', "invalid request: runs must be a number from 0 to 10000"),
-        (b'{"op":"logs","runs":"5"}', "invalid request: runs must be a number from 0 to 10000"),
-        (b'{"op":"logs","runs":10001}', "invalid request: runs must be a number from 0 to 10000"),
-        (b'{"op":"logs","task":7}', "invalid request: task must be a string"),
-        (b'{"op":"logs","id":7}', "invalid request: id must be a string"),
-        (
-            b'{"op":"logs","id":"r1-1","task":"a"}',
-            "invalid request: logs takes an id or a task, not both",
-        ),
-        (b'{"op":"logs","runs":5,"follow":true}', "invalid request: logs with runs lists runs"),
-        (b'{"op":"logs","runs":5,"id":"r1-1"}', "invalid request: logs with runs lists runs"),
-        (b'{"op":"logs","runs":5,"task":"a"}', "invalid request: logs with runs lists runs"),
-        (b'{"op":"logs","task":"a\\u0000b"}', "invalid request: bad task 'a\\x00b'"),
-        (b'{"op":"logs","id":"' + b"r" * 300 + b'"}', "invalid request: bad id"),
-    ],
-)
-def test_bad_logs_requests_have_reasons(line: bytes, reason: str) -> None:
-    with pytest.raises(ProtocolError) as caught:
-        decode_request(line)
-    assert caught.value.reason.startswith(reason)
-
-
-class _SlowTransport:
-    """A transport whose client reads only when told: what is written stays buffered, and the
-    protocol is paused past the high-water mark, as asyncio's transports do."""
-
-    def __init__(self, protocol: Connection) -> None:
-        self.protocol = protocol
-        self.buffered = b""
-        self.received = b""
-        self.paused = False
-        self.closed = False
-        self._ours, self._theirs = socket.socketpair()  # the peer check: this process
-
-    def get_extra_info(self, name: str) -> Any:
-        return self._ours if name == "socket" else None
-
-    def get_write_buffer_size(self) -> int:
-        return len(self.buffered)
-
-    def write(self, data: bytes) -> None:
-        self.buffered += data
-        if not self.paused and len(self.buffered) > HIGH_WATER_BYTES:
-            self.paused = True
-            self.protocol.pause_writing()
-
-    def writelines(self, pieces: list[bytes]) -> None:
-        self.write(b"".join(pieces))
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def read_all(self) -> None:
-        """The client reads everything buffered."""
-        self.received += self.buffered
-        self.buffered = b""
-        if self.paused:
-            self.paused = False
-            self.protocol.resume_writing()
-
-    def close(self) -> None:
-        self.closed = True
-        self._ours.close()
-        self._theirs.close()
-
-    abort = close
-
-    def answer(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.received.splitlines()]
-
-
-async def _turns(count: int = 6) -> None:
-    for _ in range(count):
-        await asyncio.sleep(0)
-
-
-def _server(journal: Journal, queue: RunQueue | None = None) -> SocketServer:
-    tasks = TaskRegistry({"chatty": Task(name="chatty", command=("true",))})
-    server = SocketServer(
-        Path("/nonexistent/rb.sock"),  # never bound: connections are made by hand
-        queue or RunQueue(4),
-        tasks,
-        lambda _request: {},
-        journal=journal,
-    )
-    server.loop = asyncio.get_running_loop()
-    return server
-
-
-def _connect(server: SocketServer, request: bytes) -> _SlowTransport:
-    connection = Connection(server)
-    transport = _SlowTransport(connection)
-    connection.connection_made(transport)  # type: ignore[arg-type]
-    connection.data_received(request)
-    return transport
-
-
-def _running(journal: Journal, task: str = "chatty") -> RunLog:
-    queue = RunQueue(4)
-    run = queue.submit(RunRequest(task=task, trigger="tick"))
-    return journal.begin(run)
 
 
 async def test_following_streams_the_buffer_then_live_lines_then_the_result() -> None:
     journal = Journal()
-    log = _running(journal)
+    log = running_log(journal)
     log.add("stdout", "one")
     log.add("stderr", "two")
-    transport = _connect(_server(journal), b'{"op":"logs","task":"chatty","follow":true}\n')
-    await _turns()
+    transport = connect_reader(
+        logs_server(journal), b'{"op":"logs","task":"chatty","follow":true}\n'
+    )
+    await loop_turns()
     transport.read_all()
     log.add("stdout", "three")
-    await _turns()
+    await loop_turns()
     transport.read_all()
     assert not transport.closed  # still following
     journal.end(log, FAILED)
-    await _turns()
+    await loop_turns()
     transport.read_all()
     header, *lines, done = transport.answer()
     assert header == {
@@ -199,12 +69,14 @@ async def test_following_streams_the_buffer_then_live_lines_then_the_result() ->
 
 async def test_without_follow_the_buffered_lines_then_the_end() -> None:
     journal = Journal()
-    log = _running(journal)
+    log = running_log(journal)
     log.add("stdout", "one")
-    transport = _connect(_server(journal), b'{"op":"logs","id":"%s"}\n' % log.run_id.encode())
-    await _turns()
+    transport = connect_reader(
+        logs_server(journal), b'{"op":"logs","id":"%s"}\n' % log.run_id.encode()
+    )
+    await loop_turns()
     log.add("stdout", "later")  # after the request: not waited for
-    await _turns()
+    await loop_turns()
     transport.read_all()
     header, line, end = transport.answer()
     assert (header["state"], line["line"]) == ("running", "one")
@@ -214,7 +86,7 @@ async def test_without_follow_the_buffered_lines_then_the_end() -> None:
 
 
 async def test_an_unknown_run_or_task_is_refused_with_a_reason() -> None:
-    server = _server(Journal())
+    server = logs_server(Journal())
     for request, reason in [
         (b'{"op":"logs","id":"r1234567-1"}', "no run 'r1234567-1'"),
         (b'{"op":"logs","task":"nope"}', "unknown task 'nope': this container defines chatty"),
@@ -226,8 +98,8 @@ async def test_an_unknown_run_or_task_is_refused_with_a_reason() -> None:
         (b'{"op":"logs","task":"chatty"}', "no run of task 'chatty' yet"),
         (b'{"op":"logs"}', "no run yet"),
     ]:
-        transport = _connect(server, request + b"\n")
-        await _turns()
+        transport = connect_reader(server, request + b"\n")
+        await loop_turns()
         transport.read_all()
         (answer,) = transport.answer()
         assert answer["event"] == "logs"
@@ -241,16 +113,16 @@ async def test_a_queued_run_is_followed_from_its_start() -> None:
     queue = RunQueue(4)
     queue.submit(RunRequest(task="chatty"))  # the one that runs first
     queued = queue.submit(RunRequest(task="chatty"))
-    transport = _connect(
-        _server(journal, queue), b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode()
+    transport = connect_reader(
+        logs_server(journal, queue), b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode()
     )
-    await _turns()
+    await loop_turns()
     log = journal.begin(queued)  # as the executor does, before the run is marked started
     queued.mark_started()
     log.add("stdout", "hello")
     queued.finish(FAILED)
     journal.end(log, FAILED)
-    await _turns()
+    await loop_turns()
     transport.read_all()
     header, line, done = transport.answer()
     assert (header["state"], line["line"], done["exit_code"]) == ("queued", "hello", 3)
@@ -260,29 +132,23 @@ async def test_a_queued_run_is_followed_from_its_start() -> None:
 
 async def test_a_reader_that_does_not_read_holds_no_copy_and_misses_lines_counted() -> None:
     journal = Journal(run_bytes_max=1024 * 1024)
-    log = _running(journal)
+    log = running_log(journal)
     early, total = 20_000, 40_000
     for number in range(early):  # more than the buffer keeps, and than a reader is sent ahead
         log.add("stdout", f"line {number}")
-    transport = _connect(_server(journal), b'{"op":"logs","follow":true}\n')
-    await _turns()
+    transport = connect_reader(logs_server(journal), b'{"op":"logs","follow":true}\n')
+    await loop_turns()
     assert 0 < transport.get_write_buffer_size() <= FILL_BYTES + 200
     for number in range(early, total):  # the run goes on: a line never waits for a reader
         log.add("stdout", f"line {number}")
         if number % 1000 == 0:
-            await _turns(2)
+            await loop_turns(2)
             # Written ahead of the reader: at most the fill bound (plus one line's worth).
             assert transport.get_write_buffer_size() <= FILL_BYTES + 200
     assert transport.paused
     assert journal.bytes_held <= 1024 * 1024
     journal.end(log, FAILED)
-    for _ in range(500):  # the reader catches up, a buffer at a time
-        transport.read_all()
-        await _turns()
-        if transport.closed:
-            break
-    transport.read_all()
-    header, *lines, done = transport.answer()
+    header, *lines, done = await read_until_closed(transport)  # a buffer at a time
     numbers = [int(e["line"].split()[1]) for e in lines]
     assert numbers == sorted(numbers)
     assert header["dropped_lines"] > 0  # the buffer had dropped these before the request
@@ -295,23 +161,19 @@ async def test_a_reader_that_does_not_read_holds_no_copy_and_misses_lines_counte
 
 async def test_without_follow_a_slow_reader_of_a_trimming_run_is_told_what_it_missed() -> None:
     journal = Journal(run_bytes_max=1024 * 1024)
-    log = _running(journal)
+    log = running_log(journal)
     for number in range(20_000):
         log.add("stdout", f"line {number}")
     asked = log.end_seq  # what there is at the request: all the reader is to be sent
-    transport = _connect(_server(journal), b'{"op":"logs","id":"%s"}\n' % log.run_id.encode())
-    await _turns()
+    transport = connect_reader(
+        logs_server(journal), b'{"op":"logs","id":"%s"}\n' % log.run_id.encode()
+    )
+    await loop_turns()
     assert transport.paused
     for number in range(20_000, 60_000):  # the run writes on and trims past the request's end
         log.add("stdout", f"line {number}")
     assert log.first_seq > asked
-    for _ in range(500):
-        transport.read_all()
-        await _turns()
-        if transport.closed:
-            break
-    transport.read_all()
-    header, *lines, end = transport.answer()
+    header, *lines, end = await read_until_closed(transport)
     numbers = [int(e["line"].split()[1]) for e in lines]
     assert numbers == sorted(numbers)
     assert numbers[-1] < asked
@@ -323,14 +185,11 @@ async def test_without_follow_a_slow_reader_of_a_trimming_run_is_told_what_it_mi
 
 async def test_a_reader_that_leaves_stops_following() -> None:
     journal = Journal()
-    log = _running(journal)
-    connection = Connection(_server(journal))
-    transport = _SlowTransport(connection)
-    connection.connection_made(transport)  # type: ignore[arg-type]
-    connection.data_received(b'{"op":"logs","follow":true}\n')
-    await _turns()
+    log = running_log(journal)
+    transport = connect_reader(logs_server(journal), b'{"op":"logs","follow":true}\n')
+    await loop_turns()
     assert len(log.followers) == 1
-    connection.connection_lost(None)
+    transport.protocol.connection_lost(None)
     assert log.followers == []
     log.add("stdout", "nobody hears this")
     journal.end(log, FAILED)
@@ -340,13 +199,13 @@ async def test_the_last_finished_runs_are_listed_newest_first() -> None:
     journal = Journal()
     logs = []
     for number in range(3):
-        log = _running(journal)
+        log = running_log(journal)
         log.add("stdout", f"line {number}")
         journal.end(log, FAILED if number == 1 else RunResult(ok=True, exit_code=0))
         logs.append(log)
-    _running(journal)  # running: not listed
-    transport = _connect(_server(journal), b'{"op":"logs","runs":2}\n')
-    await _turns()
+    running_log(journal)  # running: not listed
+    transport = connect_reader(logs_server(journal), b'{"op":"logs","runs":2}\n')
+    await loop_turns()
     transport.read_all()
     (answer,) = transport.answer()
     assert answer["event"] == "runs"
@@ -371,8 +230,10 @@ async def test_the_last_finished_runs_are_listed_newest_first() -> None:
 async def test_following_a_task_before_its_first_run_waits_for_it(asked: bytes, said: str) -> None:
     journal = Journal()
     queue = RunQueue(4)
-    transport = _connect(_server(journal, queue), b'{"op":"logs","follow":true%s}\n' % asked)
-    await _turns()
+    transport = connect_reader(
+        logs_server(journal, queue), b'{"op":"logs","follow":true%s}\n' % asked
+    )
+    await loop_turns()
     transport.read_all()
     (waiting,) = transport.answer()
     assert waiting == {"event": "logs", "ok": True, "id": "", "task": said, "state": "waiting"}
@@ -385,7 +246,7 @@ async def test_following_a_task_before_its_first_run_waits_for_it(asked: bytes, 
     log.add("stdout", "first")
     run.finish(FAILED)
     journal.end(log, FAILED)
-    await _turns()
+    await loop_turns()
     transport.read_all()
     header, line, done = transport.answer()[1:]
     assert (header["id"], header["state"], header["task"]) == (run.id, "queued", "chatty")
@@ -396,12 +257,10 @@ async def test_following_a_task_before_its_first_run_waits_for_it(asked: bytes, 
 
 async def test_a_follower_waiting_for_a_first_run_that_leaves_stops_waiting() -> None:
     queue = RunQueue(4)
-    connection = Connection(_server(Journal(), queue))
-    transport = _SlowTransport(connection)
-    connection.connection_made(transport)  # type: ignore[arg-type]
-    connection.data_received(b'{"op":"logs","task":"chatty","follow":true}\n')
-    await _turns()
+    request = b'{"op":"logs","task":"chatty","follow":true}\n'
+    transport = connect_reader(logs_server(Journal(), queue), request)
+    await loop_turns()
     assert len(queue._on_submit) == 1
-    connection.connection_lost(None)
+    transport.protocol.connection_lost(None)
     assert queue._on_submit == []
     queue.submit(RunRequest(task="chatty"))  # heard by nobody

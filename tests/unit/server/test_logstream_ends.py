@@ -4,37 +4,34 @@ line), a queued run read without follow (an ``end`` line)."""
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
 from typing import Any
 
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
-from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.core.tasks import RunContext, Task
 from daemon.server.server import SocketServer
-from tests.unit.server.test_logstream import _connect, _SlowTransport, _turns
+from tests.unit.server.logs_serving import (
+    CHATTY,
+    SlowTransport,
+    connect_reader,
+    logs_server,
+    loop_turns,
+)
 
 
 async def _quiet(_run: RunContext) -> dict[str, Any] | None:
     return None
 
 
+QUIET = Task(name="quiet", handler=_quiet, handler_ref="tests:quiet")
+
+
 def _server(journal: Journal, queue: RunQueue) -> SocketServer:
-    tasks = TaskRegistry(
-        {
-            "chatty": Task(name="chatty", command=("true",)),
-            "quiet": Task(name="quiet", handler=_quiet, handler_ref="tests:quiet"),
-        }
-    )
-    server = SocketServer(
-        Path("/nonexistent/rb.sock"), queue, tasks, lambda _request: {}, journal=journal
-    )
-    server.loop = asyncio.get_running_loop()
-    return server
+    return logs_server(journal, queue, (CHATTY, QUIET))
 
 
-async def _answer(transport: _SlowTransport) -> list[dict[str, Any]]:
-    await _turns()
+async def _answer(transport: SlowTransport) -> list[dict[str, Any]]:
+    await loop_turns()
     transport.read_all()
     assert transport.closed
     return transport.answer()
@@ -49,11 +46,11 @@ async def test_a_handlers_task_or_run_is_said_to_have_no_output_lines() -> None:
         b'{"op":"logs","task":"quiet"}\n',
         b'{"op":"logs","id":"%s"}\n' % queued.id.encode(),
     ):
-        (refusal,) = await _answer(_connect(server, request))
+        (refusal,) = await _answer(connect_reader(server, request))
         assert refusal["event"] == "logs"
         assert refusal["ok"] is False
         assert "runs a Python handler: it has no output lines" in refusal["reason"]
-    (refusal,) = await _answer(_connect(server, b'{"op":"logs","id":"r1234567-99"}\n'))
+    (refusal,) = await _answer(connect_reader(server, b'{"op":"logs","id":"r1234567-99"}\n'))
     assert "a Python handler's runs have no output lines" in refusal["reason"]
 
 
@@ -62,8 +59,10 @@ async def test_a_followed_queued_run_cancelled_before_it_starts_ends_with_its_do
     server = _server(journal, queue)
     queue.submit(RunRequest(task="chatty"))
     queued = queue.submit(RunRequest(task="chatty"))
-    transport = _connect(server, b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode())
-    await _turns()
+    transport = connect_reader(
+        server, b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode()
+    )
+    await loop_turns()
     assert queued.listened
     queue.cancel_waiting(queued.id)
     header, done = await _answer(transport)
@@ -76,8 +75,10 @@ async def test_a_followed_queued_run_refused_at_its_start_ends_with_its_done() -
     journal, queue = Journal(), RunQueue(4)
     server = _server(journal, queue)
     queued = queue.submit(RunRequest(task="chatty"))
-    transport = _connect(server, b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode())
-    await _turns()
+    transport = connect_reader(
+        server, b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode()
+    )
+    await loop_turns()
     queued.finish(RunResult(ok=False, reason="unknown task 'chatty'"))  # as the executor does
     header, done = await _answer(transport)
     assert header["state"] == "queued"
@@ -90,7 +91,9 @@ async def test_a_queued_run_read_without_follow_ends_with_an_end_line() -> None:
     server = _server(journal, queue)
     queue.submit(RunRequest(task="chatty"))
     queued = queue.submit(RunRequest(task="chatty"))
-    header, end = await _answer(_connect(server, b'{"op":"logs","id":"%s"}\n' % queued.id.encode()))
+    header, end = await _answer(
+        connect_reader(server, b'{"op":"logs","id":"%s"}\n' % queued.id.encode())
+    )
     assert header["state"] == "queued"
     assert end == {"event": "end", "ok": True, "id": queued.id, "dropped_lines": 0}
 
@@ -111,7 +114,7 @@ async def test_a_run_that_ended_before_it_started_is_said_so_with_its_reason() -
         (refused, "failed: unknown task 'gone'"),
     ]:
         request = b'{"op":"logs","id":"%s"}\n' % run.id.encode()
-        (refusal,) = await _answer(_connect(server, request))
+        (refusal,) = await _answer(connect_reader(server, request))
         assert refusal["reason"] == f"run {run.id} ended before it started: {reason}"
 
 
@@ -126,7 +129,7 @@ async def test_a_handlers_task_is_said_with_its_last_result() -> None:
         b'{"op":"logs","task":"quiet"}\n',
         b'{"op":"logs","id":"%s"}\n' % handled.id.encode(),
     ):
-        (refusal,) = await _answer(_connect(server, request))
+        (refusal,) = await _answer(connect_reader(server, request))
         assert refusal["reason"].endswith(
             "'quiet', which runs a Python handler: it has no output lines;"
             " its last result: succeeded in 7 ms"

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
 from daemon.core.tasks import build_registry
@@ -49,11 +48,9 @@ def tasks_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_file: Path) -> MakeBroker:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+def make_broker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_file: Path, clean_env: None
+) -> MakeBroker:
     monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
     monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
 

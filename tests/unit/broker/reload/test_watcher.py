@@ -39,40 +39,35 @@ async def _seen(changed: asyncio.Event) -> None:
         await changed.wait()
 
 
-async def test_an_edit_in_place_is_seen(
-    tmp_path: Path, changes: Callable[[Path], asyncio.Event]
-) -> None:
-    path = tmp_path / "tasks.toml"
-    path.write_text(TASKS)
-    changed = changes(path)
+def _edited_in_place(path: Path) -> None:
     with path.open("a") as file:
         file.write("# edited\n")
-    await _seen(changed)
 
 
-async def test_a_rename_over_the_file_is_seen(
-    tmp_path: Path, changes: Callable[[Path], asyncio.Event]
-) -> None:
-    path = tmp_path / "tasks.toml"
-    path.write_text(TASKS)
-    changed = changes(path)
-    staged = tmp_path / ".tasks.toml.swp"
+def _renamed_over(path: Path) -> None:
+    staged = path.with_name(".tasks.toml.swp")  # an editor's swap file, beside it
     staged.write_text(TASKS + "# new\n")
     staged.rename(path)
-    await _seen(changed)
 
 
-async def test_an_atomic_replace_from_another_directory_is_seen(
-    tmp_path: Path, changes: Callable[[Path], asyncio.Event]
+def _replaced_from_another_directory(path: Path) -> None:
+    staged = path.parent.parent / "tasks.toml"
+    staged.write_text(TASKS + "# new\n")
+    os.replace(staged, path)
+
+
+@pytest.mark.parametrize(
+    "change", [_edited_in_place, _renamed_over, _replaced_from_another_directory]
+)
+async def test_each_way_of_changing_the_file_is_seen(
+    tmp_path: Path, changes: Callable[[Path], asyncio.Event], change: Callable[[Path], None]
 ) -> None:
     config = tmp_path / "config"
     config.mkdir()
     path = config / "tasks.toml"
     path.write_text(TASKS)
     changed = changes(path)
-    staged = tmp_path / "tasks.toml"
-    staged.write_text(TASKS + "# new\n")
-    os.replace(staged, path)
+    change(path)
     await _seen(changed)
 
 
