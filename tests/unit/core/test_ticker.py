@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import random
 from collections.abc import Callable, MutableMapping
@@ -17,6 +16,7 @@ from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.ticker import MAX_SLEEP_S, Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from tests.support.eventually import eventually_async
+from tests.support.looping import looping
 
 START = datetime(2026, 3, 2, 8, 55, tzinfo=UTC)
 Logs = list[MutableMapping[str, Any]]
@@ -62,14 +62,8 @@ class FakeTime:
 
 
 async def _run_until_parked(ticker: Ticker, fake: FakeTime) -> None:
-    runner = asyncio.create_task(ticker.run())
-    try:
-        async with asyncio.timeout(10):
-            await fake.parked.wait()
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
+    async with looping(ticker.run()), asyncio.timeout(10):
+        await fake.parked.wait()
 
 
 def _ticker(queue: RunQueue, fake: FakeTime, *plans: TickPlan, jitter: float = 0.0) -> Ticker:
@@ -173,13 +167,8 @@ async def test_the_loop_goes_on_after_a_rejection() -> None:
 async def _run_until(ticker: Ticker, done: Callable[[], bool]) -> None:
     """Run ``ticker`` until ``done()`` holds (it never returns by itself: a reload may add
     plans), then cancel it."""
-    runner = asyncio.create_task(ticker.run())
-    try:
+    async with looping(ticker.run()):
         await eventually_async(done, "the ticker to get there", timeout_s=10, every_s=0.001)
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
 
 
 async def test_a_once_plan_fires_once() -> None:
@@ -256,14 +245,8 @@ async def _tick_late(
         monotonic=clock.monotonic,
         rng=random.Random(seed),
     )
-    runner = asyncio.create_task(ticker.run())
-    try:
-        async with asyncio.timeout(60):
-            await clock.parked.wait()
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
+    async with looping(ticker.run()), asyncio.timeout(60):
+        await clock.parked.wait()
 
 
 async def test_a_day_of_ticks_does_not_drift(logs: Logs) -> None:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from daemon.core.runqueue import RunQueue
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
+from tests.support.looping import looping
 
 START = datetime(2026, 3, 2, 8, 55, tzinfo=UTC)
 
@@ -73,14 +74,9 @@ async def ticking(*plans: TickPlan) -> AsyncIterator[tuple[Ticker, ManualTime]]:
     ticker = Ticker(
         queue, list(plans), jitter=0.0, sleep=time.sleep, now=time.clock, monotonic=time.monotonic
     )
-    runner = asyncio.create_task(ticker.run())
-    await asyncio.sleep(0)  # one turn: run() starts every plan's loop
-    try:
+    async with looping(ticker.run()):
+        await asyncio.sleep(0)  # one turn: run() starts every plan's loop
         yield ticker, time
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
 
 
 async def test_an_unchanged_plan_keeps_its_grid_and_a_new_one_starts() -> None:

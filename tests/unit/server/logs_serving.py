@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.journal import Journal, RunLog
-from daemon.core.runqueue import RunQueue, RunRequest
+from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.tasks import Task, TaskRegistry
 from daemon.server.connection import Connection
 from daemon.server.server import SocketServer
 
 HIGH_WATER_BYTES = 64 * 1024  # where asyncio's transports pause their protocol
 CHATTY = Task(name="chatty", command=("true",))
+FAILED = RunResult(ok=False, reason="exit status 3", exit_code=3, duration_ms=12)
 
 
 class SlowTransport:
@@ -112,3 +113,14 @@ async def read_until_closed(transport: SlowTransport) -> list[dict[str, Any]]:
             break
     transport.read_all()
     return transport.answer()
+
+
+def run_to_a_failed_end(journal: Journal, run: Run, *lines: str) -> None:
+    """``run`` as the executor takes it: its log begun before it is marked started, its lines
+    on stdout, its failed end."""
+    log = journal.begin(run)
+    run.mark_started()
+    for line in lines:
+        log.add("stdout", line)
+    run.finish(FAILED)
+    journal.end(log, FAILED)

@@ -10,14 +10,14 @@ from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
 from daemon.server.answers import FILL_BYTES
 from tests.unit.server.logs_serving import (
+    FAILED,
     connect_reader,
     logs_server,
     loop_turns,
     read_until_closed,
+    run_to_a_failed_end,
     running_log,
 )
-
-FAILED = RunResult(ok=False, reason="exit status 3", exit_code=3, duration_ms=12)
 
 
 async def test_following_streams_the_buffer_then_live_lines_then_the_result() -> None:
@@ -117,11 +117,7 @@ async def test_a_queued_run_is_followed_from_its_start() -> None:
         logs_server(journal, queue), b'{"op":"logs","id":"%s","follow":true}\n' % queued.id.encode()
     )
     await loop_turns()
-    log = journal.begin(queued)  # as the executor does, before the run is marked started
-    queued.mark_started()
-    log.add("stdout", "hello")
-    queued.finish(FAILED)
-    journal.end(log, FAILED)
+    run_to_a_failed_end(journal, queued, "hello")
     await loop_turns()
     transport.read_all()
     header, line, done = transport.answer()
@@ -241,11 +237,7 @@ async def test_following_a_task_before_its_first_run_waits_for_it(asked: bytes, 
     if said:
         queue.submit(RunRequest(task="other"))  # another task's run is not the one waited for
     run = queue.submit(RunRequest(task="chatty", trigger="tick"))
-    log = journal.begin(run)
-    run.mark_started()
-    log.add("stdout", "first")
-    run.finish(FAILED)
-    journal.end(log, FAILED)
+    run_to_a_failed_end(journal, run, "first")
     await loop_turns()
     transport.read_all()
     header, line, done = transport.answer()[1:]

@@ -17,6 +17,7 @@ from daemon.face.status_text import render_status
 from daemon.observe.status import health_answer, status_answer
 from daemon.wire.protocol import ControlRequest
 from tests.support.eventually import eventually_async
+from tests.support.looping import looping
 from tests.unit.broker.reload.conftest import NEW_TASKS, TASKS, MakeBroker, replace_file
 
 
@@ -29,18 +30,14 @@ async def test_sighup_and_a_file_change_wake_a_reload(
     reloader.listeners.append(lambda _changes: reloaded.put_nowait(reloader.last_source))
     sighup = asyncio.Event()
     watcher = start_watching(reloader)
-    looping = asyncio.create_task(reload_forever(reloader, sighup, debounce_s=0.01))
     try:
-        async with asyncio.timeout(10):
+        async with looping(reload_forever(reloader, sighup, debounce_s=0.01)), asyncio.timeout(10):
             sighup.set()
             assert await reloaded.get() == "signal"
             replace_file(tasks_file, NEW_TASKS)
             assert await reloaded.get() == "file"
             assert "fresh" in broker.tasks
     finally:
-        looping.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await looping
         if watcher is not None:
             watcher.close()
     assert broker.reloader.watch == "inotify"
@@ -77,20 +74,14 @@ async def test_the_reload_loop_goes_on_after_a_reload_that_raised(
     reloaded = asyncio.Event()
     reloader.listeners.append(lambda _changes: reloaded.set())
     sighup = asyncio.Event()
-    looping = asyncio.create_task(reload_forever(reloader, sighup, debounce_s=0.01))
-    try:
-        async with asyncio.timeout(10):
-            sighup.set()
-            await eventually_async(
-                lambda: [line for line in logs if line["event"] == "tasks.reload_crashed"],
-                "the crashed reload's log line",
-            )
-            sighup.set()
-            await reloaded.wait()
-    finally:
-        looping.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await looping
+    async with looping(reload_forever(reloader, sighup, debounce_s=0.01)), asyncio.timeout(10):
+        sighup.set()
+        await eventually_async(
+            lambda: [line for line in logs if line["event"] == "tasks.reload_crashed"],
+            "the crashed reload's log line",
+        )
+        sighup.set()
+        await reloaded.wait()
     assert calls == ["signal", "signal"]
 
 
@@ -160,17 +151,20 @@ class _Reloads:
         self.changed.set()
 
 
+@pytest.fixture
+def reloads(make_broker: MakeBroker) -> _Reloads:
+    return _Reloads(make_broker())
+
+
 async def test_a_burst_of_file_events_is_one_reload_of_the_last_version(
-    make_broker: MakeBroker, tasks_file: Path
+    reloads: _Reloads, tasks_file: Path
 ) -> None:
-    broker = make_broker()
-    reloads = _Reloads(broker)
+    broker = reloads.broker
     events = broker.reloader.file_changed
     frozen = lambda: 0.0  # noqa: E731  # the debounce's cap never reached
-    looping = asyncio.create_task(
+    async with looping(
         reload_forever(broker.reloader, asyncio.Event(), debounce_s=1.0, monotonic=frozen)
-    )
-    try:
+    ):
         replace_file(tasks_file, TASKS + '[tasks.v1]\ncommand = ["true"]\n')
         events.set()
         for _ in range(20):  # the loop wakes and starts debouncing; more events arrive
@@ -180,18 +174,13 @@ async def test_a_burst_of_file_events_is_one_reload_of_the_last_version(
         events.set()
         async with asyncio.timeout(10):
             await reloads.changed.wait()
-    finally:
-        looping.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await looping
     assert reloads.loaded == [frozenset({"keep", "edit", "fresh"})]  # one reload, the last file
 
 
 async def test_a_directory_that_never_goes_quiet_is_reloaded_after_the_cap(
-    make_broker: MakeBroker, tasks_file: Path
+    reloads: _Reloads, tasks_file: Path
 ) -> None:
-    broker = make_broker()
-    reloads = _Reloads(broker)
+    broker = reloads.broker
     events = broker.reloader.file_changed
     ticks = iter(range(1000))
 
@@ -204,18 +193,9 @@ async def test_a_directory_that_never_goes_quiet_is_reloaded_after_the_cap(
             await asyncio.sleep(0)
 
     replace_file(tasks_file, NEW_TASKS)
-    looping = asyncio.create_task(
-        reload_forever(broker.reloader, asyncio.Event(), debounce_s=60.0, monotonic=clock)
-    )
-    noise = asyncio.create_task(busy())
-    try:
-        async with asyncio.timeout(10):
-            await reloads.changed.wait()
-    finally:
-        for task in (noise, looping):
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
+    forever = reload_forever(broker.reloader, asyncio.Event(), debounce_s=60.0, monotonic=clock)
+    async with looping(forever), looping(busy()), asyncio.timeout(10):
+        await reloads.changed.wait()
     assert "fresh" in reloads.loaded[0]
 
 

@@ -37,9 +37,15 @@ class Pipes:
         self.calls.append("resume")
 
 
-async def test_the_pipes_pause_while_any_reader_holds_and_resume_when_none_does() -> None:
-    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
+def _flow_of_a_child(hold_max_s: float) -> tuple[OutputFlow, Pipes]:
+    """A run's output flow connected to its child's pipes, recorded."""
+    flow, pipes = OutputFlow(hold_max_s=hold_max_s), Pipes()
     flow.connect(pipes.pause, pipes.resume)
+    return flow, pipes
+
+
+async def test_the_pipes_pause_while_any_reader_holds_and_resume_when_none_does() -> None:
+    flow, pipes = _flow_of_a_child(60)
 
     def first() -> None: ...
     def second() -> None: ...
@@ -58,8 +64,7 @@ async def test_the_pipes_pause_while_any_reader_holds_and_resume_when_none_does(
 
 
 async def test_a_reader_that_holds_too_long_is_let_go_and_the_pipes_resume() -> None:
-    flow, pipes = OutputFlow(hold_max_s=0.01), Pipes()
-    flow.connect(pipes.pause, pipes.resume)
+    flow, pipes = _flow_of_a_child(0.01)
     let_go = asyncio.Event()
     assert flow.hold(let_go.set)
     async with asyncio.timeout(10):
@@ -69,8 +74,7 @@ async def test_a_reader_that_holds_too_long_is_let_go_and_the_pipes_resume() -> 
 
 
 async def test_a_reader_that_raises_when_let_go_never_reaches_the_loop() -> None:
-    flow, pipes = OutputFlow(hold_max_s=0.01), Pipes()
-    flow.connect(pipes.pause, pipes.resume)
+    flow, pipes = _flow_of_a_child(0.01)
     called = asyncio.Event()
 
     def broken() -> None:
@@ -94,8 +98,7 @@ async def test_nothing_is_held_without_a_child_or_when_holding_is_off() -> None:
 
 
 async def test_a_hold_made_before_the_child_pauses_it_at_once_and_ends_with_it() -> None:
-    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
-    flow.connect(pipes.pause, pipes.resume)
+    flow, _pipes = _flow_of_a_child(60)
 
     def reader() -> None: ...
 
@@ -192,8 +195,7 @@ def test_in_the_console_format_lines_go_through_structlog_for_people() -> None:
 
 async def test_a_trim_keeps_what_a_follower_has_not_read_while_it_holds_the_run_back() -> None:
     log = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
-    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
-    flow.connect(pipes.pause, pipes.resume)
+    flow, pipes = _flow_of_a_child(60)
     log.flow = flow
     reader = FollowerHold()  # at line 0
     log.follow(lambda: None, reader)
@@ -215,8 +217,7 @@ async def test_a_trim_keeps_what_a_follower_has_not_read_while_it_holds_the_run_
 
 async def test_a_follower_let_go_or_unable_to_hold_loses_lines_and_the_bound_holds() -> None:
     log = RunLog(Run(RunRequest(task="chatty")), bytes_max=640 * 1024)
-    flow, pipes = OutputFlow(hold_max_s=60), Pipes()
-    flow.connect(pipes.pause, pipes.resume)
+    flow, pipes = _flow_of_a_child(60)
     log.flow = flow
     reader = FollowerHold()
     log.follow(lambda: None, reader)
