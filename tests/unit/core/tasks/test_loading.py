@@ -1,25 +1,18 @@
-"""Task definitions: the TOML tasks file (every key, every error), the payload policy, and the
-registry with the ``default`` command."""
+"""The TOML tasks file loaded (daemon/core/tasks/loading.py): every key, every error named, and
+the registry built from the command line's ``default`` and the file."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import (
-    MAX_ARGS,
-    TASKS_FILE_MAX_BYTES,
     RunContext,
-    Task,
     TaskConfigError,
-    TaskRegistry,
     build_registry,
     parse_tasks_toml,
-    read_tasks_file,
 )
 
 HERE = __name__  # the handlers below, by the name their tasks file gives
@@ -186,46 +179,6 @@ def test_errors_of_the_document(text: str, message: str) -> None:
     assert str(excinfo.value).startswith(message)
 
 
-def test_refusals_for_args_and_env_not_allowed() -> None:
-    strict = Task(name="strict", command=("true",))
-    open_task = Task(name="open", command=("true",), allow_args=True, allow_env=frozenset({"A"}))
-    registry = TaskRegistry({"strict": strict, "open": open_task})
-    assert registry.refusal(RunRequest(task="strict")) is None
-    assert registry.refusal(RunRequest(task="strict", args=("x",))) == (
-        "task 'strict' does not accept args"
-    )
-    assert registry.refusal(RunRequest(task="strict", env={"A": "1"})) == (
-        "task 'strict' does not allow env 'A'"
-    )
-    assert registry.refusal(RunRequest(task="open", args=("x",), env={"A": "1"})) is None
-    assert registry.refusal(RunRequest(task="open", env={"A": "1", "PATH": "/evil"})) == (
-        "task 'open' does not allow env 'PATH'"
-    )
-    too_many = tuple(str(n) for n in range(MAX_ARGS + 1))
-    assert registry.refusal(RunRequest(task="open", args=too_many)) == (
-        f"too many args (at most {MAX_ARGS})"
-    )
-    assert registry.refusal(RunRequest(task="ghost")) == (
-        "unknown task 'ghost': this container defines open, strict"
-    )
-    assert registry.names() == frozenset({"strict", "open"})
-    assert registry.get("ghost") is None
-
-
-def test_an_unknown_task_is_refused_with_the_tasks_defined() -> None:
-    assert TaskRegistry({}).refusal(RunRequest(task="x")) == (
-        "unknown task 'x': this container defines no tasks"
-    )
-    many = {f"t{n:02d}": Task(name=f"t{n:02d}", command=("true",)) for n in range(35)}
-    refusal = TaskRegistry(many).refusal(RunRequest(task="x"))
-    listed = ", ".join(f"t{n:02d}" for n in range(30))
-    assert refusal == f"unknown task 'x': this container defines {listed} and 5 more"
-    huge = TaskRegistry(many).refusal(RunRequest(task="y" * 5_000_000))
-    assert huge is not None
-    assert huge.startswith(f"unknown task '{'y' * 128}'... (5000000 characters): this container")
-    assert len(huge) < 1000
-
-
 def test_registry_from_the_command_and_the_file(tmp_path: Path) -> None:
     tasks_file = tmp_path / "tasks.toml"
     tasks_file.write_text("[tasks.report]\ncommand = ['report']\n")
@@ -273,25 +226,6 @@ def test_an_unreadable_or_bad_tasks_file_names_it(tmp_path: Path) -> None:
     bad.write_text("not toml at all [")
     with pytest.raises(TaskConfigError, match=f"^{bad}: "):
         build_registry((), bad)
-
-
-def test_only_a_regular_file_is_read_and_only_up_to_the_bound(tmp_path: Path) -> None:
-    """A FIFO (no writer: a plain read would block forever), a device, a file over the bound:
-    each refused at once, before a byte is read."""
-    fifo = tmp_path / "fifo.toml"
-    os.mkfifo(fifo)
-    with pytest.raises(TaskConfigError, match=r"not a regular file \(a FIFO\)"):
-        build_registry((), fifo)
-    with pytest.raises(TaskConfigError, match=r"not a regular file \(a character device\)"):
-        read_tasks_file(Path("/dev/zero"))
-    big = tmp_path / "big.toml"
-    big.write_bytes(b"#" * TASKS_FILE_MAX_BYTES)
-    assert len(read_tasks_file(big)) == TASKS_FILE_MAX_BYTES
-    big.write_bytes(b"#" * (TASKS_FILE_MAX_BYTES + 1))
-    with pytest.raises(TaskConfigError, match="larger than 1024 KiB"):
-        build_registry((), big)
-    with pytest.raises(FileNotFoundError):
-        read_tasks_file(tmp_path / "absent.toml")
 
 
 def test_more_bad_task_definitions_are_config_errors_not_crashes(
