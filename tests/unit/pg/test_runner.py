@@ -1,10 +1,11 @@
-"""PgRunner against the in-memory store: claim, run, record, retry, release, dependencies."""
+"""PgRunner against the in-memory store (daemon/pg/runner.py): claim, run, record, retry,
+release, missed occurrences, pauses, outages."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, MutableMapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import MutableMapping
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -15,18 +16,12 @@ from daemon.pg import horizon
 from daemon.pg.store.base import (
     Claimed,
     ClaimIncomplete,
-    Dependency,
     SchedulerFlags,
     StoreUnavailable,
 )
 from daemon.pg.store.memory import MemoryStore
-from daemon.pg.store.memory_rows import MemRun
-from daemon.wire.reasons import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
 from tests.support.pgfakes import fail, running
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
+from tests.unit.pg.conftest import now
 
 
 async def test_due_job_runs_once_with_context_and_is_recorded() -> None:
@@ -180,35 +175,6 @@ async def test_shutdown_releases_claimed_runs_that_did_not_start(
         assert store.runs_of(name) == []
 
 
-async def test_expired_lease_run_is_abandoned_and_retried() -> None:
-    store = MemoryStore()
-    due = now() - timedelta(minutes=2)
-    job = store.add("crashy", "default", "every 1h", due, scheduled_for=due, attempt=1)
-    store.runs[99] = dead = MemRun(99, job.id, due, 1, "dead-replica", status="running")
-    job.lease_owner, job.current_run_id = "dead-replica", 99
-    job.lease_expires_at = now() - timedelta(seconds=1)
-    async with running(store):
-        await store.wait_for(lambda: store.job("crashy").last_status == "succeeded")
-    assert dead.status == "abandoned"
-    assert "dead-replica" in (dead.error or "")
-    retried = next(r for r in store.runs_of("crashy") if r.id != 99)
-    assert (retried.attempt, retried.status, retried.scheduled_for) == (2, "succeeded", due)
-
-
-async def test_a_job_that_keeps_crashing_its_replica_ends_failed() -> None:
-    store = MemoryStore()
-    due = now() - timedelta(minutes=2)
-    job = store.add("doomed", "default", "every 1h", due, scheduled_for=due, attempt=3)
-    job.lease_owner, job.lease_expires_at = "dead", now() - timedelta(seconds=1)
-    async with running(store, retry_attempts=3) as h:
-        await store.wait_for(lambda: store.job("doomed").last_status == "failed")
-    assert h.executor.started == []
-    job = store.job("doomed")
-    assert job.next_run_at == due + timedelta(hours=1)
-    assert job.attempt == 0
-    assert "3 of 3 attempts" in (job.last_error or "")
-
-
 async def test_missed_occurrences_coalesce_into_one_run() -> None:
     store = MemoryStore()
     start = now() - timedelta(minutes=10, seconds=30)
@@ -279,54 +245,6 @@ async def test_result_finished_during_an_outage_is_written_when_the_store_return
     assert run.output == {"n": 1}
 
 
-async def test_dependency_policies_stop_and_skip() -> None:
-    store = MemoryStore()
-    t = now()
-    store.add("extract", "bad", "every 1h", t)
-    store.add("load", "default", "every 1h", t, depends_on=(Dependency("extract"),))
-    store.add("report", "default", "every 1h", t, depends_on=(Dependency("extract", "skip"),))
-    async with running(store, handlers={"bad": fail}, retry_attempts=1) as h:
-        await store.wait_for(
-            lambda: (
-                store.job("load").last_status is not None
-                and store.job("report").last_status is not None
-            )
-        )
-    assert store.job("extract").last_status == "failed"
-    assert store.job("load").last_status == "failed"
-    assert store.job("load").last_error == "dependency extract failed"
-    assert store.job("report").last_status == "succeeded"
-    ran = [r.request.job for r in h.executor.started]
-    assert "load" not in ran
-    assert ran.index("extract") < ran.index("report")
-
-
-async def test_dependency_waits_for_the_other_job_to_run_first() -> None:
-    store = MemoryStore()
-    t = now()
-    # "after" is claimed first (earlier due time) but must wait for "before".
-    store.add(
-        "after", "default", "every 1h", t - timedelta(seconds=1), depends_on=(Dependency("before"),)
-    )
-    store.add("before", "default", "every 1h", t)
-    async with running(store) as h:
-        await store.wait_for(lambda: store.job("after").last_status == "succeeded")
-    ran = [r.request.job for r in h.executor.started]
-    assert ran == ["before", "after"]
-
-
-async def test_dependency_wait_is_bounded() -> None:
-    store = MemoryStore()
-    t = now()
-    stuck = store.add("stuck", "default", "every 1h", t)
-    stuck.lease_owner, stuck.lease_expires_at = "elsewhere", t + timedelta(hours=1)
-    store.add("waiter", "default", "every 1h", t, depends_on=(Dependency("stuck"),))
-    async with running(store, dependency_wait_s=0.2) as h:
-        await store.wait_for(lambda: store.job("waiter").last_status == "failed")
-    assert store.job("waiter").last_error == "dependency stuck failed: not settled within 200ms"
-    assert h.executor.started == []
-
-
 class IncompleteOnce(MemoryStore):
     """The first claim that gets runs fails after committing them, as PostgresStore's plain
     claim does when its planner step then fails."""
@@ -352,63 +270,3 @@ async def test_runs_claimed_before_a_claim_failed_still_run_and_the_failure_is_s
     assert [run.status for run in store.runs_of("a")] == ["succeeded"]
     (down,) = [e for e in logs if e["event"] == "db.disconnected"]
     assert (down["where"], down["error"]) == ("claim", "the planner's step failed")
-
-
-async def test_a_run_whose_lease_cannot_be_renewed_is_stopped_before_the_lease_ends() -> None:
-    store = MemoryStore()
-    store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
-    gate = asyncio.Event()  # the run holds until cancelled
-    lease_s = 1.0  # fence at 1.0 - (0.2 grace + 0.25 margin) = 0.55 s after the last renewal
-    async with running(store, gate=gate, lease_s=lease_s, fence_grace_s=0.2) as h:
-        await store.wait_for(lambda: bool(h.executor.started))
-        store.outage = True  # no renewal reaches the database from now on
-        cut_at = asyncio.get_running_loop().time()
-        # the predicate is looked at on every store call: the renewals, every 0.2 s
-        await store.wait_for(lambda: bool(h.executor.cancels), timeout_s=5.0)
-        stopped_after_s = asyncio.get_running_loop().time() - cut_at
-        ((run_id, reason),) = h.executor.cancels
-        assert run_id == h.executor.started[0].id
-        assert reason == REASON_FENCED
-        # told to stop with its grace and the margin still left in the lease
-        assert stopped_after_s <= lease_s - 0.2 - 0.25 + 0.1
-        store.outage = False
-        await store.wait_for(lambda: bool(store.runs_of("nightly")[0].finished_at))
-    (record,) = store.runs_of("nightly")
-    assert record.status == "cancelled"
-    assert record.error == REASON_FENCED
-
-
-def _another_replica_takes_the_lease(store: MemoryStore) -> None:
-    store.job("nightly").lease_owner = "another replica"
-
-
-def _the_job_is_removed(store: MemoryStore) -> None:
-    del store.jobs[store.job("nightly").id]  # `runbroker jobs remove nightly`
-
-
-@pytest.mark.parametrize(
-    ("lose", "reason", "event"),
-    [
-        (_another_replica_takes_the_lease, REASON_LEASE_LOST, "job.lease_lost"),
-        (_the_job_is_removed, REASON_JOB_REMOVED, "job.removed"),
-    ],
-)
-async def test_a_running_run_its_replica_no_longer_holds_is_stopped_saying_why_once(
-    logs: list[MutableMapping[str, Any]],
-    lose: Callable[[MemoryStore], None],
-    reason: str,
-    event: str,
-) -> None:
-    store = MemoryStore()
-    store.add("nightly", "slow", "every 1h", now() - timedelta(seconds=1))
-    gate = asyncio.Event()
-    async with running(store, gate=gate, lease_s=1.0) as h:
-        await store.wait_for(lambda: bool(h.executor.started))
-        lose(store)
-        await store.wait_for(lambda: bool(h.executor.cancels))
-        await store.wait_for(lambda: not h.runner.runs.held)  # its record was tried
-    ((_, stopped_for),) = h.executor.cancels
-    assert stopped_for == reason
-    events = [e["event"] for e in logs]
-    assert events.count(event) == 1  # not again at its record
-    assert {"job.lease_lost", "job.removed"} & set(events) == {event}
