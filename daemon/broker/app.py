@@ -10,11 +10,13 @@ import collections
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from daemon.broker.cancel import cancel_run
 from daemon.broker.engine import Engine
 from daemon.broker.gctune import tune_gc
+from daemon.broker.reload.dry_run import dry_run_answer
 from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
 from daemon.broker.shutdown import shutdown
@@ -28,8 +30,10 @@ from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
 from daemon.log.logs import get_logger
 from daemon.observe import status
+from daemon.observe.upcoming import next_answer
 from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
+from daemon.wire.codec import parse_instant
 from daemon.wire.protocol import ControlRequest
 
 if TYPE_CHECKING:
@@ -107,7 +111,19 @@ class Broker:
         if request.op == "health":
             return status.health_answer(self)
         if request.op == "reload":
+            if request.dry_run:
+                return dry_run_answer(self.reloader, datetime.now(UTC))
             return self.reloader.answer()
+        if request.op == "next":
+            return next_answer(
+                self.ticker.plans,
+                self.tasks,
+                task=request.task,
+                count=request.count,
+                now=parse_instant(request.after) or datetime.now(UTC),
+                jitter=self.settings.jitter,
+                source="daemon",
+            )
         return cancel_run(self.queue, self.executor, request.id)
 
     async def serve(self) -> int:

@@ -1,6 +1,7 @@
 """The ``runbroker`` command: argument parsing and exit codes only.
 
-The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``, ``logs``)
+The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``, ``logs``,
+``next``)
 import nothing heavier than ``_socket`` and ``json``: each ``docker exec`` starts a cold
 interpreter. A plain ``trigger`` does not even load argparse or typing (see ``fastargs``); the
 parser (``parser``) and the control commands (``control``, ``logs``) are loaded by the commands
@@ -143,6 +144,14 @@ def _dispatch(words: list[str]) -> int:
             "reload": control.reload,
         }
         return command[args.command](args)
+    if args.command == "next":
+        from daemon.face.upcoming import main as next_main
+
+        return next_main(args)
+    if args.command == "check":
+        from daemon.face.check import main as check_main
+
+        return check_main(args)
     if args.command == "logs":
         from daemon.face.logs import main as logs_main
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from daemon.face.help_texts import LOGS_HELP, RELOAD_HELP, RUN_HELP, TRIGGER_HELP
+from daemon.face.help_texts import (
+    CHECK_HELP,
+    LOGS_HELP,
+    NEXT_HELP,
+    RELOAD_HELP,
+    RUN_HELP,
+    TRIGGER_HELP,
+)
 
 
 def duration_arg(text: str) -> float:
@@ -37,6 +44,26 @@ def runs_arg(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= MAX_LISTED_RUNS:
         raise argparse.ArgumentTypeError(f"expected a number from 1 to {MAX_LISTED_RUNS}")
     return int(text)
+
+
+def count_arg(text: str) -> int:
+    """``next --count N``: how many planned times of each task."""
+    from daemon.wire.protocol import NEXT_COUNT_MAX
+
+    if not text.isdigit() or not 1 <= int(text) <= NEXT_COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to {NEXT_COUNT_MAX}")
+    return int(text)
+
+
+def instant_arg(text: str) -> str:
+    """``next --after TIME``: an RFC 3339 time with its offset, sent as given."""
+    from daemon.wire.codec import parse_instant
+
+    if parse_instant(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"expected an RFC 3339 time with an offset, like 2026-03-28T00:00:00Z, got {text!r}"
+        )
+    return text
 
 
 def build_parser(
@@ -111,7 +138,44 @@ def build_parser(
         epilog=RELOAD_HELP,
         formatter_class=raw,
     )
+    reload.add_argument(
+        "--dry-run", action="store_true", help="print the plan of a reload; change nothing"
+    )
     reload.add_argument("--socket")
+
+    upcoming = sub.add_parser(
+        "next",
+        help="the next planned times of each task (DST moves marked)",
+        description="Print the next planned times of each task (or TASK), in its zone and UTC.",
+        epilog=NEXT_HELP,
+        formatter_class=raw,
+    )
+    upcoming.add_argument("task", nargs="?", default="", metavar="TASK")
+    upcoming.add_argument(
+        "--count", type=count_arg, default=5, metavar="N", help="times of each task (5)"
+    )
+    upcoming.add_argument(
+        "--after",
+        type=instant_arg,
+        metavar="TIME",
+        help="the first times after TIME (RFC 3339; default: now)",
+    )
+    upcoming.add_argument("--json", action="store_true", help="print the raw answer")
+    upcoming.add_argument(
+        "--file", metavar="PATH", help="plan from this tasks file, without a daemon"
+    )
+    upcoming.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+
+    check = sub.add_parser(
+        "check",
+        help="check a tasks file without a daemon (for CI)",
+        description="Check a tasks file as the daemon would read it; print every problem.",
+        epilog=CHECK_HELP,
+        formatter_class=raw,
+    )
+    check.add_argument(
+        "file", nargs="?", default="", metavar="FILE", help="(default: $RUNBROKER_TASKS_FILE)"
+    )
 
     logs = sub.add_parser(
         "logs",

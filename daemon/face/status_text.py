@@ -150,6 +150,19 @@ def reload_summary(changes: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def reload_plan_lines(answer: dict[str, Any]) -> list[str]:
+    """``reload --dry-run``: what a reload would change, and how each task's next time moves."""
+    lines = [f"dry run, nothing changed; a reload would make: {reload_summary(answer)}"]
+    for move in answer.get("moves", []):
+        before, after = move.get("schedule_before"), move.get("schedule_after")
+        timing = f"{before or 'none'} -> {after or 'none'}" if before != after else before
+        lines.append(
+            f"  {move['task']} ({move['change']}): next {move.get('before') or 'none'} -> "
+            f"{move.get('after') or 'none'}" + (f"; schedule {timing}" if timing else "")
+        )
+    return lines
+
+
 def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
     if not reload.get("tasks_file"):
         return ["tasks file: none (nothing to reload)"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
-from daemon.server.answers import CLOSED, AnswerStream
+from daemon.server.answers import AnswerStream
 from daemon.server.binding import SocketInUse, bind_owner_only
 from daemon.server.connection import Connection, ControlHandler
 from daemon.server.deadlines import RequestDeadlines
@@ -67,11 +67,11 @@ class SocketServer:
         self.limits = ConnectionLimits(max_connections)
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
 
-    def flush_later(self, connection: AnswerStream) -> None:
+    def flush_later(self, stream: AnswerStream) -> None:
         """Write ``connection``'s lines at the end of this loop turn's callbacks, with every
         other connection's. The executor's step that a submission wakes comes first: the run
         it starts, and a quick handler's result, join the ``queued`` line in one write."""
-        self._dirty.append(connection)
+        self._dirty.append(stream)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush_dirty)
@@ -79,8 +79,8 @@ class SocketServer:
     def _flush_dirty(self) -> None:
         self._flush_scheduled = False
         dirty, self._dirty = self._dirty, []
-        for connection in dirty:
-            connection._flush()
+        for stream in dirty:
+            stream.flush()
 
     async def start(self) -> None:
         sock, self._lock_fd = bind_owner_only(self.path)
@@ -109,8 +109,7 @@ class SocketServer:
                 async with asyncio.timeout(timeout_s):
                     await self.all_closed.wait()
             for connection in list(self.connections):
-                connection.state = CLOSED
-                connection._abort()
+                connection.abort()
         self.deadlines.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

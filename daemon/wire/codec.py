@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from daemon.log.jsonlines import json_lines
@@ -25,6 +26,10 @@ from daemon.wire.protocol import (
     MAX_ENV,
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
+    NEXT_COUNT_DEFAULT,
+    NEXT_COUNT_MAX,
+    NEXT_FIELDS,
+    RELOAD_FIELDS,
     SUBMIT_FIELDS,
     ControlRequest,
     ProtocolError,
@@ -104,6 +109,15 @@ def decode_request(line: bytes) -> Request:
         if op == "logs":
             _known_fields(obj, LOGS_FIELDS, "a logs request")
             return _logs_request(obj, run_id)
+        if op == "next":
+            _known_fields(obj, NEXT_FIELDS, "a next request")
+            return _next_request(obj)
+        if op == "reload":
+            _known_fields(obj, RELOAD_FIELDS, "a reload request")
+            dry_run = obj.get("dry_run", False)
+            if not isinstance(dry_run, bool):
+                raise ProtocolError("invalid request: dry_run must be true or false")
+            return ControlRequest(op=op, id=run_id, dry_run=dry_run)
         _known_fields(obj, CONTROL_FIELDS, f"op {op!r}")
         return ControlRequest(op=op, id=run_id)
     _known_fields(obj, SUBMIT_FIELDS, "a run request")
@@ -158,6 +172,37 @@ def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
     return ControlRequest(
         op="logs", id=run_id, task=task, follow=follow, runs=runs, batch=_batch(obj)
     )
+
+
+def _next_request(obj: dict[str, Any]) -> ControlRequest:
+    """``{"op": "next"}`` with a ``task`` (else every task) and a ``count`` of times each."""
+    task = obj.get("task", "")
+    if not isinstance(task, str):
+        raise ProtocolError("invalid request: task must be a string")
+    if task:
+        _name(task, "task")
+    count = obj.get("count", NEXT_COUNT_DEFAULT)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= NEXT_COUNT_MAX:
+        raise ProtocolError(f"invalid request: count must be a number from 1 to {NEXT_COUNT_MAX}")
+    after = obj.get("after", "")
+    if not isinstance(after, str) or (after and parse_instant(after) is None):
+        raise ProtocolError("invalid request: after must be an RFC 3339 time with an offset")
+    return ControlRequest(op="next", task=task, count=count, after=after)
+
+
+def parse_instant(text: str) -> datetime | None:
+    """An RFC 3339 time with its offset (``2026-03-28T00:00:00Z``), in UTC; None when it is not
+    one. A time without an offset names no instant: refused."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None or len(text) > 64:
+        return None
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 # -- the answers ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The answers of the control requests ``status``, ``health``, ``cancel`` and ``reload``: a
-field dict each, ``event`` among them (``logs`` has its own, in ``logs_answers``). Part of the
-wire vocabulary of ``protocol``, which the thin client loads alone: these are the daemon's.
+"""The answers of the control requests ``status``, ``health``, ``cancel``, ``reload`` and
+``next``: a field dict each, ``event`` among them (``logs`` has its own, in ``logs_answers``).
+Part of the wire vocabulary of ``protocol``, which the thin client loads alone: these are the
+daemon's.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from daemon.wire.control_shapes import HealthAnswer
+from daemon.wire.control_shapes import HealthAnswer, ReloadMove
 from daemon.wire.protocol import clip
 from daemon.wire.reasons import CODE_NO_SUCH_RUN, CODE_RELOAD_REFUSED, CODE_UNHEALTHY
 
@@ -16,6 +17,7 @@ EVENT_CANCEL = "cancel"
 EVENT_HEALTH: Final = "health"
 EVENT_STATUS: Final = "status"
 EVENT_RELOAD = "reload"
+EVENT_NEXT: Final = "next"
 CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
 CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
 
@@ -72,3 +74,24 @@ def reload_answer(
         answer["code"] = code
     answer.update(changes or {})
     return answer
+
+
+def reload_plan_answer(
+    ok: bool,
+    reason: str = "",
+    changes: Mapping[str, list[str]] | None = None,
+    moves: list[ReloadMove] | None = None,
+    code: str = CODE_RELOAD_REFUSED,
+) -> dict[str, Any]:
+    """A reload's dry run: what ``reload_answer`` would say, with ``dry_run`` and each
+    ticking task's next time before and after (``moves``); nothing was changed."""
+    answer = reload_answer(ok, reason, changes, code)
+    answer["dry_run"] = True
+    if ok:
+        answer["moves"] = moves or []
+    return answer
+
+
+def next_refusal(reason: str, code: str) -> dict[str, Any]:
+    """``next`` naming a task the daemon does not have."""
+    return {"event": EVENT_NEXT, "ok": False, "reason": reason, "code": code}

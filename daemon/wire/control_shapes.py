@@ -120,3 +120,47 @@ class HealthAnswer(TypedDict):
     ready: bool
     ready_reason: str
     warnings: NotRequired[list[str]]
+
+
+class DstNote(TypedDict):
+    """What an offset change did to a planned time (``daemon.schedules.dst``)."""
+
+    kind: Literal["gap", "fold"]  # gap: ``wall`` did not exist; fold: it happened twice
+    wall: str  # the wall time(s) the schedule names, ``02:30``
+    note: str  # for people
+    fold_pass: NotRequired[Literal["first", "second"]]  # fold: which pass this slot is
+
+
+class PlannedSlot(TypedDict):
+    at: str  # RFC 3339, UTC
+    local: str  # RFC 3339 with the zone's offset: the task's wall clock
+    dst: NotRequired[DstNote]
+
+
+class TaskTimes(TypedDict):
+    task: str
+    schedule: str | None  # ``daily 02:30``, ``every 1h``; None: it runs only when triggered
+    tz: str
+    kind: Literal["schedule", "interval", "once", "trigger"]
+    times: list[PlannedSlot]
+    note: NotRequired[str]  # what the times are counted from, or why there are none
+
+
+class NextAnswer(TypedDict):
+    event: Literal["next"]
+    ok: Literal[True]
+    after: str  # RFC 3339, UTC: the times are the first ones after this instant
+    source: Literal["daemon", "file"]
+    count: int  # the times of each task: as asked, or fewer when many tasks are listed
+    tasks: list[TaskTimes]
+
+
+class ReloadMove(TypedDict):
+    """How a task's next time moves with a reload (None: it does not tick)."""
+
+    task: str
+    change: Literal["added", "removed", "changed"]
+    before: str | None
+    after: str | None
+    schedule_before: str | None
+    schedule_after: str | None

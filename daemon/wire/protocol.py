@@ -3,7 +3,9 @@
 One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
 30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
 ``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``, ``reload``, ``logs`` (``id`` or ``task``, ``follow``: ``logs_answers``). Answers
+``health``, ``reload`` (``dry_run``: only the plan), ``logs`` (``id`` or ``task``, ``follow``:
+``logs_answers``), ``next`` (a ``task`` or every one, ``count`` planned times each, ``after``
+an RFC 3339 instant, else now). Answers
 are JSON objects, one per line, with at least ``event`` and ``ok``.
 
 At import this module loads only the standard library's ``json`` (and ``reasons``, which loads
@@ -37,13 +39,17 @@ MAX_ENV = 256
 MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
-CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
+CONTROL_OPS = ("status", "cancel", "health", "reload", "logs", "next")
 # The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
 # would otherwise run the default task, or the task without its args). ``batch`` asks for
 # output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
 SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
 CONTROL_FIELDS = frozenset({"op", "id"})
 LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
+RELOAD_FIELDS = frozenset({"op", "id", "dry_run"})
+NEXT_FIELDS = frozenset({"op", "task", "count", "after"})
+NEXT_COUNT_DEFAULT = 5  # ``next``: the planned times of each task, unless told
+NEXT_COUNT_MAX = 100
 
 
 class ProtocolError(ValueError):
@@ -96,12 +102,14 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health``, ``reload``, ``cancel`` (which names a run ``id``) or
-    ``logs`` (a run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run
-    ends; ``runs``: instead, a list of the last finished runs, at most that many; ``batch``: as
-    a ``SubmitRequest``'s, for the lines of ``logs``)."""
+    """``op`` is ``status``, ``health``, ``reload`` (``dry_run``: the plan, nothing changed),
+    ``cancel`` (which names a run ``id``), ``logs`` (a run ``id`` or a ``task``, or neither:
+    the latest run; ``follow``: until the run ends; ``runs``: instead, a list of the last
+    finished runs, at most that many; ``batch``: as a ``SubmitRequest``'s, for the lines of
+    ``logs``) or ``next`` (a ``task``, or every one; ``count`` planned times each, the first
+    ones ``after`` an RFC 3339 instant, empty: now)."""
 
-    __slots__ = ("batch", "follow", "id", "op", "runs", "task")
+    __slots__ = ("after", "batch", "count", "dry_run", "follow", "id", "op", "runs", "task")
 
     def __init__(
         self,
@@ -111,6 +119,9 @@ class ControlRequest:
         follow: bool = False,
         runs: int = 0,
         batch: bool = False,
+        count: int = 0,
+        dry_run: bool = False,
+        after: str = "",
     ) -> None:
         self.op = op
         self.id = id
@@ -118,9 +129,21 @@ class ControlRequest:
         self.follow = follow
         self.runs = runs
         self.batch = batch
+        self.count = count
+        self.dry_run = dry_run
+        self.after = after
 
-    def _key(self) -> tuple[str, str, str, bool, int]:
-        return (self.op, self.id, self.task, self.follow, self.runs)
+    def _key(self) -> tuple[str, str, str, bool, int, int, bool, str]:
+        return (
+            self.op,
+            self.id,
+            self.task,
+            self.follow,
+            self.runs,
+            self.count,
+            self.dry_run,
+            self.after,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ControlRequest) and self._key() == other._key()
@@ -129,8 +152,9 @@ class ControlRequest:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r})".format(
-            *self._key()
+        return (
+            "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r}, count={!r}, "
+            "dry_run={!r}, after={!r})".format(*self._key())
         )
 
 
@@ -146,7 +170,7 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        for key in ("id", "task", "follow", "runs", "batch"):
+        for key in ("id", "task", "follow", "runs", "batch", "count", "dry_run", "after"):
             if getattr(request, key):
                 body[key] = getattr(request, key)
     else:

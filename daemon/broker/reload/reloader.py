@@ -35,7 +35,7 @@ from daemon.core.tasks import (
     read_tasks_file,
     tasks_from_bytes,
 )
-from daemon.core.ticker import Ticker
+from daemon.core.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
 from daemon.wire.control_answers import reload_answer
@@ -48,6 +48,10 @@ WATCH_INOTIFY = "inotify"  # status: the file is watched
 WATCH_SIGNAL = "signal"  # inotify unavailable: SIGHUP and `runbroker reload` only
 WATCH_NONE = "none"  # no tasks file: nothing to reload
 WATCH_LOST = "lost"  # the watched directory went away: SIGHUP or `runbroker reload` re-arm it
+NO_TASKS_FILE = (
+    "no tasks file to reload (RUNBROKER_TASKS_FILE is not set and the default tasks file did "
+    "not exist at start)"
+)
 
 
 @dataclass(frozen=True)
@@ -101,37 +105,24 @@ class TaskReloader:
         """Reload now (``source``: signal, file, request); None when ``only_if_changed`` and
         the file's bytes are those last seen."""
         if self.path is None:
-            why = "RUNBROKER_TASKS_FILE is not set and the default tasks file did not exist"
-            return ReloadOutcome(False, f"no tasks file to reload ({why} at start)")
+            return ReloadOutcome(False, NO_TASKS_FILE)
         if self.queue.closed:
             return ReloadOutcome(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)
         if self.resync_watch is not None and source != "file":
             self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`
-        try:
-            data = read_tasks_file(self.path)
-        except (FileNotFoundError, TaskConfigError) as exc:
+        data = self.read_file()
+        if isinstance(data, str):
             self._digest = None  # the same bytes coming back are a change
-            if isinstance(exc, FileNotFoundError):
-                return self._refused(source, f"tasks file {self.path} does not exist")
-            return self._refused(source, str(exc))
+            return self._refused(source, data)
         digest = hashlib.sha256(data).hexdigest()
         failed_last = self.last is not None and not self.last.ok
         if only_if_changed and digest == self._digest and not failed_last:
             return None
         self._digest = digest
-        importlib.invalidate_caches()  # a handler module added since start-up is found
-        try:
-            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
-            problem = self._problem(tasks)
-            plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
-        except TaskConfigError as exc:
-            return self._refused(source, str(exc))
-        except BaseException as exc:  # synchronous code: never a real cancellation
-            # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
-            # GeneratorExit included, refuses this file; it must never end PID 1.
-            return self._refused(source, f"{type(exc).__name__}: {exc}")
-        if problem is not None:
-            return self._refused(source, problem)
+        checked = self.check(data)
+        if isinstance(checked, str):
+            return self._refused(source, checked)
+        tasks, plans, warnings = checked
         changes = self._swap(tasks, plans, warnings)
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
@@ -149,6 +140,32 @@ class TaskReloader:
             changed_tasks=list(changes.changed),
         )
         return outcome
+
+    def read_file(self) -> bytes | str:
+        """The tasks file's bytes, or why they cannot be read (a ``str``)."""
+        assert self.path is not None
+        try:
+            return read_tasks_file(self.path)
+        except FileNotFoundError:
+            return f"tasks file {self.path} does not exist"
+        except TaskConfigError as exc:
+            return str(exc)
+
+    def check(self, data: bytes) -> tuple[dict[str, Any], list[TickPlan], list[str]] | str:
+        """The tasks of the file's ``data`` and the ticker's plans of them, checked as start-up
+        checks them (with their interval warnings), or why the file is refused."""
+        importlib.invalidate_caches()  # a handler module added since start-up is found
+        try:
+            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
+            problem = self._problem(tasks)
+            plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
+        except TaskConfigError as exc:
+            return str(exc)
+        except BaseException as exc:  # synchronous code: never a real cancellation
+            # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
+            # GeneratorExit included, refuses this file; it must never end PID 1.
+            return f"{type(exc).__name__}: {exc}"
+        return problem if problem is not None else (tasks, plans, warnings)
 
     def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
         """Put the checked tasks and their plans in place; nothing here refuses."""
@@ -176,9 +193,12 @@ class TaskReloader:
             return fencing_problem(self.settings.lease_s, self._graces_s(tasks))
         return None
 
+    def named(self, reason: str) -> str:
+        """A refusal's reason, naming the file."""
+        return reason if str(self.path) in reason else f"tasks file {self.path}: {reason}"
+
     def _refused(self, source: str, reason: str) -> ReloadOutcome:
-        if str(self.path) not in reason:
-            reason = f"tasks file {self.path}: {reason}"
+        reason = self.named(reason)
         log.error("tasks.reload_refused", file=str(self.path), source=source, error=reason)
         self.last_failed_at, self.last_error = time.time(), reason
         return self._record(source, ReloadOutcome(False, reason))

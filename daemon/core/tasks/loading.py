@@ -75,7 +75,8 @@ _KEYS = {
 }
 
 
-def _task_from_table(name: str, table: Mapping[str, Any]) -> Task:
+def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
+    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake."""
     where = f"tasks.{name}"
     if not TASK_NAME.fullmatch(name):
         raise TaskConfigError(f"{where}: invalid task name")
@@ -163,7 +164,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise TaskConfigError(f"{source}: tasks.{name} must be a table")
-        tasks[name] = _task_from_table(name, table)
+        tasks[name] = task_from_table(name, table)
     return tasks
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from daemon.core.runqueue import Event, Run, RunRequest
 from daemon.core.tasks import RunContext, Task
-from daemon.server.answers import BUFFERED_BYTES_MAX, HOLD_BYTES, STREAMING
+from daemon.server.answers import BUFFERED_BYTES_MAX, HOLD_BYTES
 from daemon.server.connection import Connection
 from daemon.wire.codec import encode_fields
 from daemon.wire.protocol import output_lines_event
@@ -169,13 +169,13 @@ async def test_a_client_that_reads_slowly_loses_no_line(short_dir: Path, batch: 
         try:
             await loop.sock_connect(slow, str(path))
             await loop.sock_sendall(slow, json.dumps(request).encode() + b"\n")
-            data = b""
+            data = bytearray()  # grows in place: a bytes joined anew each read is quadratic
             while chunk := await loop.sock_recv(slow, 4096):  # a small read, a turn each
                 data += chunk
                 await asyncio.sleep(0)
         finally:
             slow.close()
-    answer = answer_events(data)
+    answer = answer_events(bytes(data))
     assert answer[-1]["event"] == "done"
     assert "dropped_lines" not in answer[-1]
     output = [e for e in answer if e["event"] == "output"]
@@ -234,15 +234,15 @@ async def test_one_read_of_many_short_lines_is_cut_at_the_clients_bound(
         transport = _BackloggedTransport(BUFFERED_BYTES_MAX - room)
         connection = Connection(server)
         connection.connection_made(transport)  # type: ignore[arg-type]
-        connection.state = STREAMING
-        connection.batch = batch
+        answers = connection.answers
+        answers.begin(batch=batch)
         run = Run(RunRequest(task="default"))
         lines = [""] * 65_536
-        connection.on_event(run, Event("output", output_lines_event(run.id, "stdout", lines)))
-        kept = sum(len(line) for line in connection.pending)
-        sent = answer_events(b"".join(connection.pending))
+        answers.on_event(run, Event("output", output_lines_event(run.id, "stdout", lines)))
+        kept = sum(len(line) for line in answers.pending)
+        sent = answer_events(b"".join(answers.pending))
         got = sum(len(frame["lines"]) if batch else 1 for frame in sent)
         assert kept <= room + 100  # at most a line past the bound
-        assert got + connection.dropped_lines == len(lines)
-        assert connection.dropped_lines > 0
+        assert got + answers.dropped_lines == len(lines)
+        assert answers.dropped_lines > 0
         transport.close()

@@ -33,6 +33,13 @@ class _Stream:
     def wake(self) -> None:
         pass
 
+    def queue_lines(self, chunks: list[bytes], size_bytes: int) -> None:
+        self.pending.extend(chunks)
+        self.pending_bytes += size_bytes
+
+    def last_line_queued(self) -> None:
+        self.finished = True
+
     def take(self) -> None:
         self.sent += b"".join(self.pending)
         self.pending.clear()
