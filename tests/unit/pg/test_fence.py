@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,40 +17,13 @@ from daemon.pg.fence import (
     renew_every_s,
     safety_s,
 )
+from tests.support.timers import ManualTimers
 
 
-@dataclass
-class _Timer:
-    when: float
-    callback: Any
-    args: tuple[Any, ...]
-    cancelled: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-@dataclass
-class _Loop:
-    """The two loop calls the fence makes, recorded."""
-
-    now: float = 100.0
-    timers: list[_Timer] = field(default_factory=list)
-
-    def time(self) -> float:
-        return self.now
-
-    def call_at(self, when: float, callback: Any, *args: Any) -> _Timer:
-        timer = _Timer(when, callback, args)
-        self.timers.append(timer)
-        return timer
-
-    def live(self) -> list[_Timer]:
-        return [t for t in self.timers if not t.cancelled]
-
-
-def _fence(lease_s: float = 60.0, grace_s: float = 5.0) -> tuple[LeaseFence[str], _Loop, list[str]]:
-    loop, fenced = _Loop(), list[str]()
+def _fence(
+    lease_s: float = 60.0, grace_s: float = 5.0
+) -> tuple[LeaseFence[str], ManualTimers, list[str]]:
+    loop, fenced = ManualTimers(now=100.0), list[str]()
     fence: LeaseFence[str] = LeaseFence(
         lease_s,
         grace_s,
@@ -64,7 +36,7 @@ def _fence(lease_s: float = 60.0, grace_s: float = 5.0) -> tuple[LeaseFence[str]
 def test_the_fence_is_set_a_grace_and_a_margin_before_the_lease_ends() -> None:
     fence, loop, fenced = _fence(lease_s=60.0, grace_s=5.0)
     fence.renewed(7, "run 7", sent_at=100.0)
-    (timer,) = loop.live()
+    (timer,) = loop.pending()
     assert timer.when == 100.0 + 60.0 - (5.0 + safety_s(60.0))
     timer.callback(*timer.args)
     assert fenced == ["run 7"]
@@ -74,13 +46,13 @@ def test_a_renewal_moves_the_fence_and_forgetting_drops_it() -> None:
     fence, loop, fenced = _fence()
     fence.renewed(7, "run 7", sent_at=100.0)
     fence.renewed(7, "run 7", sent_at=112.0)
-    (timer,) = loop.live()
+    (timer,) = loop.pending()
     assert timer.when == 112.0 + 60.0 - lead_s(60.0, 5.0)
     fence.forget(7)
-    assert not loop.live()
+    assert not loop.pending()
     fence.renewed(8, "run 8", sent_at=100.0)
     fence.close()
-    assert not loop.live()
+    assert not loop.pending()
     assert fenced == []
 
 
@@ -127,15 +99,15 @@ def test_widening_moves_the_timers_already_set_earlier() -> None:
     fence, loop, fenced = _fence(lease_s=60.0, grace_s=5.0)
     fence.renewed(1, "early", sent_at=100.0)  # claimed before a reload raised the grace
     fence.renewed(2, "late", sent_at=130.0)
-    old_at = {t.args[1]: t.when for t in loop.live()}
+    old_at = {t.args[1]: t.when for t in loop.pending()}
     fence.widen(20.0)
     grown_s = lead_s(60.0, 20.0) - lead_s(60.0, 5.0)
-    moved = {t.args[1]: t.when for t in loop.live()}
+    moved = {t.args[1]: t.when for t in loop.pending()}
     assert moved == {"early": old_at["early"] - grown_s, "late": old_at["late"] - grown_s}
     assert moved["early"] + lead_s(60.0, 20.0) == 100.0 + 60.0  # the new grace ends in time
     fence.widen(10.0)  # narrower: nothing moves
-    assert {t.args[1]: t.when for t in loop.live()} == moved
-    for timer in loop.live():
+    assert {t.args[1]: t.when for t in loop.pending()} == moved
+    for timer in loop.pending():
         timer.callback(*timer.args)
     assert sorted(fenced) == ["early", "late"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -11,68 +10,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.server.deadlines import RequestDeadlines
-
-
-@dataclass
-class _Handle:
-    when: float
-    callback: Callable[[], None]
-    cancelled: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-@dataclass
-class _Clock:
-    """The loop's clock and timers, moved by hand."""
-
-    now: float = 0.0
-    timers: list[_Handle] = field(default_factory=list)
-
-    def time(self) -> float:
-        return self.now
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> _Handle:
-        handle = _Handle(when, callback)
-        self.timers.append(handle)
-        return handle
-
-    def pending(self) -> list[_Handle]:
-        return [h for h in self.timers if not h.cancelled]
-
-    def advance(self, to: float) -> None:
-        """Move the clock to ``to``, firing every timer that is due on the way, in order."""
-        while True:
-            due = sorted((h for h in self.pending() if h.when <= to), key=lambda h: h.when)
-            if not due:
-                break
-            handle = due[0]
-            self.now = max(self.now, handle.when)
-            handle.cancelled = True  # fired: it is no longer pending
-            handle.callback()
-        self.now = to
+from tests.support.timers import ManualTimers
 
 
 @dataclass(eq=False)
 class _Connection:
     name: str
     expired_at: list[float] = field(default_factory=list)
-    clock: _Clock | None = None
+    clock: ManualTimers | None = None
 
     def request_expired(self) -> None:
         assert self.clock is not None
         self.expired_at.append(self.clock.now)
 
 
-def _deadlines(clock: _Clock, deadline_s: float) -> RequestDeadlines:
+def _deadlines(clock: ManualTimers, deadline_s: float) -> RequestDeadlines:
     deadlines = RequestDeadlines(deadline_s)
     deadlines.loop = cast(asyncio.AbstractEventLoop, clock)
     return deadlines
 
 
 def test_only_requests_still_unfinished_at_their_deadline_expire() -> None:
-    clock = _Clock()
+    clock = ManualTimers()
     deadlines = _deadlines(clock, 10.0)
     first, second, third = (_Connection(name, clock=clock) for name in ("a", "b", "c"))
     for at, connection in ((0.0, first), (1.0, second), (2.0, third)):
@@ -91,7 +50,7 @@ def test_only_requests_still_unfinished_at_their_deadline_expire() -> None:
 
 
 def test_close_stops_the_timer_and_tells_no_one() -> None:
-    clock = _Clock()
+    clock = ManualTimers()
     deadlines = _deadlines(clock, 1.0)
     connection = _Connection("a", clock=clock)
     deadlines.watch(connection)
@@ -102,7 +61,7 @@ def test_close_stops_the_timer_and_tells_no_one() -> None:
 
 
 def test_a_connection_accepted_after_the_timer_fired_gets_its_own_turn() -> None:
-    clock = _Clock()
+    clock = ManualTimers()
     deadlines = _deadlines(clock, 1.0)
     early, late = _Connection("early", clock=clock), _Connection("late", clock=clock)
     deadlines.watch(early)
@@ -131,7 +90,7 @@ def test_each_watched_connection_expires_once_at_its_deadline(
     """A model: a connection watched and not forgotten expires exactly once, when the clock
     reaches its deadline (a millisecond early at most); a forgotten one does not; at most one
     timer is ever pending."""
-    clock = _Clock()
+    clock = ManualTimers()
     deadlines = _deadlines(clock, deadline_s)
     connections = [_Connection(str(n), clock=clock) for n in range(10)]
     due: dict[int, float] = {}  # the model: what is watched, and until when
