@@ -12,7 +12,7 @@ import pytest
 from daemon.core.executor import CANCEL_ALREADY_REQUESTED, CANCEL_REQUESTED, Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue, RunRequest
-from daemon.core.tasks import RunContext
+from daemon.core.tasks import Handler, RunContext
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
 from tests.unit.core.executing import (
     Recorder,
@@ -114,14 +114,23 @@ async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
     assert executor.idle
 
 
-async def test_a_cancel_the_handler_swallowed_is_not_left_for_the_next_run() -> None:
-    entered = asyncio.Event()
+def _swallowing(entered: asyncio.Event, output: dict[str, Any]) -> Handler:
+    """A handler that sets ``entered`` as it starts to wait, swallows the cancel of its wait
+    and returns ``output``."""
 
     async def swallow(_run: RunContext) -> dict[str, Any] | None:
         entered.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
-        return {"swallowed": True}
+        return output
+
+    return swallow
+
+
+async def test_a_cancel_the_handler_swallowed_is_not_left_for_the_next_run() -> None:
+    entered = asyncio.Event()
+
+    swallow = _swallowing(entered, {"swallowed": True})
 
     tasks = (handler_task("swallow", swallow), handler_task("waits", waits_a_moment))
     async with executing(*tasks) as (queue, executor):
@@ -204,11 +213,7 @@ async def test_a_cancel_during_a_handlers_clean_up_after_its_timeout_waits_for_i
 async def test_the_owners_cancel_ends_the_executor_though_the_handler_swallowed_it() -> None:
     entered = asyncio.Event()
 
-    async def swallows(_run: RunContext) -> dict[str, Any] | None:
-        entered.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.Event().wait()
-        return {"finished": True}
+    swallows = _swallowing(entered, {"finished": True})
 
     queue = RunQueue(capacity=4)
     executor = Executor(

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from daemon.pg.missed import Occurrences, latest_missed
 from daemon.pg.plan import plan_claim, schedule_for
-from daemon.pg.store.base import DueJob
+from tests.unit.pg.conftest import due_job
 
 T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -99,22 +99,8 @@ def test_sixty_rows_ten_years_behind_take_a_bounded_number_of_steps() -> None:
 
 def test_the_planner_runs_a_row_ten_years_behind_once_at_its_latest_occurrence() -> None:
     now = datetime(2036, 6, 1, 12, 0, 30, tzinfo=UTC)
-    job = DueJob(
-        id=1,
-        name="j",
-        task="default",
-        payload={},
-        schedule="cron * * * * *",
-        tz="UTC",
-        next_run_at=now - timedelta(days=3653),
-        scheduled_for=None,
-        attempt=0,
-        max_attempts=None,
-        misfire="coalesce",
-        depends_on=(),
-        needs_schedule=False,
-        lease_owner=None,
-        current_run_id=None,
+    job = due_job(
+        schedule="cron * * * * *", next_run_at=now - timedelta(days=3653), misfire="coalesce"
     )
     plan = plan_claim(job, now, default_max_attempts=3, misfire_grace_s=60.0)
     assert (plan.run, plan.scheduled_for, plan.attempt) == (True, now.replace(second=0), 1)

@@ -15,30 +15,7 @@ from daemon.pg.plan import (
 from daemon.pg.store.base import Claimed, DueJob
 from daemon.pg.store.memory import MemoryStore
 from tests.support.pgfakes import running
-
-T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
-
-
-def due_job(**kw: object) -> DueJob:
-    base: dict[str, object] = {
-        "id": 1,
-        "name": "j",
-        "task": "default",
-        "payload": {},
-        "schedule": "every 1m",
-        "tz": "UTC",
-        "next_run_at": T0,
-        "scheduled_for": None,
-        "attempt": 0,
-        "max_attempts": None,
-        "misfire": "coalesce",
-        "depends_on": (),
-        "needs_schedule": False,
-        "lease_owner": None,
-        "current_run_id": None,
-    }
-    base.update(kw)
-    return DueJob(**base)  # type: ignore[arg-type]
+from tests.unit.pg.conftest import T0, due_job
 
 
 def plan(job: DueJob, now: datetime = T0 + timedelta(seconds=1)):  # type: ignore[no-untyped-def]

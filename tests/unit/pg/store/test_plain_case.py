@@ -11,27 +11,11 @@ import pytest
 from daemon.pg.plan import plan_claim
 from daemon.pg.store.base import DueJob
 from daemon.pg.store.plain_case import PLAIN_CASE, AnyOf, Condition, is_plain
+from tests.unit.pg.conftest import T0, due_job
 
-T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=30)
 GRACE_S = 60.0
-FRESH = DueJob(
-    id=1,
-    name="j",
-    task="default",
-    payload={},
-    schedule="every 1h",
-    tz="UTC",
-    next_run_at=T0,
-    scheduled_for=None,
-    attempt=0,
-    max_attempts=None,
-    misfire="skip",
-    depends_on=(),
-    needs_schedule=False,
-    lease_owner=None,
-    current_run_id=None,
-)
+FRESH = due_job(schedule="every 1h", misfire="skip")
 
 
 def _plain(job: DueJob, following: datetime = T0 + timedelta(hours=1)) -> bool:
