@@ -7,13 +7,13 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from daemon.core.runqueue import RunRequest
-from daemon.core.tasks import RunContext, Task
+from daemon.core.tasks import Task
 from daemon.wire.protocol import ControlRequest
 from daemon.wire.reasons import REASON_USER_CANCEL
 from tests.unit.broker.conftest import DEFAULT, MakeSettings, broker_of
+from tests.unit.core.executing import waits_forever
 
 
 def _op(op: str, run_id: str = "") -> ControlRequest:
@@ -92,10 +92,7 @@ async def test_cancel_and_health_of_a_running_run(
 ) -> None:
     entered = asyncio.Event()
 
-    async def forever(_run: RunContext) -> dict[str, Any] | None:
-        entered.set()
-        await asyncio.Event().wait()
-        return None
+    forever = waits_forever(entered)
 
     stuck = Task(name="stuck", handler=forever, handler_ref="tests:forever", timeout_s=5.0)
     broker = broker_of(make_settings(SOCKET=str(short_dir / "rb.sock"), GRACE="1s"), stuck)

@@ -89,3 +89,15 @@ async def waits_a_moment(_run: RunContext) -> dict[str, Any] | None:
     """A handler that waits on the loop once before it returns."""
     await asyncio.sleep(0.01)
     return {"waited": True}
+
+
+def waits_forever(entered: asyncio.Event | None = None) -> Handler:
+    """A handler that sets ``entered``, if given, and waits until its run is cancelled."""
+
+    async def forever(_run: RunContext) -> dict[str, Any] | None:
+        if entered is not None:
+            entered.set()
+        await asyncio.Event().wait()
+        return None
+
+    return forever

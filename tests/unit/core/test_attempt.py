@@ -14,13 +14,18 @@ from daemon.core.executor import CANCEL_REQUESTED
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import RunContext
 from daemon.wire.reasons import REASON_SHUTDOWN_CANCEL, REASON_USER_CANCEL
-from tests.unit.core.executing import Recorder, executing, handler_task, result_of, sh_task
+from tests.unit.core.executing import (
+    Recorder,
+    executing,
+    handler_task,
+    result_of,
+    sh_task,
+    waits_forever,
+)
 
 
 async def test_timeout_of_a_handler_and_of_a_command() -> None:
-    async def forever(_run: RunContext) -> dict[str, Any] | None:
-        await asyncio.Event().wait()
-        return None
+    forever = waits_forever()
 
     tasks = (
         handler_task("stuck", forever, timeout_s=0.1),

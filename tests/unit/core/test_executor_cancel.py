@@ -22,6 +22,7 @@ from tests.unit.core.executing import (
     result_of,
     sh_task,
     waits_a_moment,
+    waits_forever,
 )
 
 
@@ -54,10 +55,7 @@ async def test_cancelling_a_handler_that_ignores_it_says_so_and_the_run_goes_on(
 async def test_cancel_current_gives_cancelled_by_request() -> None:
     entered = asyncio.Event()
 
-    async def forever(_run: RunContext) -> dict[str, Any] | None:
-        entered.set()
-        await asyncio.Event().wait()
-        return None
+    forever = waits_forever(entered)
 
     async with executing(handler_task("wait", forever)) as (queue, executor):
         run = queue.submit(RunRequest(task="wait"))
@@ -74,9 +72,7 @@ async def test_cancel_right_after_started_keeps_the_executor_alive(kind: str) ->
     """The ``started`` listener runs before the attempt's first step: a cancel from there
     must still give ``cancelled by request`` and leave the executor serving."""
 
-    async def forever(_run: RunContext) -> dict[str, Any] | None:
-        await asyncio.Event().wait()
-        return None
+    forever = waits_forever()
 
     target = handler_task("wait", forever) if kind == "handler" else sh_task("wait", "sleep 60")
     async with executing(target, sh_task("next", "true")) as (queue, executor):
@@ -93,10 +89,7 @@ async def test_cancel_right_after_started_keeps_the_executor_alive(kind: str) ->
 async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
     started = asyncio.Event()
 
-    async def forever(_run: RunContext) -> dict[str, Any] | None:
-        started.set()
-        await asyncio.Event().wait()
-        return None
+    forever = waits_forever(started)
 
     queue = RunQueue(capacity=1)
     executor = Executor(
