@@ -86,6 +86,17 @@ async def test_cancel_right_after_started_keeps_the_executor_alive(kind: str) ->
         assert (await result_of(following)).ok
 
 
+async def _cancelled_by_its_owner(executor: Executor, once: asyncio.Event) -> None:
+    """Run ``executor`` until ``once`` is set, then cancel its task as its owner does: the
+    cancel reaches the owner."""
+    consumer = asyncio.create_task(executor.run_forever())
+    async with asyncio.timeout(10):
+        await once.wait()
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
+
+
 async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
     started = asyncio.Event()
 
@@ -95,13 +106,8 @@ async def test_cancelling_the_executor_still_gives_the_run_a_result() -> None:
     executor = Executor(
         queue, registry_of(handler_task("wait", forever)), ChildSupervisor(), default_grace_s=1.0
     )
-    consumer = asyncio.create_task(executor.run_forever())
     run = queue.submit(RunRequest(task="wait"))
-    async with asyncio.timeout(10):
-        await started.wait()
-        consumer.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await consumer
+    await _cancelled_by_its_owner(executor, once=started)
     assert run.result is not None
     assert run.result.reason == REASON_SHUTDOWN_CANCEL
     assert executor.idle
@@ -215,14 +221,9 @@ async def test_the_owners_cancel_ends_the_executor_though_the_handler_swallowed_
         ChildSupervisor(),
         default_grace_s=1.0,
     )
-    consumer = asyncio.create_task(executor.run_forever())
     run = queue.submit(RunRequest(task="swallows"))
     waiting = queue.submit(RunRequest(task="swallows"))
-    async with asyncio.timeout(10):
-        await entered.wait()
-        consumer.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await consumer
+    await _cancelled_by_its_owner(executor, once=entered)
     assert run.result is not None
     assert run.result.output == {"finished": True}
     assert waiting.result is None  # not started: the caller's shutdown decides its result
