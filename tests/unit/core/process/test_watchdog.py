@@ -18,11 +18,14 @@ from daemon.core.process.watchdog import Watchdog
 from tests.support.eventually import eventually_async
 from tests.unit.conftest import wait_readable
 
+Groups = list[subprocess.Popen[bytes]]
+Logs = list[MutableMapping[str, Any]]
+
 
 @pytest.fixture
-def groups() -> Iterator[list[subprocess.Popen[bytes]]]:
+def groups() -> Iterator[Groups]:
     """Jobs in process groups of their own, as the supervisor starts them."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: Groups = []
     try:
         yield started
     finally:
@@ -32,7 +35,7 @@ def groups() -> Iterator[list[subprocess.Popen[bytes]]]:
             job.wait()
 
 
-def _start(groups: list[subprocess.Popen[bytes]]) -> tuple[int, int]:
+def _start(groups: Groups) -> tuple[int, int]:
     """A TERM-ignoring job in a group of its own: its pid (and group id), and a pidfd."""
     job = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 60"], start_new_session=True)
     groups.append(job)
@@ -50,9 +53,7 @@ async def watchdog() -> AsyncIterator[Watchdog]:
 
 
 async def test_a_group_is_killed_when_its_deadline_passes_without_renewal(
-    watchdog: Watchdog,
-    groups: list[subprocess.Popen[bytes]],
-    logs: list[MutableMapping[str, Any]],
+    watchdog: Watchdog, groups: Groups, logs: Logs
 ) -> None:
     renewed_pid, renewed_fd = _start(groups)
     overdue_pid, overdue_fd = _start(groups)
@@ -75,9 +76,7 @@ async def test_a_group_is_killed_when_its_deadline_passes_without_renewal(
     os.close(overdue_fd)
 
 
-async def test_a_forgotten_deadline_kills_nothing(
-    watchdog: Watchdog, groups: list[subprocess.Popen[bytes]]
-) -> None:
+async def test_a_forgotten_deadline_kills_nothing(watchdog: Watchdog, groups: Groups) -> None:
     kept_pid, kept_fd = _start(groups)
     clock_pid, clock_fd = _start(groups)
     watchdog.watch(kept_pid, "r-recorded")
@@ -91,9 +90,7 @@ async def test_a_forgotten_deadline_kills_nothing(
     os.close(clock_fd)
 
 
-async def test_every_group_it_knows_is_killed_when_the_daemon_ends(
-    groups: list[subprocess.Popen[bytes]],
-) -> None:
+async def test_every_group_it_knows_is_killed_when_the_daemon_ends(groups: Groups) -> None:
     dog = Watchdog()
     dog.start(asyncio.get_running_loop())
     pids_fds = [_start(groups) for _ in range(2)]
@@ -107,9 +104,7 @@ async def test_every_group_it_knows_is_killed_when_the_daemon_ends(
 
 
 async def test_a_dead_watchdog_is_started_again_and_told_everything(
-    watchdog: Watchdog,
-    groups: list[subprocess.Popen[bytes]],
-    logs: list[MutableMapping[str, Any]],
+    watchdog: Watchdog, groups: Groups, logs: Logs
 ) -> None:
     pid, fd = _start(groups)
     watchdog.watch(pid, "r-1")
