@@ -57,9 +57,10 @@ class Broker:
         default_command: tuple[str, ...] = (),
         job_dir: str | None = None,
     ) -> None:
-        """``tasks`` is the one registry every part shares (a reload swaps its contents);
-        ``default_command`` the command line's task ``default``, kept across reloads;
-        ``job_dir`` where commands start (None: the daemon's own directory)."""
+        """``tasks`` is the one registry every part shares, whose contents a reload swaps.
+
+        ``default_command`` is the command line's task ``default``, kept across reloads.
+        ``job_dir`` is where commands start (None: the daemon's own directory)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
@@ -133,7 +134,7 @@ class Broker:
         return cancel_run(self.queue, self.executor, request.id)
 
     async def serve(self) -> int:
-        """Run until a signal; returns the process exit code."""
+        """Run until a signal, and return the process's exit code."""
         for warning in self.interval_warnings:
             log.warning("settings.interval", warning=warning)
         if self.metrics_server is not None:  # first: a bad address is a setting's fault
@@ -230,8 +231,10 @@ async def run_broker(
     default_command: tuple[str, ...] = (),
     job_dir: str | None = None,
 ) -> int:
-    """Serve until a stop signal. ``early_signals``: those that came during start-up;
-    ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
+    """Serve until a stop signal, and return the exit code.
+
+    ``early_signals`` are those that came during start-up. ``reaper_mode`` is what
+    ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for signum in early_signals:

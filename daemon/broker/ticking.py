@@ -10,13 +10,14 @@ from daemon.core.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
 
-MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule), clamped
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about their intervals. Every interval is held to
-    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
-    (``redact``: the environment can carry secrets, and a typo may be one)."""
+    """The ticker's plans and the warnings about their intervals.
+
+    Every interval is held to [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]. Warnings name the
+    setting, never its value, because the environment can carry secrets."""
     plans: list[TickPlan] = []
     warnings: list[str] = []
     default = tasks.get("default")

@@ -1,25 +1,11 @@
-"""The in-process ticker: interval and schedule triggers for the container's own tasks.
+"""The in-process ticker: interval and schedule ticks for the container's own tasks.
 
-``default`` ticks at the global ``RUNBROKER_INTERVAL``; a task with its own ``interval`` or
-``schedule`` in the tasks file ticks regardless. An interval plan keeps a grid: tick ``k`` is
-planned at ``start + k * interval`` on the monotonic clock, and fires at that planned time moved by
-``interval * uniform(-jitter, +jitter)``. Each wait is computed from the plan, never from when the
-previous tick fired, so the loop's own latency does not add up (a day of ticks ends where the clock
-says). A tick that fires late past later slots (a blocked loop, a suspended host) coalesces them:
-the next tick is the first slot still ahead, never a burst to catch up. Schedules fire at their
-exact times. A tick whose previous run of the same task is still queued or running is skipped and
-logged, never piled up, unless the task's ``on_busy`` says otherwise. At shutdown the ticker is
-the first part stopped (its task is cancelled).
-
-Every slot is settled in the slot record (``daemon.core.slots``, through ``tick_slots``): the
-tick that fires stands for the latest slot that has passed, and the slots it covers are settled
-with it, so each planned time gets one outcome however late the loop woke.
-
-A reload hands the ticker new plans (``replace_plans``): a plan whose task, interval or schedule
-text and zone are unchanged keeps its running loop, so its next fire time (no double fire, no
-skip); a plan that is gone stops; a new or changed one starts on its interval or schedule, but
-without the start-up fire (``fire_on_start``, ``once``: what ``RUNBROKER_FIRE_ON_START`` and
-``INTERVAL=0`` ask for happens at start-up only; at a reload it would look like a double fire).
+An interval's tick ``k`` is planned at ``start + k * interval`` on the monotonic clock, never
+from when the last one fired, so the loop's latency does not add up and late slots coalesce
+into one tick. A tick whose task still has a run queued or running is skipped, never piled up,
+unless the task's ``on_busy`` says otherwise. Every planned time is settled once in the slot
+record (``tick_slots``): a late tick stands for the latest slot that passed and settles the
+ones it covers, and one past its task's ``start_deadline`` is missed.
 """
 
 from __future__ import annotations

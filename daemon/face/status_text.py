@@ -1,7 +1,7 @@
-"""``runbroker status`` for people: the JSON answer (``daemon/observe/status.py``) as a short
-report of aligned tables. Times are UTC, each with how long ago (or how soon) it is; durations are
-rounded to what a person reads (``2h03m``, ``4.2s``, ``12ms``). Fields this version does not
-know (a newer daemon's) are shown as they are rather than dropped.
+"""``runbroker status`` for people: the JSON answer as a short report of aligned tables.
+
+Fields this version does not know (a newer daemon's) are shown as they are rather than
+dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from daemon.core.subreaper import MODE_TEXT
 
 # The fields of the runner's answer (PgRunner.status, the source: a test keeps them in step) that
-# _database_lines renders; any other is shown as it is.
+# _database_lines renders. Any other is shown as it is.
 _DATABASE_KNOWN = frozenset(
     {
         "up",
@@ -73,7 +73,7 @@ def human_time(iso: str | None, now: float) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart, indented by two; the last column is not padded."""
+    """Left-aligned columns two spaces apart, indented by two, the last column not padded."""
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = []
     for row in [headers, *rows]:

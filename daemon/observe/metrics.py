@@ -1,9 +1,7 @@
 """Prometheus metrics, served on ``/metrics`` when ``RUNBROKER_METRICS_ADDR`` is set.
 
-Run counters and durations are recorded when a run finishes, slot counters when a slot is
-settled (the slot record's listener: ticks only); queue depth, rejections and the
-database runner's figures are read from their owners at scrape time, so no hot path pays for
-them. The HTTP endpoint that serves them is ``daemon.observe.metrics_http``.
+What changes on every run is recorded when a run finishes, a slot's count when it is settled
+(ticks only), and the rest is read from its owner at scrape time, so that no hot path pays.
 """
 
 from __future__ import annotations
@@ -26,13 +24,39 @@ from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
 # failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it. The triggers
-# are runqueue.Trigger's (the source; a test keeps them in step) but "once", which never runs in
-# the daemon.
+# are runqueue.Trigger's (a test keeps them in step) but "once", which never runs in the daemon.
 TRIGGERS = ("external", "tick", "schedule")
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
 FAILED_OUTCOMES = frozenset({"failed", "timed_out"})
 RELOAD_OUTCOMES = ("succeeded", "refused")  # of a reload of the tasks file
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float("inf"))
+# The Postgres runner's figures (``metrics_snapshot``), each as a series: zero when it has none.
+DB_FIGURES: tuple[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str, str], ...] = (
+    (
+        GaugeMetricFamily,
+        "runbroker_db_up",
+        "1 when the database answers, 0 when not (or not configured).",
+        "db_up",
+    ),
+    (
+        CounterMetricFamily,
+        "runbroker_claims",
+        "Database job occurrences claimed by this replica.",
+        "claims_total",
+    ),
+    (
+        CounterMetricFamily,
+        "runbroker_lease_reclaims",
+        "Expired leases of dead replicas reclaimed by this replica.",
+        "lease_reclaims_total",
+    ),
+    (
+        GaugeMetricFamily,
+        "runbroker_schedule_lag_seconds",
+        "How late the last due database job started, in seconds.",
+        "schedule_lag_seconds",
+    ),
+)
 
 
 def outcome_of(run: Run) -> str:
@@ -108,26 +132,8 @@ class _LiveCollector(Collector):
             "1 when a database is configured (RUNBROKER_DATABASE_URL), else 0.",
             value=0 if runner is None else 1,
         )
-        yield GaugeMetricFamily(
-            "runbroker_db_up",
-            "1 when the database answers, 0 when not (or not configured).",
-            value=figures.get("db_up", 0.0),
-        )
-        yield CounterMetricFamily(
-            "runbroker_claims",
-            "Database job occurrences claimed by this replica.",
-            value=figures.get("claims_total", 0.0),
-        )
-        yield CounterMetricFamily(
-            "runbroker_lease_reclaims",
-            "Expired leases of dead replicas reclaimed by this replica.",
-            value=figures.get("lease_reclaims_total", 0.0),
-        )
-        yield GaugeMetricFamily(
-            "runbroker_schedule_lag_seconds",
-            "How late the last due database job started, in seconds.",
-            value=figures.get("schedule_lag_seconds", 0.0),
-        )
+        for family, name, documentation, figure in DB_FIGURES:
+            yield family(name, documentation, value=figures.get(figure, 0.0))
 
 
 class Metrics:

@@ -1,12 +1,8 @@
 """The owner-only unix socket server: binds the socket, accepts connections, and writes every
-connection's lines of one loop iteration together.
+connection's lines of one loop turn together.
 
-Each connection is a plain ``asyncio.Protocol`` (``Connection``: no StreamReader/StreamWriter
-pair, no task per connection), with its own buffer, so a slow or vanished client never blocks
-the executor or other clients. Memory is bounded per client (a request at most 8 MiB; output
-waiting for a slow reader at most ``BUFFERED_BYTES_MAX``) and across clients (unfinished
-requests together at most ``UNFINISHED_BYTES_MAX``; the connection that would pass it is
-refused), and so are the connections held at once (``limits``). Payloads are never logged.
+Each connection is a plain ``asyncio.Protocol`` with its own bounded buffer, so a slow or
+vanished client never blocks the executor or other clients.
 """
 
 from __future__ import annotations

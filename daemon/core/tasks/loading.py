@@ -190,8 +190,9 @@ def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
 def tasks_from_bytes(
     data: bytes | None, source: str, default_command: tuple[str, ...]
 ) -> dict[str, Task]:
-    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command;
-    ``TaskConfigError`` naming ``source`` (and the line, for TOML syntax) at the first mistake."""
+    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command.
+
+    ``TaskConfigError`` names ``source`` (and the line, for TOML syntax) at the first mistake."""
     tasks: dict[str, Task] = {}
     if data is not None:
         try:
