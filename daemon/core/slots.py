@@ -44,7 +44,7 @@ OUTCOMES = (RAN, SKIPPED, COALESCED, MISSED, CAUGHT_UP)
 RUN_OUTCOMES = frozenset({RAN, CAUGHT_UP})  # settled from a run's result (``follow``)
 
 KEPT_PER_TASK = 20  # what ``status`` shows of each task
-TASKS_MAX = 1024  # the tasks whose slots are kept: past it, the longest quiet one is forgotten
+TASKS_MAX = 512  # the tasks whose slots are kept: past it, the longest quiet one is forgotten
 
 SlotListener = Callable[["Slot"], None]
 
