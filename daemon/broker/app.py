@@ -23,8 +23,10 @@ from daemon.broker.shutdown import shutdown
 from daemon.broker.signals import Signals, report_signals, signal_name
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Run
+from daemon.core.slots import SlotRecord
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
@@ -68,6 +70,8 @@ class Broker:
         )
         engine = Engine.for_daemon(settings, tasks, self.journal, job_dir)
         self.queue, self.children, self.executor = engine.queue, engine.children, engine.executor
+        busy = BusyPolicy(self.queue, self.executor.cancel_current)
+        self.slots = SlotRecord()
         self.server = SocketServer(
             settings.socket,
             self.queue,
@@ -76,9 +80,10 @@ class Broker:
             request_deadline_s=settings.request_timeout_s,
             journal=self.journal,
             max_connections=settings.max_connections,
+            busy=busy,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
-        self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
+        self.ticker = Ticker(self.queue, plans, jitter=settings.jitter, slots=self.slots, busy=busy)
         self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.journal.recent = self.recent  # what `logs` says of runs without lines
@@ -97,6 +102,7 @@ class Broker:
                 plans=lambda: self.ticker.plans,
             )
             self.queue.on_finish(metrics.run_finished)
+            self.slots.listeners.append(metrics.slot_settled)
             self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
             self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(

@@ -34,14 +34,25 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         if decision.mode == "builtin":
             plans.append(
                 TickPlan(
-                    "default", interval_s=decision.interval_s, fire_on_start=settings.fire_on_start
+                    "default",
+                    interval_s=decision.interval_s,
+                    fire_on_start=settings.fire_on_start,
+                    on_busy=default.on_busy,
+                    start_deadline_s=default.start_deadline_s,
                 )
             )
         elif decision.mode == "once":
             plans.append(TickPlan("default", once=True))
     for task in tasks.tasks.values():
         if task.schedule is not None:
-            plans.append(TickPlan(task.name, schedule=task.schedule))
+            plans.append(
+                TickPlan(
+                    task.name,
+                    schedule=task.schedule,
+                    on_busy=task.on_busy,
+                    start_deadline_s=task.start_deadline_s,
+                )
+            )
         elif task.interval_s is not None:
             own = clamp_interval(
                 task.interval_s,
@@ -51,6 +62,12 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
             )
             warnings.extend(own.warnings)
             plans.append(
-                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
+                TickPlan(
+                    task.name,
+                    interval_s=own.interval_s,
+                    fire_on_start=settings.fire_on_start,
+                    on_busy=task.on_busy,
+                    start_deadline_s=task.start_deadline_s,
+                )
             )
     return plans, warnings

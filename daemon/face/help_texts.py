@@ -16,6 +16,7 @@ exit codes:
   0    the run succeeded
   1    the run failed or was cancelled
   2    usage error, or a request the daemon refuses (unknown task, args or env not allowed)
+  3    skipped: the task has a run queued or running and its on_busy is "skip"
   69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
   75   rejected: the run queue is full, the daemon is busy or shutting down; retry later
   124  --timeout passed: gave up waiting; the run goes on

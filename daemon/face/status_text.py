@@ -184,6 +184,41 @@ def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
+SLOTS_SHOWN = 5  # of each task's last slots (``--json`` has all the daemon keeps)
+_OUTCOME_WORDS = {"caught_up": "caught up"}
+
+
+def _slot_lines(slots: list[dict[str, Any]], now: float) -> list[str]:
+    """Each task's last slots (what became of each planned time) and its counts."""
+    lines = [f"slots (the last {SLOTS_SHOWN} of each task):"]
+    rows = []
+    totals = []
+    for task_slots in slots:
+        task = str(task_slots.get("task", "?"))
+        for entry in (task_slots.get("last") or [])[-SLOTS_SHOWN:]:
+            outcome = str(entry.get("outcome", "?"))
+            count = entry.get("count") or 1
+            shown = _OUTCOME_WORDS.get(outcome, outcome) + (f" x{count}" if count > 1 else "")
+            detail = [str(entry.get(key)) for key in ("result", "reason", "note") if entry.get(key)]
+            rows.append(
+                [
+                    task,
+                    human_time(entry.get("planned_at"), now),
+                    shown.upper() if outcome == "missed" else shown,
+                    str(entry.get("run_id") or "-"),
+                    "; ".join(detail),
+                ]
+            )
+        counted = task_slots.get("totals") or {}
+        said = ", ".join(
+            f"{number} {_OUTCOME_WORDS.get(outcome, outcome)}"
+            for outcome, number in counted.items()
+        )
+        totals.append(f"  {task}: {said}")
+    lines.extend(_table(["TASK", "PLANNED", "OUTCOME", "RUN", "DETAIL"], rows))
+    return lines + totals
+
+
 def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     uptime_s = float(answer.get("uptime_s") or 0)
@@ -232,6 +267,9 @@ def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
             for tick in ticks
         ]
         lines.extend(_table(["TASK", "SCHEDULE", "NEXT", "LAST"], rows))
+    slots = answer.get("slots")  # an older daemon does not say
+    if slots:
+        lines.extend(_slot_lines(slots, now))
     recent = answer.get("recent") or []
     if recent:
         lines.append("recent:")

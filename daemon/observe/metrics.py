@@ -1,7 +1,7 @@
 """Prometheus metrics, served on ``/metrics`` when ``RUNBROKER_METRICS_ADDR`` is set.
 
-What changes on every run is recorded when a run finishes, and the rest is read from its owner
-at scrape time, so that no hot path pays for it.
+What changes on every run is recorded when a run finishes, a slot's count when it is settled
+(ticks only), and the rest is read from its owner at scrape time, so that no hot path pays.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from daemon.core.runqueue import Run, RunQueue
+from daemon.core.slots import OUTCOMES as SLOT_OUTCOMES
+from daemon.core.slots import Slot
 from daemon.core.ticker import TickPlan
 from daemon.observe.sources import RunnerFigures
 from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
@@ -184,6 +186,13 @@ class Metrics:
             registry=self.registry,
         )
         self.reload_ok.set(1)
+        self.slots = Counter(
+            "runbroker_slots",
+            "Scheduled slots of the ticking tasks, by task and outcome (ran, skipped, coalesced,"
+            " missed, caught_up): each planned time counted once.",
+            ["task", "outcome"],
+            registry=self.registry,
+        )
         self.registry.register(_LiveCollector(queue, database, plans))
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
@@ -199,6 +208,8 @@ class Metrics:
             self.duration.labels(task)
             self.last_success.labels(task)
             self.last_failure.labels(task)
+            for outcome in SLOT_OUTCOMES:
+                self.slots.labels(task, outcome)
 
     def run_finished(self, run: Run) -> None:
         outcome = outcome_of(run)
@@ -210,6 +221,10 @@ class Metrics:
             self.last_success.labels(task).set(time.time())
         elif outcome in FAILED_OUTCOMES:
             self.last_failure.labels(task).set(time.time())
+
+    def slot_settled(self, slot: Slot) -> None:
+        """A slot record's listener: one more slot (``count`` more) of its outcome."""
+        self.slots.labels(slot.task, slot.outcome).inc(slot.count)
 
     def reload_done(self, ok: bool) -> None:
         self.reloads.labels("succeeded" if ok else "refused").inc()

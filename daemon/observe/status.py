@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from daemon.core.runqueue import Run
+from daemon.core.slots import Slot, SlotRecord
 from daemon.core.ticker import TickPlan
 from daemon.schedules.every import every_text
 from daemon.wire import control_answers as answers
@@ -20,7 +21,9 @@ from daemon.wire.control_shapes import (
     HealthAnswer,
     RecentRun,
     RunSummary,
+    SlotEntry,
     StatusAnswer,
+    TaskSlots,
     TickSummary,
 )
 
@@ -86,6 +89,31 @@ def _tick_summary(plan: TickPlan) -> TickSummary:
     }
 
 
+def _slot_entry(slot: Slot) -> SlotEntry:
+    return {
+        "planned_at": _iso(slot.planned_at) or "",
+        "outcome": slot.outcome,
+        "count": slot.count,
+        "run_id": slot.run_id or None,
+        "result": slot.result or None,
+        "reason": slot.reason or None,
+        "note": slot.note or None,
+        "settled_at": _iso(slot.settled_at) or "",
+    }
+
+
+def slot_summaries(record: SlotRecord) -> list[TaskSlots]:
+    """Each task's last settled slots and its counts by outcome, by task name."""
+    return [
+        {
+            "task": task,
+            "totals": record.totals(task),
+            "last": [_slot_entry(slot) for slot in record.last(task)],
+        }
+        for task in record.tasks()
+    ]
+
+
 def status_answer(broker: BrokerState) -> StatusAnswer:
     stats = broker.queue.statistics()
     current = broker.queue.current
@@ -115,6 +143,7 @@ def status_answer(broker: BrokerState) -> StatusAnswer:
         ],
         "recent": [_result_summary(run) for run in broker.recent],
         "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
+        "slots": slot_summaries(broker.ticker.slots),
         "reload": broker.reloader.status(),
         "journal": broker.journal.figures(),
         "database": database,

@@ -12,6 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
@@ -42,9 +43,13 @@ class SocketServer:
         unfinished_bytes_max: int = UNFINISHED_BYTES_MAX,
         journal: Journal | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        busy: BusyPolicy | None = None,
     ) -> None:
         self.path = path
         self.queue = queue
+        # A trigger of a task with an ``on_busy``; without an executor to cancel (a test's
+        # server), a replaced running run goes on.
+        self.busy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.tasks = tasks
         self.journal = Journal() if journal is None else journal  # what `logs` reads
         self.segments = SegmentCache()  # what `logs` readers send, encoded once for them all

@@ -15,6 +15,7 @@ from daemon.exits import EXIT_FAILED as EXIT_FAILED
 from daemon.exits import EXIT_GAVE_UP as EXIT_GAVE_UP
 from daemon.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from daemon.exits import EXIT_OK as EXIT_OK
+from daemon.exits import EXIT_SKIPPED as EXIT_SKIPPED
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
@@ -34,7 +35,7 @@ from daemon.wire.protocol import (
     ControlRequest,
     SubmitRequest,
 )
-from daemon.wire.reasons import refused_user, worth_a_retry
+from daemon.wire.reasons import CODE_SKIPPED, refused_user, worth_a_retry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,13 +46,16 @@ def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
     """The exit code of a ``done`` event and how to say it.
 
     A ``done`` before ``queued`` is the daemon refusing the request: worth a retry (75) for a
-    full queue or a shutdown, a usage error (2) for a request it would never run. The event's
-    ``code`` tells which, or its reason's text from a daemon older than the code."""
+    full queue or a shutdown, skipped by its task's ``on_busy`` (3), a usage error (2) for a
+    request it would never run. The event's ``code`` tells which, or its reason's text from a
+    daemon older than the code."""
     reason = str(event.get("reason", "")) or "unknown reason"
     if event.get("ok"):
         return EXIT_OK, ""
     if worth_a_retry(event):
         return EXIT_TEMPFAIL, f"rejected: {reason}"
+    if not accepted and event.get("code") == CODE_SKIPPED:
+        return EXIT_SKIPPED, reason  # the task's busy policy: not a usage error, not a retry
     if not accepted and refused_user(event):
         # The peer check: as unusable for this user as a socket it cannot open (69).
         return EXIT_UNAVAILABLE, FORBIDDEN_TEXT

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from daemon.core.tasks.busy_keys import busy_keys
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
 from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
 from daemon.schedules import parse_schedule
@@ -72,11 +73,14 @@ _KEYS = {
     "interval",
     "schedule",
     "tz",
+    "on_busy",
+    "start_deadline",
 }
 
 
-def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
-    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake."""
+def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source: str = "") -> Task:
+    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake (with
+    the file's ``text`` and ``source``, a busy key's names its file and line)."""
     where = f"tasks.{name}"
     if not TASK_NAME.fullmatch(name):
         raise TaskConfigError(f"{where}: invalid task name")
@@ -132,6 +136,7 @@ def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
             raise TaskConfigError(f"{where}: set either 'interval' or 'schedule', not both")
     elif "tz" in table:
         raise TaskConfigError(f"{where}: 'tz' needs a 'schedule'")
+    on_busy, start_deadline_s = busy_keys(name, table, text, source)
     return Task(
         name=name,
         command=argv,
@@ -144,6 +149,8 @@ def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
         grace_s=durations.get("grace"),
         interval_s=durations.get("interval"),
         schedule=schedule,
+        on_busy=on_busy,
+        start_deadline_s=start_deadline_s,
     )
 
 
@@ -164,7 +171,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise TaskConfigError(f"{source}: tasks.{name} must be a table")
-        tasks[name] = task_from_table(name, table)
+        tasks[name] = task_from_table(name, table, text, source)
     return tasks
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.core.busy import OnBusy
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.schedules import Schedule
@@ -87,6 +88,8 @@ class Task:
     grace_s: float | None = None
     interval_s: float | None = None
     schedule: Schedule | None = None
+    on_busy: OnBusy | None = None  # None: a trigger queues, a tick is skipped
+    start_deadline_s: float | None = None  # a tick not started this long after its slot: missed
 
     def refusal(self, request: RunRequest) -> str | None:
         """Why this task refuses ``request``, or None when it may run."""

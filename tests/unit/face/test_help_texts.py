@@ -30,10 +30,12 @@ def test_trigger_help_explains_task_arg_env_and_the_exit_codes(
     assert "allow_args = true" in text
     assert "allow_env" in text
     section = text[text.index("exit codes:") :].split("\n\n")[0].splitlines()[1:]
-    assert [line.split()[0] for line in section] == ["0", "1", "2", "69", "75", "124", "130", "141"]
+    shown = [line.split()[0] for line in section]
+    assert shown == ["0", "1", "2", "3", "69", "75", "124", "130", "141"]
     codes = {value for name, value in vars(exits).items() if name.startswith("EXIT_")}
     assert [int(line.split()[0]) for line in section] == sorted(codes)  # each code of the contract
     assert "75   rejected" in text
+    assert '3    skipped: the task has a run queued or running and its on_busy is "skip"' in text
 
 
 def test_run_help_names_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
