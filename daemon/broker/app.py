@@ -10,27 +10,33 @@ import collections
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from daemon.broker.cancel import cancel_run
 from daemon.broker.engine import Engine
 from daemon.broker.gctune import tune_gc
+from daemon.broker.reload.dry_run import dry_run_answer
 from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
 from daemon.broker.shutdown import shutdown
 from daemon.broker.signals import Signals, report_signals, signal_name
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Run
 from daemon.core.slot_state import SlotState, StateDirRefused
+from daemon.core.slots import SlotRecord
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
 from daemon.log.logs import get_logger
 from daemon.observe import status
+from daemon.observe.upcoming import next_answer
 from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
+from daemon.wire.codec import parse_instant
 from daemon.wire.protocol import ControlRequest
 
 if TYPE_CHECKING:
@@ -52,9 +58,10 @@ class Broker:
         default_command: tuple[str, ...] = (),
         job_dir: str | None = None,
     ) -> None:
-        """``tasks`` is the one registry every part shares (a reload swaps its contents);
-        ``default_command`` the command line's task ``default``, kept across reloads;
-        ``job_dir`` where commands start (None: the daemon's own directory)."""
+        """``tasks`` is the one registry every part shares, whose contents a reload swaps.
+
+        ``default_command`` is the command line's task ``default``, kept across reloads.
+        ``job_dir`` is where commands start (None: the daemon's own directory)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
@@ -64,6 +71,8 @@ class Broker:
         )
         engine = Engine.for_daemon(settings, tasks, self.journal, job_dir)
         self.queue, self.children, self.executor = engine.queue, engine.children, engine.executor
+        busy = BusyPolicy(self.queue, self.executor.cancel_current)
+        self.slots = SlotRecord()
         self.server = SocketServer(
             settings.socket,
             self.queue,
@@ -72,10 +81,18 @@ class Broker:
             request_deadline_s=settings.request_timeout_s,
             journal=self.journal,
             max_connections=settings.max_connections,
+            busy=busy,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
         self.slot_state = None if settings.state_dir is None else SlotState(settings.state_dir)
-        self.ticker = Ticker(self.queue, plans, jitter=settings.jitter, state=self.slot_state)
+        self.ticker = Ticker(
+            self.queue,
+            plans,
+            jitter=settings.jitter,
+            slots=self.slots,
+            busy=busy,
+            state=self.slot_state,
+        )
         self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.journal.recent = self.recent  # what `logs` says of runs without lines
@@ -94,6 +111,7 @@ class Broker:
                 plans=lambda: self.ticker.plans,
             )
             self.queue.on_finish(metrics.run_finished)
+            self.slots.listeners.append(metrics.slot_settled)
             self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
             self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
@@ -109,11 +127,23 @@ class Broker:
         if request.op == "health":
             return status.health_answer(self)
         if request.op == "reload":
+            if request.dry_run:
+                return dry_run_answer(self.reloader, datetime.now(UTC))
             return self.reloader.answer()
+        if request.op == "next":
+            return next_answer(
+                self.ticker.plans,
+                self.tasks,
+                task=request.task,
+                count=request.count,
+                now=parse_instant(request.after) or datetime.now(UTC),
+                jitter=self.settings.jitter,
+                source="daemon",
+            )
         return cancel_run(self.queue, self.executor, request.id)
 
     async def serve(self) -> int:
-        """Run until a signal; returns the process exit code."""
+        """Run until a signal, and return the process's exit code."""
         for warning in self.interval_warnings:
             log.warning("settings.interval", warning=warning)
         if self.metrics_server is not None:  # first: a bad address is a setting's fault
@@ -232,8 +262,10 @@ async def run_broker(
     default_command: tuple[str, ...] = (),
     job_dir: str | None = None,
 ) -> int:
-    """Serve until a stop signal. ``early_signals``: those that came during start-up;
-    ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
+    """Serve until a stop signal, and return the exit code.
+
+    ``early_signals`` are those that came during start-up. ``reaper_mode`` is what
+    ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for signum in early_signals:

@@ -10,13 +10,14 @@ from daemon.core.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
 
-MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule), clamped
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about their intervals. Every interval is held to
-    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
-    (``redact``: the environment can carry secrets, and a typo may be one)."""
+    """The ticker's plans and the warnings about their intervals.
+
+    Every interval is held to [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]. Warnings name the
+    setting, never its value, because the environment can carry secrets."""
     plans: list[TickPlan] = []
     warnings: list[str] = []
     default = tasks.get("default")
@@ -33,7 +34,11 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         if decision.mode == "builtin":
             plans.append(
                 TickPlan(
-                    "default", interval_s=decision.interval_s, fire_on_start=settings.fire_on_start
+                    "default",
+                    interval_s=decision.interval_s,
+                    fire_on_start=settings.fire_on_start,
+                    on_busy=default.on_busy,
+                    start_deadline_s=default.start_deadline_s,
                 )
             )
         elif decision.mode == "once":
@@ -46,6 +51,8 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
                     schedule=task.schedule,
                     misfire=task.misfire,
                     catchup_window_s=task.catchup_window_s,
+                    on_busy=task.on_busy,
+                    start_deadline_s=task.start_deadline_s,
                 )
             )
         elif task.interval_s is not None:
@@ -63,6 +70,8 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
                     fire_on_start=settings.fire_on_start,
                     misfire=task.misfire,
                     catchup_window_s=task.catchup_window_s,
+                    on_busy=task.on_busy,
+                    start_deadline_s=task.start_deadline_s,
                 )
             )
     return plans, warnings

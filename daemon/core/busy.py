@@ -72,6 +72,7 @@ class BusyPolicy:
                 return Admitted(queue.submit(request, listener, watcher))
             if listener is not None:
                 _join(queued, listener, self.position(queued))
+            log.info("run.joined", run_id=queued.id, task=request.task, trigger=request.trigger)
             return Admitted(queued, joined=True)
         return Admitted(self._replace(request, listener, watcher))
 

@@ -1,8 +1,11 @@
 """The slot record: every scheduled slot of every ticking task gets exactly one outcome.
 
-API: ``SlotRecord(kept_per_task=20)``; ``record.open(task, planned_at, note="", count=1) -> Slot``;
-``record.settle(slot, outcome, run_id="", result="", reason="") -> bool``;
-``record.follow(slot, outcome=RAN, on_start=None) -> Watcher``; ``record.last(task)``,
+API: ``open(task, planned_at, note, count) -> Slot``, ``settle(slot, outcome, ...)``, ``follow``.
+
+In full: ``SlotRecord(kept_per_task=20)``; ``record.open(task, planned_at, note="", count=1)
+-> Slot``; ``record.settle(slot, outcome, run_id="", result="", reason="") -> bool`` (False:
+it had one); ``record.follow(slot, outcome=RAN, on_start=None) -> Watcher`` (the watcher of
+the slot's run, which settles it with the run's id and result); ``record.last(task)``,
 ``record.tasks()``, ``record.totals(task)``, ``record.open_slots``, ``record.listeners``.
 
 A slot is opened when a schedule says its task is due (``planned_at``, Unix seconds) and
@@ -41,7 +44,7 @@ OUTCOMES = (RAN, SKIPPED, COALESCED, MISSED, CAUGHT_UP)
 RUN_OUTCOMES = frozenset({RAN, CAUGHT_UP})  # settled from a run's result (``follow``)
 
 KEPT_PER_TASK = 20  # what ``status`` shows of each task
-TASKS_MAX = 1024  # the tasks whose slots are kept: past it, the longest quiet one is forgotten
+TASKS_MAX = 512  # the tasks whose slots are kept: past it, the longest quiet one is forgotten
 
 SlotListener = Callable[["Slot"], None]
 

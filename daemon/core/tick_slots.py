@@ -64,12 +64,14 @@ class TickSlots:
         planned_at: float,
         on_busy: OnBusy | None = None,
         start_deadline_s: float | None = None,
+        note: str = "",
         outcome: str = RAN,
     ) -> Slot:
-        """One tick of ``task`` planned at ``planned_at`` (Unix seconds): its slot, settled,
-        or left open for its run's result (``outcome``: ``caught_up`` for a restart's)."""
+        """One tick of ``task`` planned at ``planned_at`` (Unix seconds; ``note``: what the
+        schedule did to that time): its slot, settled, or left open for its run's result
+        (``outcome``: ``caught_up`` for the run a restart catches up with)."""
         record = self.record
-        slot = record.open(task, planned_at)
+        slot = record.open(task, planned_at, note)
         if start_deadline_s is not None:
             late_s = self._wall_s() - planned_at
             if late_s > start_deadline_s:
@@ -112,8 +114,12 @@ class TickSlots:
             await self._sleep(wait_s)
         if run.state != "queued":
             return
-        self.record.settle(slot, MISSED, run_id=run.id, reason=queued_too_long_reason(deadline_s))
-        self.queue.cancel_waiting(run.id, REASON_MISSED)
+        reason = queued_too_long_reason(deadline_s)
+        try:
+            self.record.settle(slot, MISSED, run_id=run.id, reason=reason)
+            self.queue.cancel_waiting(run.id, REASON_MISSED)
+        except Exception as exc:  # a listener's bug must not end the ticker's task group
+            log.error("slot.deadline_failed", task=slot.task, error=type(exc).__name__)
 
     def cover(self, fired: Slot, first_planned_at: float, count: int) -> None:
         """``count`` slots from ``first_planned_at`` on, passed while a tick was late, stand

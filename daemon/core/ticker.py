@@ -1,25 +1,11 @@
-"""The in-process ticker: interval and schedule triggers for the container's own tasks.
+"""The in-process ticker: interval and schedule ticks for the container's own tasks.
 
-``default`` ticks at the global ``RUNBROKER_INTERVAL``; a task with its own ``interval`` or
-``schedule`` in the tasks file ticks regardless. An interval plan keeps a grid: tick ``k`` is
-planned at ``start + k * interval`` on the monotonic clock, and fires at that planned time moved by
-``interval * uniform(-jitter, +jitter)``. Each wait is computed from the plan, never from when the
-previous tick fired, so the loop's own latency does not add up (a day of ticks ends where the clock
-says). A tick that fires late past later slots (a blocked loop, a suspended host) coalesces them:
-the next tick is the first slot still ahead, never a burst to catch up. Schedules fire at their
-exact times. A tick whose previous run of the same task is still queued or running is skipped and
-logged, never piled up, unless the task's ``on_busy`` says otherwise. At shutdown the ticker is
-the first part stopped (its task is cancelled).
-
-Every slot is settled in the slot record (``daemon.core.slots``, through ``tick_slots``): the
-tick that fires stands for the latest slot that has passed, and the slots it covers are settled
-with it, so each planned time gets one outcome however late the loop woke.
-
-A reload hands the ticker new plans (``replace_plans``): a plan whose task, interval or schedule
-text and zone are unchanged keeps its running loop, so its next fire time (no double fire, no
-skip); a plan that is gone stops; a new or changed one starts on its interval or schedule, but
-without the start-up fire (``fire_on_start``, ``once``: what ``RUNBROKER_FIRE_ON_START`` and
-``INTERVAL=0`` ask for happens at start-up only; at a reload it would look like a double fire).
+An interval's tick ``k`` is planned at ``start + k * interval`` on the monotonic clock, never
+from when the last one fired, so the loop's latency does not add up and late slots coalesce
+into one tick. A tick whose task still has a run queued or running is skipped, never piled up,
+unless the task's ``on_busy`` says otherwise. Every planned time is settled once in the slot
+record (``tick_slots``): a late tick stands for the latest slot that passed and settles the
+ones it covers, and one past its task's ``start_deadline`` is missed.
 """
 
 from __future__ import annotations
@@ -110,6 +96,7 @@ class Ticker:
         policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.ticks = TickSlots(queue, self.slots, policy, sleep, self._wall_s)
         self.state = state  # each task's last planned slot, kept across restarts
+        self._fired: Slot | None = None  # the slot of the tick ``fire`` just submitted
 
     def _wall_s(self) -> float:
         return self._now().timestamp()
@@ -120,22 +107,32 @@ class Ticker:
             return 0.0
         return interval_s * self._rng.uniform(-self.jitter, self.jitter)
 
-    def fire(self, plan: TickPlan, planned_at: float | None = None) -> bool:
+    def fire(self, plan: TickPlan, planned_at: float | None = None, note: str = "") -> bool:
         """Submit one tick of ``plan`` for its slot at ``planned_at`` (Unix seconds; None:
-        now); False when its slot was skipped, missed or coalesced."""
-        return self._fire(plan, planned_at).outcome in ("", RAN)
-
-    def _fire(self, plan: TickPlan, planned_at: float | None) -> Slot:
+        now; ``note``: what the schedule did to that time, a DST gap or fold); False when its
+        slot was skipped, missed or coalesced. Every tick of the loops comes through here."""
         plan.last_fired_at = time.time()
         planned = self._wall_s() if planned_at is None else planned_at
-        slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s)
+        slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s, note)
         if self.state is not None:
             self.state.planned(plan.task, planned)
+        self._fired = slot
         if slot.outcome in ("", RAN):
             self.fired += 1
-        else:
-            self.skipped += 1
-        return slot
+            return True
+        self.skipped += 1
+        return False
+
+    def _tick(
+        self, plan: TickPlan, planned_at: float, covered_from: float, covered: int, note: str = ""
+    ) -> None:
+        """A loop's tick, then the ``covered`` slots from ``covered_from`` on that passed while
+        it was late, settled with its slot."""
+        self._fired = None
+        self.fire(plan, planned_at, note)
+        fired = self._fired  # None when ``fire`` was replaced (a test recording the ticks)
+        if fired is not None:
+            self.ticks.cover(fired, covered_from, covered)
 
     async def run(self) -> None:
         """Tick every plan until cancelled (also when no plan is left: a reload may add one)."""
@@ -245,8 +242,7 @@ class Ticker:
             latest = max(slot, math.floor((now - start) / interval_s))
             wall_at = self._wall_s() - now  # a monotonic time plus this is a wall time
             planned = target if latest == slot else start + latest * interval_s
-            fired = self._fire(plan, wall_at + planned)
-            self.ticks.cover(fired, wall_at + start + slot * interval_s, latest - slot)
+            self._tick(plan, wall_at + planned, wall_at + start + slot * interval_s, latest - slot)
             last_fired = self._monotonic()
             slot = max(latest + 1, math.floor((last_fired - start) / interval_s) + 1)
 
@@ -268,6 +264,15 @@ class Ticker:
                 passed.append(later)
                 if len(passed) % COUNT_TURN == 0:
                     await asyncio.sleep(0)
-            fired = self._fire(plan, passed[-1].timestamp())
-            self.ticks.cover(fired, due.timestamp(), len(passed) - 1)
+            note = _dst_note(schedule, passed[-1])
+            self._tick(plan, passed[-1].timestamp(), due.timestamp(), len(passed) - 1, note)
             after = max(passed[-1], now)
+
+
+def _dst_note(schedule: Schedule, planned: datetime) -> str:
+    """What an offset change did to a slot's time, for its record (empty: nothing)."""
+    try:
+        mark = schedule.dst_mark(planned)
+    except (OverflowError, StopIteration):  # at the edge of what ``datetime`` holds
+        return ""
+    return "" if mark is None else f"DST {mark.kind}: {mark.note}"

@@ -14,14 +14,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _control(args: argparse.Namespace, op: str, run_id: str = "") -> dict[str, Any] | int:
+def _control(
+    args: argparse.Namespace, op: str, run_id: str = "", *, dry_run: bool = False
+) -> dict[str, Any] | int:
     """The daemon's answer, or the exit code when it cannot be asked (the reason printed)."""
     from daemon.wire import client
     from daemon.wire.protocol import ControlRequest
 
     path = args.socket or client.socket_path_from_env()
     try:
-        return client.control(path, ControlRequest(op=op, id=run_id))
+        return client.control(path, ControlRequest(op=op, id=run_id, dry_run=dry_run))
     except client.Unreachable as exc:
         print(exc, file=sys.stderr)
         return EXIT_UNAVAILABLE
@@ -43,10 +45,10 @@ def status(args: argparse.Namespace) -> int:
 
 
 def health(args: argparse.Namespace) -> int:
-    """Liveness (``ok``); with ``--ready``, readiness (``ready``: the database works too)."""
+    """Liveness (``ok``), or with ``--ready`` readiness (``ready``: the database works too)."""
     answer = _control(args, "health")
     if isinstance(answer, int):
-        return EXIT_FAILED  # unreachable is unhealthy; the reason was printed
+        return EXIT_FAILED  # unreachable is unhealthy, and the reason was printed
     warnings = answer.get("warnings")
     live = bool(answer.get("ok"))
     ready = bool(answer.get("ready", live))  # a daemon older than readiness: as live
@@ -77,24 +79,30 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def reload(args: argparse.Namespace) -> int:
-    """Exit 0 when the tasks file was reloaded, 1 when it was refused (the reason on stderr),
-    75 when the daemon is shutting down (as ``trigger``), 2 when it is older than the op."""
-    from daemon.face.status_text import reload_summary
+    """Exit 0 when the tasks file was reloaded (``--dry-run``: would be, and the plan is
+    printed), 1 when it was (would be) refused (the reason on stderr), 75 when the daemon is
+    shutting down (as ``trigger``), 2 when it is older than the op."""
+    from daemon.face.status_text import reload_plan_lines, reload_summary
     from daemon.wire.reasons import worth_a_retry
 
-    answer = _control(args, "reload")
+    answer = _control(args, "reload", dry_run=args.dry_run)
     if isinstance(answer, int):
         return answer
     if answer.get("ok"):
-        print(f"reloaded: {reload_summary(answer)}")
+        if args.dry_run:
+            print("\n".join(reload_plan_lines(answer)))
+        else:
+            print(f"reloaded: {reload_summary(answer)}")
         return EXIT_OK
     reason = str(answer.get("reason", "unknown"))
-    if reason.startswith("unknown op"):
+    if reason.startswith("unknown op") or "unknown field 'dry_run'" in reason:
+        what = "reload --dry-run" if args.dry_run else "reload"
         print(
-            "runbroker: this daemon does not know `reload` (it is older than this client): "
+            f"runbroker: this daemon does not know `{what}` (it is older than this client): "
             "restart it to read the tasks file again",
             file=sys.stderr,
         )
         return EXIT_USAGE
-    print(f"runbroker: reload refused: {reason}", file=sys.stderr)
+    refused = "reload would be refused" if args.dry_run else "reload refused"
+    print(f"runbroker: {refused}: {reason}", file=sys.stderr)
     return EXIT_TEMPFAIL if worth_a_retry(answer) else EXIT_FAILED

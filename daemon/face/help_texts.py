@@ -1,5 +1,6 @@
-"""The long help texts of ``runbroker run``, ``trigger``, ``reload`` and ``logs``: what a user
-reads in ``--help``, kept apart from the parser that shows them (``parser``)."""
+"""The long help texts of ``runbroker run``, ``trigger``, ``reload``, ``logs``, ``next`` and
+``check``: what a user reads in ``--help``, kept apart from the parser that shows them
+(``parser``)."""
 
 TRIGGER_HELP = """\
 TASK is a task the container defines: `default` (the command given to `runbroker run`, or
@@ -15,6 +16,7 @@ exit codes:
   0    the run succeeded
   1    the run failed or was cancelled
   2    usage error, or a request the daemon refuses (unknown task, args or env not allowed)
+  3    skipped: the task has a run queued or running and its on_busy is "skip"
   69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
   75   rejected: the run queue is full, the daemon is busy or shutting down; retry later
   124  --timeout passed: gave up waiting; the run goes on
@@ -34,10 +36,21 @@ tasks stay as they were, and `status` and `health` say the last reload failed. R
 queued or running go on; a queued run of a task the file removed ends with a failed result
 saying so. RUNBROKER_* settings are not reloaded (restart the daemon to change them).
 
+With --dry-run the daemon reads and checks the file the same way but changes nothing: it
+prints the tasks a reload would add, remove and change, and how each one's next planned time
+moves (a task whose timing is unchanged keeps its next time; a new or changed one starts from
+the reload, without a start-up tick).
+
 exit codes:
-  0    reloaded (the tasks added, removed, changed and unchanged are printed)
+  0    reloaded (the tasks added, removed, changed and unchanged are printed);
+       --dry-run: the file would be taken (the plan is printed)
   1    refused: the file is wrong (the old tasks stay), or there is no tasks file
+  2    the daemon is older than this client and does not know the request
   69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
+  75   the daemon is shutting down
+
+examples:
+  runbroker reload --dry-run             what a reload of the edited file would do
 """
 
 LOGS_HELP = """\
@@ -110,4 +123,45 @@ or a forced exit (a second signal).
 examples:
   runbroker run -- /app/job.sh --quiet
   RUNBROKER_INTERVAL=5m RUNBROKER_TASKS_FILE=/app/tasks.toml runbroker run
+"""
+
+NEXT_HELP = """\
+The next N planned times of each task with an `interval` or a `schedule` (or of TASK), each
+in the task's zone and in UTC. A time an offset change moved is marked: `DST gap` (the wall
+time did not exist; the slot runs at the end of the gap, as cron does) or `DST fold` (the wall
+time happened twice: a fixed-time job runs once, at the first pass; a `*` job at both, and
+each is marked with its pass). An interval task's times are its ticker's grid, each tick
+moved by up to RUNBROKER_JITTER. The times are those the daemon's ticker fires at. With
+--after TIME they are the first ones after TIME (RFC 3339 with an offset) instead of now: the
+times around next spring's change, say.
+
+By default the running daemon is asked. With --file PATH no daemon is needed: the plans are
+those a daemon started now with this environment would make of PATH (RUNBROKER_INTERVAL,
+RUNBROKER_COMMAND and RUNBROKER_FIRE_ON_START count).
+
+exit codes:
+  0    printed
+  2    an unknown task, a bad tasks file or setting, or a daemon older than `next`
+  69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
+
+examples:
+  runbroker next                         the next 5 times of every task
+  runbroker next report --count 10 --json
+  runbroker next --file tasks.toml       from a file, without a daemon
+  runbroker next report --after 2027-03-27T00:00:00Z   across Europe's spring change
+"""
+
+CHECK_HELP = """\
+Reads FILE as the daemon reads its tasks file (TOML, every task, its schedule and zone, its
+handler imported) and prints every problem as `FILE:LINE: message` on stderr, one a line,
+going on past a task's first mistake to the next task (a TOML syntax error stops it). No
+daemon is needed: for CI and for pre-commit hooks.
+
+exit codes:
+  0    the daemon would take the file
+  2    it would not (one line per problem)
+
+examples:
+  runbroker check deploy/tasks.toml
+  RUNBROKER_TASKS_FILE=/app/tasks.toml runbroker check
 """

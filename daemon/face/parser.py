@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from daemon.face.help_texts import LOGS_HELP, RELOAD_HELP, RUN_HELP, TRIGGER_HELP
+from daemon.face.help_texts import (
+    CHECK_HELP,
+    LOGS_HELP,
+    NEXT_HELP,
+    RELOAD_HELP,
+    RUN_HELP,
+    TRIGGER_HELP,
+)
 
 
 def duration_arg(text: str) -> float:
@@ -39,32 +46,63 @@ def runs_arg(text: str) -> int:
     return int(text)
 
 
+def count_arg(text: str) -> int:
+    """``next --count N``: how many planned times of each task."""
+    from daemon.wire.protocol import NEXT_COUNT_MAX
+
+    if not text.isdigit() or not 1 <= int(text) <= NEXT_COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to {NEXT_COUNT_MAX}")
+    return int(text)
+
+
+def instant_arg(text: str) -> str:
+    """``next --after TIME``: an RFC 3339 time with its offset, sent as given."""
+    from daemon.wire.codec import parse_instant
+
+    if parse_instant(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"expected an RFC 3339 time with an offset, like 2026-03-28T00:00:00Z, got {text!r}"
+        )
+    return text
+
+
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
-    """The parser of the whole command line; ``subparsers``, when given, receives each
-    subcommand's own parser (to report an error with that subcommand's usage)."""
+    """The parser of the whole command line.
+
+    ``subparsers``, when given, receives each subcommand's own parser, to report an error with
+    that subcommand's usage."""
     parser = argparse.ArgumentParser(
         prog="runbroker", description="A job-running daemon for containers."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    raw = argparse.RawDescriptionHelpFormatter
 
-    run = sub.add_parser(
+    def documented(
+        name: str, summary: str, description: str, epilog: str
+    ) -> argparse.ArgumentParser:
+        """A subcommand whose long help text keeps its own line breaks."""
+        return sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    run = documented(
         "run",
-        help="start the daemon (PID 1 in a container)",
-        description="Start the daemon: PID 1 of a container, until SIGTERM or SIGINT.",
-        epilog=RUN_HELP,
-        formatter_class=raw,
+        "start the daemon (PID 1 in a container)",
+        "Start the daemon: PID 1 of a container, until SIGTERM or SIGINT.",
+        RUN_HELP,
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (task 'default')")
 
-    trig = sub.add_parser(
+    trig = documented(
         "trigger",
-        help="submit a run and stream its output",
-        description="Submit one run of TASK to the daemon and stream its output.",
-        epilog=TRIGGER_HELP,
-        formatter_class=raw,
+        "submit a run and stream its output",
+        "Submit one run of TASK to the daemon and stream its output.",
+        TRIGGER_HELP,
     )
     trig.add_argument(
         "task", nargs="?", default="default", metavar="TASK", help="(default: default)"
@@ -104,21 +142,54 @@ def build_parser(
     cancel.add_argument("id")
     cancel.add_argument("--socket")
 
-    reload = sub.add_parser(
+    reload = documented(
         "reload",
-        help="re-read the tasks file now (as SIGHUP does)",
-        description="Ask the daemon to re-read RUNBROKER_TASKS_FILE now, all or nothing.",
-        epilog=RELOAD_HELP,
-        formatter_class=raw,
+        "re-read the tasks file now (as SIGHUP does)",
+        "Ask the daemon to re-read RUNBROKER_TASKS_FILE now, all or nothing.",
+        RELOAD_HELP,
+    )
+    reload.add_argument(
+        "--dry-run", action="store_true", help="print the plan of a reload; change nothing"
     )
     reload.add_argument("--socket")
 
-    logs = sub.add_parser(
+    upcoming = documented(
+        "next",
+        "the next planned times of each task (DST moves marked)",
+        "Print the next planned times of each task (or TASK), in its zone and UTC.",
+        NEXT_HELP,
+    )
+    upcoming.add_argument("task", nargs="?", default="", metavar="TASK")
+    upcoming.add_argument(
+        "--count", type=count_arg, default=5, metavar="N", help="times of each task (5)"
+    )
+    upcoming.add_argument(
+        "--after",
+        type=instant_arg,
+        metavar="TIME",
+        help="the first times after TIME (RFC 3339; default: now)",
+    )
+    upcoming.add_argument("--json", action="store_true", help="print the raw answer")
+    upcoming.add_argument(
+        "--file", metavar="PATH", help="plan from this tasks file, without a daemon"
+    )
+    upcoming.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+
+    check = documented(
+        "check",
+        "check a tasks file without a daemon (for CI)",
+        "Check a tasks file as the daemon would read it; print every problem.",
+        CHECK_HELP,
+    )
+    check.add_argument(
+        "file", nargs="?", default="", metavar="FILE", help="(default: $RUNBROKER_TASKS_FILE)"
+    )
+
+    logs = documented(
         "logs",
-        help="a run's output: the running run's, live, or a recent one's",
-        description="Print a run's output from the daemon's journal (with -f, until it ends).",
-        epilog=LOGS_HELP,
-        formatter_class=raw,
+        "a run's output: the running run's, live, or a recent one's",
+        "Print a run's output from the daemon's journal (with -f, until it ends).",
+        LOGS_HELP,
     )
     logs.add_argument("target", nargs="?", default="", metavar="RUN_ID|TASK")
     logs.add_argument(

@@ -1,7 +1,7 @@
-"""``runbroker status`` for people: the JSON answer (``daemon/observe/status.py``) as a short
-report of aligned tables. Times are UTC, each with how long ago (or how soon) it is; durations are
-rounded to what a person reads (``2h03m``, ``4.2s``, ``12ms``). Fields this version does not
-know (a newer daemon's) are shown as they are rather than dropped.
+"""``runbroker status`` for people: the JSON answer as a short report of aligned tables.
+
+Fields this version does not know (a newer daemon's) are shown as they are rather than
+dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from daemon.core.subreaper import MODE_TEXT
 
 # The fields of the runner's answer (PgRunner.status, the source: a test keeps them in step) that
-# _database_lines renders; any other is shown as it is.
+# _database_lines renders. Any other is shown as it is.
 _DATABASE_KNOWN = frozenset(
     {
         "up",
@@ -73,7 +73,7 @@ def human_time(iso: str | None, now: float) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart, indented by two; the last column is not padded."""
+    """Left-aligned columns two spaces apart, indented by two, the last column not padded."""
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = []
     for row in [headers, *rows]:
@@ -150,6 +150,19 @@ def reload_summary(changes: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def reload_plan_lines(answer: dict[str, Any]) -> list[str]:
+    """``reload --dry-run``: what a reload would change, and how each task's next time moves."""
+    lines = [f"dry run, nothing changed; a reload would make: {reload_summary(answer)}"]
+    for move in answer.get("moves", []):
+        before, after = move.get("schedule_before"), move.get("schedule_after")
+        timing = f"{before or 'none'} -> {after or 'none'}" if before != after else before
+        lines.append(
+            f"  {move['task']} ({move['change']}): next {move.get('before') or 'none'} -> "
+            f"{move.get('after') or 'none'}" + (f"; schedule {timing}" if timing else "")
+        )
+    return lines
+
+
 def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
     if not reload.get("tasks_file"):
         return ["tasks file: none (nothing to reload)"]
@@ -169,6 +182,41 @@ def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
         failed_at = human_time(reload.get("last_failed_at"), now)
         lines.append(f"  last failed reload {failed_at}: {reload.get('last_error')}")
     return lines
+
+
+SLOTS_SHOWN = 5  # of each task's last slots (``--json`` has all the daemon keeps)
+_OUTCOME_WORDS = {"caught_up": "caught up"}
+
+
+def _slot_lines(slots: list[dict[str, Any]], now: float) -> list[str]:
+    """Each task's last slots (what became of each planned time) and its counts."""
+    lines = [f"slots (the last {SLOTS_SHOWN} of each task):"]
+    rows = []
+    totals = []
+    for task_slots in slots:
+        task = str(task_slots.get("task", "?"))
+        for entry in (task_slots.get("last") or [])[-SLOTS_SHOWN:]:
+            outcome = str(entry.get("outcome", "?"))
+            count = entry.get("count") or 1
+            shown = _OUTCOME_WORDS.get(outcome, outcome) + (f" x{count}" if count > 1 else "")
+            detail = [str(entry.get(key)) for key in ("result", "reason", "note") if entry.get(key)]
+            rows.append(
+                [
+                    task,
+                    human_time(entry.get("planned_at"), now),
+                    shown.upper() if outcome == "missed" else shown,
+                    str(entry.get("run_id") or "-"),
+                    "; ".join(detail),
+                ]
+            )
+        counted = task_slots.get("totals") or {}
+        said = ", ".join(
+            f"{number} {_OUTCOME_WORDS.get(outcome, outcome)}"
+            for outcome, number in counted.items()
+        )
+        totals.append(f"  {task}: {said}")
+    lines.extend(_table(["TASK", "PLANNED", "OUTCOME", "RUN", "DETAIL"], rows))
+    return lines + totals
 
 
 def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
@@ -219,6 +267,9 @@ def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
             for tick in ticks
         ]
         lines.extend(_table(["TASK", "SCHEDULE", "NEXT", "LAST"], rows))
+    slots = answer.get("slots")  # an older daemon does not say
+    if slots:
+        lines.extend(_slot_lines(slots, now))
     recent = answer.get("recent") or []
     if recent:
         lines.append("recent:")

@@ -1,15 +1,8 @@
 """Schedules in their one text form (the README's **Schedules**), evaluated in an IANA zone.
 
-``every DUR`` | ``daily HH:MM`` | ``weekly DAY HH:MM`` | ``cron EXPR`` | ``at RFC3339``.
-``next_after`` takes and returns aware UTC datetimes. Each form is a module of this package
-(``every``, ``daily`` for daily and weekly, ``cron``, ``at``; how cron schedules cross DST
-changes is said in ``cron``); ``parse_schedule`` (``parse``) reads the keyword and hands over.
-Schedule math is pure: no clock of its own (the caller says when), no asyncio, nothing from the
-rest of the daemon; the zone database is all it reads.
-
-Importing the package loads none of them: the names below are loaded on first use (PEP 562).
-A cold ``runbroker trigger --timeout 5s`` reads one duration (``daemon.schedules.duration``)
-and must not pay for cronsim and the zone database on the way.
+Pure: no clock of its own, no asyncio, nothing of the rest of the daemon. Its names load on
+first use (PEP 562), so that a cold ``trigger --timeout 5s`` does not pay for cronsim and the
+zone database.
 """
 
 TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
@@ -17,27 +10,35 @@ if TYPE_CHECKING:
     from daemon.schedules.at import AtSchedule
     from daemon.schedules.base import Schedule
     from daemon.schedules.cron import CronSchedule
+    from daemon.schedules.dst import DstMark
     from daemon.schedules.every import EverySchedule
     from daemon.schedules.parse import parse_schedule
+    from daemon.schedules.planned import PlannedTime, planned_times
 
 __all__ = [
     "AtSchedule",
     "CronSchedule",
+    "DstMark",
     "EverySchedule",
+    "PlannedTime",
     "Schedule",
     "parse_schedule",
+    "planned_times",
 ]
 
 _HOMES = {
     "AtSchedule": "at",
     "CronSchedule": "cron",
+    "DstMark": "dst",
     "EverySchedule": "every",
+    "PlannedTime": "planned",
     "Schedule": "base",
     "parse_schedule": "parse",
+    "planned_times": "planned",
 }
 
 
-if not TYPE_CHECKING:  # type checkers see the imports above; an unknown name stays an error
+if not TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
         home = _HOMES.get(name)

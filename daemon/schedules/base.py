@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from daemon.schedules.dst import DstMark
 from daemon.schedules.duration import ASCII_SPACE
 
 SPACE = re.compile("[" + ASCII_SPACE + "]+")
@@ -33,9 +34,14 @@ class Schedule(ABC):
     def describe(self) -> str:
         """A short English description for people."""
 
+    def dst_mark(self, planned: datetime) -> DstMark | None:
+        """What an offset change did to ``planned``, a time ``next_after`` gave (None: nothing).
+        A form whose times follow wall clocks says it; elapsed time never moves."""
+        return None
+
 
 def split_first(text: str) -> tuple[str, str]:
-    """Split at the first run of ASCII whitespace: (head, rest); rest may be empty."""
+    """Split at the first run of ASCII whitespace into (head, rest), rest possibly empty."""
     parts = SPACE.split(text, maxsplit=1)
     return (parts[0], parts[1]) if len(parts) == 2 else (parts[0], "")
 

@@ -1,25 +1,21 @@
-"""``cron EXPR``: five cron fields or an ``@`` macro, in an IANA zone (daily and weekly
-schedules are cron expressions too, see ``daemon.schedules.daily``).
+"""``cron EXPR``: five cron fields or an ``@`` macro, in an IANA zone.
 
-They follow Debian cron across offset changes. A fixed-time job (no ``*`` at the start of
-its minute or hour field) runs a wall time the clock skips right after the jump, and a
-wall time the clock shows twice once, at its first pass: ``cronsim`` computes these. A
-wildcard job (``*``, ``*/N`` there) follows the clock as it is: a skipped wall time does
-not run, a repeated one runs on both passes (an hourly job runs in both repeated hours);
-``daemon.schedules.wallclock`` computes these, as cronsim misses wall times next to
-30-minute changes (Lord Howe) and runs skipped ones after midnight changes (Santiago).
+They follow Debian cron across offset changes: a fixed-time job runs a skipped wall time once
+right after the jump (``cronsim``), a wildcard job follows the clock as it is (``wallclock``,
+since cronsim misses wall times next to 30-minute and midnight changes).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
 from daemon.schedules.base import SPACE, Schedule, as_utc, lower_ascii, split_first
+from daemon.schedules.dst import DstMark, fold_mark, gap_before, gap_mark, is_repeated
 from daemon.schedules.every import EverySchedule, parse_every
 from daemon.schedules.wallclock import next_wildcard
 
@@ -34,6 +30,7 @@ _CRON_MACROS = {
     "@annually": "0 0 1 1 *",
 }
 _PROBE_FROM = datetime(2001, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
 _MAX_CANDIDATES = 10_000  # far more than the minutes in any DST overlap
 
 
@@ -60,12 +57,34 @@ class CronSchedule(Schedule):
             return None
         raise RuntimeError(f"no occurrence of {self.expr!r} after {after.isoformat()}")
 
+    def dst_mark(self, planned: datetime) -> DstMark | None:
+        """A wall time the fields name but the clock skipped (a fixed-time job runs it at the
+        end of the gap), or one the clock shows twice (run once, or at both passes)."""
+        local = as_utc(planned).astimezone(self.zone)
+        wall = local.replace(tzinfo=None)
+        if _matches(self.expr, wall):
+            if is_repeated(wall, self.zone):
+                return fold_mark(local, runs_both=_is_wildcard(self.expr))
+            return None
+        jump = gap_before(planned, self.zone)
+        skipped = []
+        for match in CronSim(self.expr, wall - jump - _SECOND):
+            if match >= wall:
+                break
+            skipped.append(match)
+        return gap_mark(local, jump, skipped)
+
     def describe(self) -> str:
         try:
             summary = str(CronSim(self.expr, _PROBE_FROM).explain())
-        except Exception:  # the explanation is a nicety; never fail for it
+        except Exception:  # the explanation is a nicety: never fail for it
             summary = f"cron {self.expr}"
         return f"{summary} ({self.tz})"
+
+
+def _matches(expr: str, wall: datetime) -> bool:
+    """The naive ``wall`` is a time the five fields name."""
+    return bool(next(CronSim(expr, wall - _SECOND)) == wall)
 
 
 def _is_wildcard(expr: str) -> bool:

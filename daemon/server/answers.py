@@ -1,27 +1,20 @@
 """How a connection's answer lines reach its client: the writing half of the connection.
 
-The run's events are written to the transport as they come, the lines of one loop iteration in
-one write (``SocketServer.flush_later``). A client that falls ``HOLD_BYTES`` behind holds the
-run's output back (``OutputFlow``: the job's pipes are not read, as with a pipe to a slow
-reader) until it has caught up, for at most the flow's bound; one that has not caught up by
-then is let go and loses output lines until it has (counted, and said in ``done``'s
-``dropped_lines``), never the lifecycle events. Output waiting for a reader is bounded at
-``BUFFERED_BYTES_MAX`` whatever happens; a client that stops reading for ``WRITE_TIMEOUT_S`` is
-cut off.
-
-A ``runbroker logs`` client reads from a ``LineSource`` instead (``logstream``): its lines are
-pulled as the client reads, at most ``FILL_BYTES`` ahead of it, so a slow one holds no copy.
+The lines of one loop turn go out in one write (``SocketServer.flush_later``). A client that
+falls ``HOLD_BYTES`` behind holds the run's output back (``OutputFlow``), as a pipe to a slow
+reader would, for at most the flow's bound. One still behind then is let go: it loses output
+lines (counted in ``done``'s ``dropped_lines``) until it catches up, never lifecycle events.
+A ``logs`` client pulls its lines from a ``LineSource`` as it reads, so a slow one holds no copy.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from daemon.core.runqueue import Event, Run
 from daemon.log.logs import get_logger
-from daemon.server.deadlines import RequestDeadlines
 from daemon.wire.codec import encode_fields, encode_output
 from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
 
@@ -32,11 +25,6 @@ FILL_BYTES = 256 * 1024  # a line source's lines written ahead of what its clien
 
 log = get_logger("runbroker.server")
 
-# READING: gathering the request. DRAINING: answered (refused) before the request was all
-# read: what the client still sends is read and dropped until its end, so that a client still
-# writing learns why it was refused instead of meeting a broken pipe. STREAMING: answering.
-READING, DRAINING, STREAMING, CLOSED = range(4)
-
 
 class AnswerServer(Protocol):
     """What a connection's answers need of the server (``SocketServer`` is one)."""
@@ -44,17 +32,14 @@ class AnswerServer(Protocol):
     loop: asyncio.AbstractEventLoop
     draining: bool  # the daemon is stopping: a connection ends once its client has closed
 
-    deadlines: RequestDeadlines  # every connection's until its request has ended
-
-    def flush_later(self, connection: AnswerStream) -> None: ...
+    def flush_later(self, stream: AnswerStream) -> None: ...
 
 
 class LineSource(Protocol):
     """Where a connection's lines come from when it does not listen to a run (``logs``)."""
 
     def fill(self, stream: AnswerStream, budget_bytes: int) -> bool:
-        """Queue lines on ``stream`` (``pending``) up to about ``budget_bytes``; True when
-        more are ready at once. Sets ``stream.finished`` after the last line."""
+        """Queue about ``budget_bytes`` of lines on ``stream``: True when more are ready."""
         ...
 
     def close(self) -> None:
@@ -62,29 +47,43 @@ class LineSource(Protocol):
         ...
 
 
-class AnswerStream(asyncio.Protocol):
-    """The answer lines of one client's connection; ``Connection`` is one, and its
-    ``__init__`` sets every attribute below (one constructor per connection, no chain)."""
+class AnswerStream:
+    """The answer lines of one client's connection, and the flow control of its transport."""
 
-    server: AnswerServer
-    transport: asyncio.Transport | None
-    state: int
-    pending: list[bytes]  # lines of this loop iteration, written together
-    pending_bytes: int
-    flush_scheduled: bool
-    finished: bool  # the last line is queued: close once it is written
-    dropped_lines: int
-    stalled: asyncio.TimerHandle | None  # the client stopped reading
-    closing: bool
-    source: LineSource | None  # a logs request's lines
-    batch: bool  # the client asked for a read's output lines together (``encode_output``)
-    holding: Run | None  # the run whose output this client holds back
-    lagging: bool  # let go for holding too long: output is dropped until the client catches up
+    def __init__(self, server: AnswerServer, request_ended: Callable[[], None]) -> None:
+        self.server = server
+        self._request_ended = request_ended  # the connection's deadline no longer applies
+        self.transport: asyncio.Transport | None = None
+        self.streaming = False  # answering a request: a run's events or a source's lines
+        self.closed = False
+        self.pending: list[bytes] = []  # lines of this loop turn, written together
+        self.pending_bytes = 0
+        self.flush_scheduled = False
+        self.finished = False  # the last line is queued: close once it is written
+        self.dropped_lines = 0
+        self.stalled: asyncio.TimerHandle | None = None  # the client stopped reading
+        self.closing = False
+        self.source: LineSource | None = None  # a logs request's lines
+        self.batch = False  # the client takes a read's output lines together (``encode_output``)
+        self.holding: Run | None = None  # the run whose output this client holds back
+        self.lagging = False  # let go for holding too long: output dropped until caught up
 
+    def attach(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+
+    def begin(self, *, batch: bool = False) -> None:
+        """The request is accepted: what follows is its answer."""
+        self.streaming = True
+        self.batch = batch
+
+    def read_from(self, source: LineSource | None) -> None:
+        """Take the rest of the answer from ``source``, as fast as the client reads."""
+        self.source = source
+
+    # -- the transport's flow control (forwarded by the connection) -------------------------
     def pause_writing(self) -> None:
-        # The client stopped reading: cut it off unless it resumes in time.
-        if self.stalled is None:
-            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+        if self.stalled is None:  # cut off unless the client reads again in time
+            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self.abort)
 
     def resume_writing(self) -> None:
         if self.stalled is not None and not self.closing:
@@ -92,33 +91,32 @@ class AnswerStream(asyncio.Protocol):
             self.stalled = None
         self.lagging = False  # caught up
         if self.holding is not None:
-            self.release_hold()
+            self._release_hold()
         if self.source is not None:
             self.wake()
 
-    def release_hold(self) -> None:
+    def _release_hold(self) -> None:
         run, self.holding = self.holding, None
         if run is not None and run.flow is not None:
-            run.flow.release(self.let_go)
+            run.flow.release(self._let_go)
 
-    def let_go(self) -> None:
-        """Held the run's output back for too long (``OutputFlow``): lose lines from now on,
-        until caught up."""
+    def _let_go(self) -> None:
+        """Held the run's output back too long (``OutputFlow``): lose lines until caught up."""
         run, self.holding = self.holding, None
         self.lagging = True
         if run is not None:
             log.info("output.reader_behind", run_id=run.id, dropping=True)
 
+    # -- the answer -------------------------------------------------------------------------
     def wake(self) -> None:
         """Lines are ready at the source: write them in the next flush."""
-        if not self.flush_scheduled and self.state == STREAMING:
+        if not self.flush_scheduled and self.streaming and not self.closed:
             self.flush_scheduled = True
             self.server.flush_later(self)
 
-    # -- the answer -------------------------------------------------------------------------
     def on_event(self, run: Run, event: Event) -> None:
         """The run's listener: its events as wire lines, output bounded, lifecycle never."""
-        if self.state != STREAMING:
+        if not self.streaming or self.closed:
             return
         kind = event.kind
         fields = event.fields
@@ -127,17 +125,16 @@ class AnswerStream(asyncio.Protocol):
             return
         if kind == EVENT_DONE:
             if self.holding is not None:
-                self.release_hold()
+                self._release_hold()
             if self.dropped_lines:
                 fields = {**fields, "dropped_lines": self.dropped_lines}
-            self._send(encode_fields(kind, fields))
-            self._finish()
+            self.send(encode_fields(kind, fields))
+            self.finish()
             return
-        self._send(encode_fields(kind, fields))
+        self.send(encode_fields(kind, fields))
 
     def _output(self, run: Run, fields: Mapping[str, Any]) -> None:
-        """A read's output lines: sent, the run held back past ``HOLD_BYTES``, or dropped
-        (counted) by a client that was let go or is at ``BUFFERED_BYTES_MAX``."""
+        """A read's lines: sent, the run held back past ``HOLD_BYTES``, or dropped and counted."""
         lines: list[str] = fields["lines"]
         assert self.transport is not None
         backlog = self.transport.get_write_buffer_size() + self.pending_bytes
@@ -153,22 +150,40 @@ class AnswerStream(asyncio.Protocol):
             if not kept:
                 return
             data = encode_output({**fields, "lines": kept}, self.batch)
-        self._send(data)
+        self.send(data)
         if backlog + len(data) >= HOLD_BYTES and self.holding is None:
             flow = run.flow
-            if flow is not None and flow.hold(self.let_go):
+            if flow is not None and flow.hold(self._let_go):
                 self.holding = run
 
-    def _send(self, line: bytes) -> None:
+    def send(self, line: bytes) -> None:
+        """Queue ``line`` for this loop turn's write."""
         self.pending.append(line)
         self.pending_bytes += len(line)
         if not self.flush_scheduled:
             self.flush_scheduled = True
             self.server.flush_later(self)
 
-    def _flush(self) -> None:
+    def queue_lines(self, chunks: list[bytes], size_bytes: int) -> None:
+        """Queue a source's ``chunks`` within the flush that asked for them (``fill``)."""
+        self.pending.extend(chunks)
+        self.pending_bytes += size_bytes
+
+    def last_line_queued(self) -> None:
+        """Close once what is queued is written, without a flush of its own (``fill``)."""
+        self.finished = True
+
+    def finish(self) -> None:
+        """The last line is queued: close once it is written."""
+        self.finished = True
+        self._request_ended()
+        if not self.flush_scheduled:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what this loop turn queued, and what the source has ready within its budget."""
         self.flush_scheduled = False
-        if self.state == CLOSED or self.transport is None:
+        if self.closed or self.transport is None:
             return
         source = self.source
         more = False
@@ -184,45 +199,41 @@ class AnswerStream(asyncio.Protocol):
             pending.clear()
             self.pending_bytes = 0
             if self.holding is not None and self.stalled is None:
-                self.release_hold()  # the transport took it all without pausing: caught up
+                self._release_hold()  # the transport took it all without pausing: caught up
         if more and self.stalled is None:  # not paused by the transport: go on next turn
             self.wake()
         if self.finished and not self.closing:
             self._close_after_write()
-
-    def _finish(self) -> None:
-        """The last line is queued: close once it is written."""
-        self.finished = True
-        self._stop_deadline()
-        if not self.flush_scheduled:
-            self._flush()
 
     def _close_after_write(self) -> None:
         transport = self.transport
         assert transport is not None
         self.closing = True
         if self.server.draining and transport.can_write_eof():
-            # The daemon is about to exit, and with PID 1 every process of the container goes:
-            # a client must have read its last line before that, so the connection ends when
-            # the client closes it (the shutdown waits for that, within its budget).
+            # With PID 1 every process of the container goes when the daemon exits: the client
+            # must read its last line first, so the connection ends when the client closes it.
             transport.write_eof()
             if self.stalled is None:
-                self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+                self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self.abort)
             return
         transport.close()  # what is still buffered is written first
         if transport.get_write_buffer_size() and self.stalled is None:
-            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self._abort)
+            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self.abort)
 
-    def request_expired(self) -> None:
-        """The request did not arrive in time (``RequestDeadlines``): ``Connection`` answers
-        why; a stream without a request of its own to wait for just ends."""
-        self._abort()
-
-    def _abort(self) -> None:
+    def abort(self) -> None:
+        """Drop the connection now, unwritten lines and all."""
+        self.closed = True
         self.stalled = None
         if self.transport is not None:
             self.transport.abort()
 
-    def _stop_deadline(self) -> None:
-        """The request has ended (or the connection): its deadline no longer applies."""
-        self.server.deadlines.forget(self)
+    def close(self) -> None:
+        """The connection has gone: let go of the run, the source and the timer."""
+        self.closed = True
+        self.pending.clear()
+        if self.source is not None:
+            self.source.close()
+        if self.holding is not None:
+            self._release_hold()
+        if self.stalled is not None:
+            self.stalled.cancel()

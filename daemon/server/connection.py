@@ -1,11 +1,7 @@
-"""One client's connection: its request gathered, checked and answered.
+"""One client's connection: its request gathered under its deadline, checked and answered.
 
-The request is gathered in ``data_received`` under its deadline (``RequestDeadlines``, one
-timer for every connection); a peer of another uid
-and an oversized request are answered while the rest of their request is read and dropped, so
-that the client learns why. A submit request its task refuses is answered with the refusal
-(``TaskRegistry.admit`` decides) and never queued; an accepted run's events are the answer
-(``AnswerStream``).
+A peer of another uid and an oversized request are answered while the rest of the request is
+read and dropped, so that the client learns why. The answer is written by ``AnswerStream``.
 """
 
 from __future__ import annotations
@@ -14,12 +10,14 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
 from daemon.log.logs import get_logger
-from daemon.server.answers import CLOSED, DRAINING, READING, STREAMING, AnswerServer, AnswerStream
+from daemon.server.answers import AnswerServer, AnswerStream
 from daemon.server.binding import peer_uid
+from daemon.server.deadlines import RequestDeadlines
 from daemon.server.limits import ConnectionLimits
 from daemon.server.logstream import open_logs
 from daemon.server.segments import SegmentCache
@@ -35,6 +33,11 @@ from daemon.wire.protocol import (
 
 log = get_logger("runbroker.server")
 
+# READING: gathering the request. DRAINING: refused before the request was all read, so what
+# the client still sends is read and dropped until its end: a client still writing learns why
+# it was refused instead of meeting a broken pipe. ANSWERING: the answer is being written.
+READING, DRAINING, ANSWERING, CLOSED = range(4)
+
 ControlHandler = Callable[[ControlRequest], Mapping[str, Any]]
 
 
@@ -42,8 +45,10 @@ class ConnectionServer(AnswerServer, Protocol):
     """What a connection needs of the server (``SocketServer`` is one): where a request goes,
     who may send one, and the bounds shared by every connection."""
 
+    deadlines: RequestDeadlines  # every connection's, until its request has ended
     queue: RunQueue
     tasks: TaskRegistry
+    busy: BusyPolicy  # a trigger of a task that sets ``on_busy``
     journal: Journal
     segments: SegmentCache  # what ``logs`` readers send, encoded once for them all
     control: ControlHandler
@@ -55,33 +60,19 @@ class ConnectionServer(AnswerServer, Protocol):
     limits: ConnectionLimits
 
 
-class Connection(AnswerStream):
+class Connection(asyncio.Protocol):
     """One client: its request, then the answer lines of its run or control request."""
 
-    server: ConnectionServer
-
     def __init__(self, server: ConnectionServer) -> None:
-        # Every attribute, AnswerStream's too (they are declared and explained there).
         self.server = server
-        self.transport = None
         self.state = READING
         self.buffer = bytearray()  # the request, while it is gathered
-        self.pending = []
-        self.pending_bytes = 0
-        self.flush_scheduled = False
-        self.finished = False
-        self.dropped_lines = 0
-        self.stalled = None
-        self.closing = False
-        self.source = None
-        self.batch = False
-        self.holding = None
-        self.lagging = False
         self.control_only = False  # past the bound: status, health, cancel and reload only
+        self.answers = AnswerStream(server, self._stop_deadline)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self.answers.attach(transport)  # type: ignore[arg-type]  # uvloop's is not a subclass
         server = self.server
         server.connections.add(self)
         server.deadlines.watch(self)
@@ -94,6 +85,12 @@ class Connection(AnswerStream):
         limit = server.limits.meets(len(server.connections), sock.fileno() if sock else -1)
         if limit and self.state == READING:
             self._past_the_bound()
+
+    def pause_writing(self) -> None:
+        self.answers.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.answers.resume_writing()
 
     def _past_the_bound(self) -> None:
         """Make room (the oldest connection still sending its request goes), else take only a
@@ -113,7 +110,7 @@ class Connection(AnswerStream):
             self._forget_buffer()
             self._refuse(reasons.REASON_CONNECTIONS, reasons.CODE_BUSY, complete=True)
         elif self.state == DRAINING:
-            self._finish()
+            self.answers.finish()
 
     def data_received(self, data: bytes) -> None:
         state = self.state
@@ -126,13 +123,13 @@ class Connection(AnswerStream):
             if self.buffer:
                 self._gather(line)
                 if self.state == DRAINING:
-                    self._finish()  # refused, and the request ends here
+                    self.answers.finish()  # refused, and the request ends here
                     return
                 line = bytes(self.buffer)
                 self._forget_buffer()
             self._request(line)
         elif state == DRAINING and b"\n" in data:
-            self._finish()
+            self.answers.finish()
         # Anything a client sends after its request is ignored.
 
     def eof_received(self) -> bool:
@@ -141,8 +138,8 @@ class Connection(AnswerStream):
             self._forget_buffer()
             self._request(line)
         elif self.state == DRAINING:
-            self._finish()
-        elif self.closing:
+            self.answers.finish()
+        elif self.answers.closing:
             return False  # the client read its last line and closed: done
         return True  # keep our half open to answer
 
@@ -151,18 +148,22 @@ class Connection(AnswerStream):
         self.state = CLOSED
         if self.buffer:
             self._forget_buffer()
-        self.pending.clear()
-        if self.source is not None:
-            self.source.close()
-        if self.holding is not None:
-            self.release_hold()
+        self.answers.close()
         self._stop_deadline()
-        if self.stalled is not None:
-            self.stalled.cancel()
-        self.server.connections.discard(self)
-        self.server.limits.settle(len(self.server.connections))
-        if not self.server.connections:
-            self.server.all_closed.set()
+        server = self.server
+        server.connections.discard(self)
+        server.limits.settle(len(server.connections))
+        if not server.connections:
+            server.all_closed.set()
+
+    def abort(self) -> None:
+        """Drop the connection now: the daemon is stopping and its time for answers is up."""
+        self.state = CLOSED
+        self.answers.abort()
+
+    def _stop_deadline(self) -> None:
+        """The request has ended (or the connection): its deadline no longer applies."""
+        self.server.deadlines.forget(self)
 
     # -- the request ------------------------------------------------------------------------
     def _gather(self, data: bytes) -> None:
@@ -194,7 +195,7 @@ class Connection(AnswerStream):
                 complete=True,
             )
         elif self.state == DRAINING:
-            self._finish()
+            self.answers.finish()
 
     def _request(self, line: bytes) -> None:
         self._stop_deadline()
@@ -210,15 +211,18 @@ class Connection(AnswerStream):
             )
             return
         if isinstance(request, ControlRequest):
-            self.state = STREAMING
+            self.state = ANSWERING
+            answers = self.answers
             if request.op == "logs":
-                self.batch = request.batch
-                self.source = open_logs(
-                    self, server.journal, server.queue, server.tasks, request, server.segments
+                answers.begin(batch=request.batch)
+                reader = open_logs(
+                    answers, server.journal, server.queue, server.tasks, request, server.segments
                 )
+                answers.read_from(reader)
                 return
-            self._send(encode_event(**server.control(request)))
-            self._finish()
+            answers.begin()
+            answers.send(encode_event(**server.control(request)))
+            self.answers.finish()
             return
         self._submit(request)
 
@@ -226,10 +230,10 @@ class Connection(AnswerStream):
         """Answer with a single ``done`` line; ``complete``: the request was all read."""
         if event:
             log.info(event, reason=clip(reason))
-        self._send(rejection(reason, code))
+        self.answers.send(rejection(reason, code))
         if complete:
-            self.state = STREAMING
-            self._finish()
+            self.state = ANSWERING
+            self.answers.finish()
         else:
             self.state = DRAINING  # closed once the client's request has ended
 
@@ -239,15 +243,18 @@ class Connection(AnswerStream):
             task=request.task, trigger="external", args=request.args, env=request.env
         )
         try:
-            server.tasks.admit(run_request)
+            task = server.tasks.admit(run_request)
         except TaskRefused as refused:
             log.info("run.rejected", task=clip(request.task), reason=clip(refused.reason, 200))
             self._refuse(refused.reason, refused.code, complete=True)
             return
-        self.state = STREAMING
-        self.batch = request.batch
+        self.state = ANSWERING
+        self.answers.begin(batch=request.batch)
         try:
-            server.queue.submit(run_request, self.on_event)
+            if task.on_busy is None:
+                server.queue.submit(run_request, self.answers.on_event)
+            else:
+                server.busy.submit(run_request, task.on_busy, self.answers.on_event)
         except Rejected as exc:
             log.info("run.rejected", task=request.task, reason=exc.reason)
             self._refuse(exc.reason, exc.code, complete=True)

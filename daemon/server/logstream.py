@@ -2,7 +2,7 @@
 journal's buffer and then, when following, live, paced by how fast the client reads.
 
 A reader keeps only its position in the run's ``RunLog``: its lines are encoded as the client
-takes them, at most ``FILL_BYTES`` ahead (``AnswerStream._flush``), so a slow reader holds no
+takes them, at most ``FILL_BYTES`` ahead (``AnswerStream.flush``), so a slow reader holds no
 copy and never slows the job; what the buffer dropped before the reader got there is counted
 and said in the ``done`` line's ``dropped_lines`` (without follow, a run not ended: the
 ``end`` line's). A run still queued is waited for (as its listener) and followed from its
@@ -86,7 +86,7 @@ class LogReader:
             return
         queue.off_submit(self.on_submit)
         self.first_of = None
-        self.stream._send(encode_event(**_queued_header(run)))
+        self.stream.send(encode_event(**_queued_header(run)))
         self.wait_for(run)
 
     def on_run_event(self, run: Run, event: Event) -> None:
@@ -99,9 +99,8 @@ class LogReader:
                 self.read(log)
         elif event.kind == EVENT_DONE:
             self.queued = None
-            self.stream.pending.append(encode_fields(EVENT_DONE, event.fields))
-            self.stream.finished = True
-            self.stream.wake()
+            self.stream.send(encode_fields(EVENT_DONE, event.fields))
+            self.stream.finish()
 
     def fill(self, stream: AnswerStream, budget_bytes: int) -> bool:
         log = self.log
@@ -113,7 +112,8 @@ class LogReader:
             self.missed += first - seq
             seq = first
         end = log.end_seq if stop is None else min(stop, log.end_seq)
-        pending, run_id, sent, batch = stream.pending, log.run_id, 0, stream.batch
+        chunks: list[bytes] = []
+        run_id, sent, batch = log.run_id, 0, stream.batch
         segments = self.segments
         assert segments is not None
         while seq < end and sent < budget_bytes:
@@ -129,11 +129,11 @@ class LogReader:
             while sent + len(data) > budget_bytes and len(lines) > 1:  # at most a line over
                 lines = lines[: max(1, len(lines) * (budget_bytes - sent) // len(data))]
                 data = encode_output(logged_lines(run_id, stream_name, lines, at), batch)
-            pending.append(data)
+            chunks.append(data)
             sent += len(data)
             seq += len(lines)
         self.seq = seq
-        stream.pending_bytes += sent
+        stream.queue_lines(chunks, sent)
         hold = self.hold
         hold.seq = seq
         if (hold.holding is not None or hold.let_go) and (end - seq) * 4 <= log.line_count:
@@ -141,11 +141,13 @@ class LogReader:
         if seq < end:
             return True
         if log.result is not None:
-            pending.append(self._done_line(log))
-            stream.finished = True
+            last = self._done_line(log)
         elif stop is not None:  # not following: what was there has been sent
-            pending.append(encode_event(**logs_end(run_id, self.missed)))
-            stream.finished = True
+            last = encode_event(**logs_end(run_id, self.missed))
+        else:
+            return False
+        stream.queue_lines([last], len(last))
+        stream.last_line_queued()
         return False
 
     def _done_line(self, log: RunLog) -> bytes:
@@ -207,31 +209,31 @@ def open_logs(
     lines; None (and the refusal sent) when there is no such run, or for a list of runs."""
     if request.runs:
         listed = itertools.islice(journal.history(), request.runs)
-        stream._send(encode_event(**runs_answer([_summary(log) for log in listed])))
-        stream._finish()
+        stream.send(encode_event(**runs_answer([_summary(log) for log in listed])))
+        stream.finish()
         return None
     chosen = select(journal, queue, tasks, request)
     if isinstance(chosen, str):
-        stream._send(encode_event(**logs_refusal(chosen)))
-        stream._finish()
+        stream.send(encode_event(**logs_refusal(chosen)))
+        stream.finish()
         return None
     reader = LogReader(stream, journal, request.follow, segments)
     if isinstance(chosen, FirstRun):
-        stream._send(encode_event(**logs_waiting(chosen.task)))
+        stream.send(encode_event(**logs_waiting(chosen.task)))
         reader.wait_for_first(queue, chosen.task)
         return reader
     if isinstance(chosen, Run):
-        stream._send(encode_event(**_queued_header(chosen)))
+        stream.send(encode_event(**_queued_header(chosen)))
         if request.follow:
             reader.wait_for(chosen)
         else:
-            stream._send(encode_event(**logs_end(chosen.id, 0)))
-            stream._finish()
+            stream.send(encode_event(**logs_end(chosen.id, 0)))
+            stream.finish()
         return reader
     state = STATE_RUNNING if chosen.result is None else STATE_DONE
     header = logs_header(
         chosen.run_id, chosen.task, chosen.trigger, state, chosen.started_at, chosen.first_seq
     )
-    stream._send(encode_event(**header))
+    stream.send(encode_event(**header))
     reader.read(chosen)
     return reader

@@ -1,12 +1,8 @@
 """The owner-only unix socket server: binds the socket, accepts connections, and writes every
-connection's lines of one loop iteration together.
+connection's lines of one loop turn together.
 
-Each connection is a plain ``asyncio.Protocol`` (``Connection``: no StreamReader/StreamWriter
-pair, no task per connection), with its own buffer, so a slow or vanished client never blocks
-the executor or other clients. Memory is bounded per client (a request at most 8 MiB; output
-waiting for a slow reader at most ``BUFFERED_BYTES_MAX``) and across clients (unfinished
-requests together at most ``UNFINISHED_BYTES_MAX``; the connection that would pass it is
-refused), and so are the connections held at once (``limits``). Payloads are never logged.
+Each connection is a plain ``asyncio.Protocol`` with its own bounded buffer, so a slow or
+vanished client never blocks the executor or other clients.
 """
 
 from __future__ import annotations
@@ -16,10 +12,11 @@ import contextlib
 import os
 from pathlib import Path
 
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
-from daemon.server.answers import CLOSED, AnswerStream
+from daemon.server.answers import AnswerStream
 from daemon.server.binding import SocketInUse, bind_owner_only
 from daemon.server.connection import Connection, ControlHandler
 from daemon.server.deadlines import RequestDeadlines
@@ -46,9 +43,13 @@ class SocketServer:
         unfinished_bytes_max: int = UNFINISHED_BYTES_MAX,
         journal: Journal | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        busy: BusyPolicy | None = None,
     ) -> None:
         self.path = path
         self.queue = queue
+        # A trigger of a task with an ``on_busy``; without an executor to cancel (a test's
+        # server), a replaced running run goes on.
+        self.busy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.tasks = tasks
         self.journal = Journal() if journal is None else journal  # what `logs` reads
         self.segments = SegmentCache()  # what `logs` readers send, encoded once for them all
@@ -67,11 +68,11 @@ class SocketServer:
         self.limits = ConnectionLimits(max_connections)
         self.loop: asyncio.AbstractEventLoop  # the serving loop, from start()
 
-    def flush_later(self, connection: AnswerStream) -> None:
+    def flush_later(self, stream: AnswerStream) -> None:
         """Write ``connection``'s lines at the end of this loop turn's callbacks, with every
         other connection's. The executor's step that a submission wakes comes first: the run
         it starts, and a quick handler's result, join the ``queued`` line in one write."""
-        self._dirty.append(connection)
+        self._dirty.append(stream)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush_dirty)
@@ -79,8 +80,8 @@ class SocketServer:
     def _flush_dirty(self) -> None:
         self._flush_scheduled = False
         dirty, self._dirty = self._dirty, []
-        for connection in dirty:
-            connection._flush()
+        for stream in dirty:
+            stream.flush()
 
     async def start(self) -> None:
         sock, self._lock_fd = bind_owner_only(self.path)
@@ -109,8 +110,7 @@ class SocketServer:
                 async with asyncio.timeout(timeout_s):
                     await self.all_closed.wait()
             for connection in list(self.connections):
-                connection.state = CLOSED
-                connection._abort()
+                connection.abort()
         self.deadlines.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

@@ -1,16 +1,14 @@
 """The daemon's side of the JSON lines: a request line decoded, answer lines encoded.
 
-Both use orjson, loaded on first use (the thin client, which loads ``protocol`` on every cold
-``docker exec``, never pays for it): it encodes an event line in about a tenth of the time
-``json.dumps`` takes, and its decoder refuses what a request must not carry (lone surrogates,
-nesting deeper than 1,024). What the lines say (limits, reasons, events, the field rules) is
-``protocol``'s.
+orjson, loaded on first use so that the thin client never pays for it: it encodes a line in
+about a tenth of ``json.dumps``'s time, and refuses what a request must not carry.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from daemon.log.jsonlines import json_lines
@@ -25,6 +23,10 @@ from daemon.wire.protocol import (
     MAX_ENV,
     MAX_NAME_CHARS,
     MAX_REQUEST_BYTES,
+    NEXT_COUNT_DEFAULT,
+    NEXT_COUNT_MAX,
+    NEXT_FIELDS,
+    RELOAD_FIELDS,
     SUBMIT_FIELDS,
     ControlRequest,
     ProtocolError,
@@ -69,19 +71,25 @@ def _name(value: Any, what: str) -> str:
 
 
 _loads: Any = None
+_dumps: Any = None
+
+
+def _import_orjson() -> None:
+    """orjson's decoder and encoder, imported on first use of either."""
+    global _loads, _dumps
+    import orjson
+
+    _loads, _dumps = orjson.loads, orjson.dumps
 
 
 def _load_json(line: bytes) -> Any:
-    global _loads
     if _loads is None:
-        import orjson
-
-        _loads = orjson.loads
+        _import_orjson()
     return _loads(line)
 
 
 def decode_request(line: bytes) -> Request:
-    """Parse one request line (without or with its newline); raise ``ProtocolError``."""
+    """Parse one request line, with or without its newline, or raise ``ProtocolError``."""
     if len(line) > MAX_REQUEST_BYTES:
         raise ProtocolError(REASON_TOO_LARGE)
     try:
@@ -104,6 +112,15 @@ def decode_request(line: bytes) -> Request:
         if op == "logs":
             _known_fields(obj, LOGS_FIELDS, "a logs request")
             return _logs_request(obj, run_id)
+        if op == "next":
+            _known_fields(obj, NEXT_FIELDS, "a next request")
+            return _next_request(obj)
+        if op == "reload":
+            _known_fields(obj, RELOAD_FIELDS, "a reload request")
+            dry_run = obj.get("dry_run", False)
+            if not isinstance(dry_run, bool):
+                raise ProtocolError("invalid request: dry_run must be true or false")
+            return ControlRequest(op=op, id=run_id, dry_run=dry_run)
         _known_fields(obj, CONTROL_FIELDS, f"op {op!r}")
         return ControlRequest(op=op, id=run_id)
     _known_fields(obj, SUBMIT_FIELDS, "a run request")
@@ -160,16 +177,41 @@ def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
     )
 
 
+def _next_request(obj: dict[str, Any]) -> ControlRequest:
+    """``{"op": "next"}`` with a ``task`` (else every task) and a ``count`` of times each."""
+    task = obj.get("task", "")
+    if not isinstance(task, str):
+        raise ProtocolError("invalid request: task must be a string")
+    if task:
+        _name(task, "task")
+    count = obj.get("count", NEXT_COUNT_DEFAULT)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= NEXT_COUNT_MAX:
+        raise ProtocolError(f"invalid request: count must be a number from 1 to {NEXT_COUNT_MAX}")
+    after = obj.get("after", "")
+    if not isinstance(after, str) or (after and parse_instant(after) is None):
+        raise ProtocolError("invalid request: after must be an RFC 3339 time with an offset")
+    return ControlRequest(op="next", task=task, count=count, after=after)
+
+
+def parse_instant(text: str) -> datetime | None:
+    """An RFC 3339 time with its offset (``2026-03-28T00:00:00Z``), in UTC; None when it is not
+    one. A time without an offset names no instant: refused."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None or len(text) > 64:
+        return None
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
 # -- the answers ---------------------------------------------------------------------------
-_dumps: Any = None
-
-
 def _dump_json(body: Any) -> bytes:
-    global _dumps
     if _dumps is None:
-        import orjson
-
-        _dumps = orjson.dumps
+        _import_orjson()
     try:
         return _dumps(body)  # type: ignore[no-any-return]
     except TypeError:
@@ -195,11 +237,11 @@ def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
 
 
 def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
-    """The wire lines of a run's output lines (``output_lines_event``'s or ``logged_lines``'
-    fields). For a client that asked for batches, one ``output`` line with their ``count``
-    and their size in ``bytes``, then the lines themselves as that many bytes of UTF-8 text,
-    each ending with a newline: nothing for either side to escape or parse a line. Else an
-    ``output`` line for each, made at C speed (``json_lines``)."""
+    """The wire lines of a run's output lines.
+
+    A client that asked for batches gets one ``output`` line with their ``count`` and ``bytes``,
+    then the lines as raw UTF-8 text, so that neither side escapes or parses a line. Any other
+    client gets an ``output`` line for each, made at C speed (``json_lines``)."""
     lines = fields["lines"]
     if batch:
         data = ("\n".join(lines) + "\n").encode("utf-8", "replace")

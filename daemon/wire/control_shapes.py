@@ -49,6 +49,23 @@ class TickSummary(TypedDict):
     last_at: str | None
 
 
+class SlotEntry(TypedDict):
+    planned_at: str  # RFC 3339, UTC: the slot's planned time (the first, when count > 1)
+    outcome: str  # ran, skipped, coalesced, missed or caught_up
+    count: int  # how many slots this entry stands for (a late tick covers several)
+    run_id: str | None  # ran, caught_up: its run; coalesced: the run that covered it
+    result: str | None  # ran, caught_up: the run's outcome (succeeded, failed, ...)
+    reason: str | None  # why it was skipped, coalesced or missed; a failed run's reason
+    note: str | None  # what the schedule did to the time (a DST gap or fold)
+    settled_at: str
+
+
+class TaskSlots(TypedDict):
+    task: str
+    totals: dict[str, int]  # slots by outcome since start (every outcome, zeros too)
+    last: list[SlotEntry]  # the last settled slots, oldest first
+
+
 class ReloadCounts(TypedDict):
     added: int
     removed: int
@@ -107,6 +124,7 @@ class StatusAnswer(TypedDict):
     waiting: list[WaitingRun]
     recent: list[RecentRun]
     ticks: list[TickSummary]
+    slots: list[TaskSlots]
     reload: ReloadStatus
     journal: JournalFigures
     database: DatabaseStatus | None
@@ -120,3 +138,47 @@ class HealthAnswer(TypedDict):
     ready: bool
     ready_reason: str
     warnings: NotRequired[list[str]]
+
+
+class DstNote(TypedDict):
+    """What an offset change did to a planned time (``daemon.schedules.dst``)."""
+
+    kind: Literal["gap", "fold"]  # gap: ``wall`` did not exist; fold: it happened twice
+    wall: str  # the wall time(s) the schedule names, ``02:30``
+    note: str  # for people
+    fold_pass: NotRequired[Literal["first", "second"]]  # fold: which pass this slot is
+
+
+class PlannedSlot(TypedDict):
+    at: str  # RFC 3339, UTC
+    local: str  # RFC 3339 with the zone's offset: the task's wall clock
+    dst: NotRequired[DstNote]
+
+
+class TaskTimes(TypedDict):
+    task: str
+    schedule: str | None  # ``daily 02:30``, ``every 1h``; None: it runs only when triggered
+    tz: str
+    kind: Literal["schedule", "interval", "once", "trigger"]
+    times: list[PlannedSlot]
+    note: NotRequired[str]  # what the times are counted from, or why there are none
+
+
+class NextAnswer(TypedDict):
+    event: Literal["next"]
+    ok: Literal[True]
+    after: str  # RFC 3339, UTC: the times are the first ones after this instant
+    source: Literal["daemon", "file"]
+    count: int  # the times of each task: as asked, or fewer when many tasks are listed
+    tasks: list[TaskTimes]
+
+
+class ReloadMove(TypedDict):
+    """How a task's next time moves with a reload (None: it does not tick)."""
+
+    task: str
+    change: Literal["added", "removed", "changed"]
+    before: str | None
+    after: str | None
+    schedule_before: str | None
+    schedule_after: str | None

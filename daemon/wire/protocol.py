@@ -1,21 +1,7 @@
-"""The JSON-lines wire format: what a request and an answer may say.
+"""The JSON-lines wire format: the requests, the event kinds and the answers' constructors.
 
-One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
-30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
-``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``, ``reload``, ``logs`` (``id`` or ``task``, ``follow``: ``logs_answers``). Answers
-are JSON objects, one per line, with at least ``event`` and ``ok``.
-
-At import this module loads only the standard library's ``json`` (and ``reasons``, which loads
-nothing): the thin client loads it on every cold ``docker exec``, and encodes its request and
-decodes the answers with it. The daemon's side of the format (``decode_request``,
-``encode_fields``, ``encode_event``) is in ``codec``, with orjson.
-
-The vocabulary of the answers lives here: the event kinds, the rule that an empty ``reason``
-and a zero ``duration_ms`` are omitted (``answer_body``), and the constructors the server, the
-queue and the executor use (``queued_event`` ... ``done_event``); the control requests' answers
-are in ``control_answers``, the ``logs`` op's in ``logs_answers``; the reasons a client is told
-and the code beside each, in ``reasons``.
+Only the standard library's ``json`` at import, because the thin client loads it on every cold
+``docker exec``. The daemon's side of the format, with orjson, is ``codec``.
 """
 
 from __future__ import annotations
@@ -37,18 +23,23 @@ MAX_ENV = 256
 MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
-CONTROL_OPS = ("status", "cancel", "health", "reload", "logs")
-# The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
+CONTROL_OPS = ("status", "cancel", "health", "reload", "logs", "next")
+# The fields each request takes. Any other is refused, naming it (a misspelt "tsak" or "agrs"
 # would otherwise run the default task, or the task without its args). ``batch`` asks for
 # output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
 SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
 CONTROL_FIELDS = frozenset({"op", "id"})
 LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
+RELOAD_FIELDS = frozenset({"op", "id", "dry_run"})
+NEXT_FIELDS = frozenset({"op", "task", "count", "after"})
+NEXT_COUNT_DEFAULT = 5  # ``next``: the planned times of each task, unless told
+NEXT_COUNT_MAX = 100
 
 
 class ProtocolError(ValueError):
-    """A request that cannot be served; ``reason`` is what the client is told, ``code`` its
-    code (``reasons``)."""
+    """A request that cannot be served.
+
+    ``reason`` is what the client is told, ``code`` its code (``reasons``)."""
 
     def __init__(self, reason: str, code: str = CODE_BAD_REQUEST) -> None:
         super().__init__(reason)
@@ -59,13 +50,9 @@ class ProtocolError(ValueError):
 class SubmitRequest:
     """Run ``task`` with ``args`` appended and ``env`` set (both subject to the task's policy).
 
-    A plain immutable value class: ``dataclasses`` and ``typing.NamedTuple`` cost a cold client
-    more than everything else it imports.
-
-    ``batch``: the client takes a read's output lines together (``codec.encode_output``)
-    (runbroker's own client asks for it; other clients get an ``output`` line for each line).
-    How the answer is framed, not what runs: equality leaves it out.
-    """
+    A plain class, because ``dataclasses`` and ``typing.NamedTuple`` cost a cold client more than
+    all else it imports. ``batch`` frames the answer and does not change what runs, so equality
+    leaves it out."""
 
     __slots__ = ("args", "batch", "env", "task")
 
@@ -96,12 +83,16 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health``, ``reload``, ``cancel`` (which names a run ``id``) or
-    ``logs`` (a run ``id`` or a ``task``, or neither: the latest run; ``follow``: until the run
-    ends; ``runs``: instead, a list of the last finished runs, at most that many; ``batch``: as
-    a ``SubmitRequest``'s, for the lines of ``logs``)."""
+    """A control request: ``op`` is ``status``, ``health``, ``reload``, ``cancel`` (of run ``id``),
+    ``logs`` or ``next``.
 
-    __slots__ = ("batch", "follow", "id", "op", "runs", "task")
+    ``reload``'s ``dry_run`` asks for the plan and changes nothing. For ``logs``: a run ``id``, a
+    ``task`` or neither (the latest run), ``follow`` until the run ends, ``runs`` for a list of
+    the last finished runs instead, and ``batch`` as a ``SubmitRequest``'s. For ``next``: a
+    ``task`` or every one, ``count`` planned times each, the first ones ``after`` an RFC 3339
+    instant (empty: now)."""
+
+    __slots__ = ("after", "batch", "count", "dry_run", "follow", "id", "op", "runs", "task")
 
     def __init__(
         self,
@@ -111,6 +102,9 @@ class ControlRequest:
         follow: bool = False,
         runs: int = 0,
         batch: bool = False,
+        count: int = 0,
+        dry_run: bool = False,
+        after: str = "",
     ) -> None:
         self.op = op
         self.id = id
@@ -118,9 +112,21 @@ class ControlRequest:
         self.follow = follow
         self.runs = runs
         self.batch = batch
+        self.count = count
+        self.dry_run = dry_run
+        self.after = after
 
-    def _key(self) -> tuple[str, str, str, bool, int]:
-        return (self.op, self.id, self.task, self.follow, self.runs)
+    def _key(self) -> tuple[str, str, str, bool, int, int, bool, str]:
+        return (
+            self.op,
+            self.id,
+            self.task,
+            self.follow,
+            self.runs,
+            self.count,
+            self.dry_run,
+            self.after,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ControlRequest) and self._key() == other._key()
@@ -129,8 +135,9 @@ class ControlRequest:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r})".format(
-            *self._key()
+        return (
+            "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r}, count={!r}, "
+            "dry_run={!r}, after={!r})".format(*self._key())
         )
 
 
@@ -146,7 +153,7 @@ def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
     if isinstance(request, ControlRequest):
         body = {"op": request.op}
-        for key in ("id", "task", "follow", "runs", "batch"):
+        for key in ("id", "task", "follow", "runs", "batch", "count", "dry_run", "after"):
             if getattr(request, key):
                 body[key] = getattr(request, key)
     else:
@@ -218,11 +225,10 @@ _LEFT_OUT_WHEN_EMPTY = ("reason", "code", "duration_ms")
 
 
 def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every
-    answer, as the Go framing has it: an empty ``reason`` (and ``code``) and a zero
-    ``duration_ms`` are left out. (``done_event`` applies the same rule as it builds a run's
-    result: it runs for every run a client watches, where a call to this would cost more than
-    its tests.)"""
+    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every answer.
+
+    An empty ``reason`` (and ``code``) and a zero ``duration_ms`` are left out, as the Go framing
+    has it. ``done_event`` applies the same rule inline, because it runs for every watched run."""
     body: dict[str, Any] = {"event": event, "ok": ok}
     for key, value in fields.items():
         if key in _LEFT_OUT_WHEN_EMPTY and not value:

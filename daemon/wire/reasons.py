@@ -1,11 +1,7 @@
-"""The reasons a client is told and the code beside each: the vocabulary of the answers'
-``reason`` and ``code`` fields, and the one place their words are made.
+"""The reasons a client is told and the stable code beside each, made in this one place.
 
-``reason`` is for people and may be reworded; ``code`` is for programs: one of the ``CODE_*``
-below, stable, sent beside every non-empty ``reason`` (README, "The socket and its protocol").
-A client decides from ``code`` (``worth_a_retry``, ``refused_user``) and from the reason's text
-only when the daemon is older than the field and sends none. No imports: the thin client loads
-this module on every cold ``docker exec``.
+``reason`` is for people and may be reworded, ``code`` is for programs. No imports, because the
+thin client loads this module on every cold ``docker exec``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """One reload of the tasks file, all or nothing, and its record for ``status`` and ``health``.
 
-A reload reads the whole file and checks it as start-up does (TOML, every task, the fencing
-rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
-the ticker given the new plans (computed from the new tasks before anything is swapped). A
-file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
-nested too deeply, any ``BaseException`` a handler module raises at import), is refused with
-one log line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
-``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
-settings are read once at start-up and never reloaded. A file the watch reports but whose
-bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
-the file: a handler module installed since); SIGHUP and ``runbroker reload`` always reload,
-and first re-arm a file watch that was lost (``resync_watch``). ``daemon.broker.reload.waking`` is
-the loop that SIGHUP and the file watch wake.
+The file is checked as start-up checks it before anything is swapped, so a bad file (any
+exception included) leaves the old tasks running and says why once.
 """
 
 from __future__ import annotations
@@ -35,7 +25,7 @@ from daemon.core.tasks import (
     read_tasks_file,
     tasks_from_bytes,
 )
-from daemon.core.ticker import Ticker
+from daemon.core.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
 from daemon.wire.control_answers import reload_answer
@@ -48,6 +38,10 @@ WATCH_INOTIFY = "inotify"  # status: the file is watched
 WATCH_SIGNAL = "signal"  # inotify unavailable: SIGHUP and `runbroker reload` only
 WATCH_NONE = "none"  # no tasks file: nothing to reload
 WATCH_LOST = "lost"  # the watched directory went away: SIGHUP or `runbroker reload` re-arm it
+NO_TASKS_FILE = (
+    "no tasks file to reload (RUNBROKER_TASKS_FILE is not set and the default tasks file did "
+    "not exist at start)"
+)
 
 
 @dataclass(frozen=True)
@@ -98,40 +92,28 @@ class TaskReloader:
 
     # -- one reload ---------------------------------------------------------------------------
     def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
-        """Reload now (``source``: signal, file, request); None when ``only_if_changed`` and
-        the file's bytes are those last seen."""
+        """Reload now (``source``: signal, file, request).
+
+        None when ``only_if_changed`` and the file's bytes are those last seen."""
         if self.path is None:
-            why = "RUNBROKER_TASKS_FILE is not set and the default tasks file did not exist"
-            return ReloadOutcome(False, f"no tasks file to reload ({why} at start)")
+            return ReloadOutcome(False, NO_TASKS_FILE)
         if self.queue.closed:
             return ReloadOutcome(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)
         if self.resync_watch is not None and source != "file":
             self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`
-        try:
-            data = read_tasks_file(self.path)
-        except (FileNotFoundError, TaskConfigError) as exc:
+        data = self.read_file()
+        if isinstance(data, str):
             self._digest = None  # the same bytes coming back are a change
-            if isinstance(exc, FileNotFoundError):
-                return self._refused(source, f"tasks file {self.path} does not exist")
-            return self._refused(source, str(exc))
+            return self._refused(source, data)
         digest = hashlib.sha256(data).hexdigest()
         failed_last = self.last is not None and not self.last.ok
         if only_if_changed and digest == self._digest and not failed_last:
             return None
         self._digest = digest
-        importlib.invalidate_caches()  # a handler module added since start-up is found
-        try:
-            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
-            problem = self._problem(tasks)
-            plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
-        except TaskConfigError as exc:
-            return self._refused(source, str(exc))
-        except BaseException as exc:  # synchronous code: never a real cancellation
-            # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
-            # GeneratorExit included, refuses this file; it must never end PID 1.
-            return self._refused(source, f"{type(exc).__name__}: {exc}")
-        if problem is not None:
-            return self._refused(source, problem)
+        checked = self.check(data)
+        if isinstance(checked, str):
+            return self._refused(source, checked)
+        tasks, plans, warnings = checked
         changes = self._swap(tasks, plans, warnings)
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
@@ -150,8 +132,34 @@ class TaskReloader:
         )
         return outcome
 
+    def read_file(self) -> bytes | str:
+        """The tasks file's bytes, or why they cannot be read (a ``str``)."""
+        assert self.path is not None
+        try:
+            return read_tasks_file(self.path)
+        except FileNotFoundError:
+            return f"tasks file {self.path} does not exist"
+        except TaskConfigError as exc:
+            return str(exc)
+
+    def check(self, data: bytes) -> tuple[dict[str, Any], list[TickPlan], list[str]] | str:
+        """The tasks of the file's ``data`` and the ticker's plans of them, checked as start-up
+        checks them (with their interval warnings), or why the file is refused."""
+        importlib.invalidate_caches()  # a handler module added since start-up is found
+        try:
+            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
+            problem = self._problem(tasks)
+            plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
+        except TaskConfigError as exc:
+            return str(exc)
+        except BaseException as exc:  # synchronous code: never a real cancellation
+            # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
+            # GeneratorExit included, refuses this file: it must never end PID 1.
+            return f"{type(exc).__name__}: {exc}"
+        return problem if problem is not None else (tasks, plans, warnings)
+
     def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
-        """Put the checked tasks and their plans in place; nothing here refuses."""
+        """Put the checked tasks and their plans in place. Nothing here refuses."""
         changes = self.registry.replace(tasks)
         for warning in warnings:
             log.warning("settings.interval", warning=warning)
@@ -176,9 +184,12 @@ class TaskReloader:
             return fencing_problem(self.settings.lease_s, self._graces_s(tasks))
         return None
 
+    def named(self, reason: str) -> str:
+        """A refusal's reason, naming the file."""
+        return reason if str(self.path) in reason else f"tasks file {self.path}: {reason}"
+
     def _refused(self, source: str, reason: str) -> ReloadOutcome:
-        if str(self.path) not in reason:
-            reason = f"tasks file {self.path}: {reason}"
+        reason = self.named(reason)
         log.error("tasks.reload_refused", file=str(self.path), source=source, error=reason)
         self.last_failed_at, self.last_error = time.time(), reason
         return self._record(source, ReloadOutcome(False, reason))

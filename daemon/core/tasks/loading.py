@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
+from daemon.core.tasks.busy_keys import busy_keys
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
 from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
 from daemon.schedules import parse_schedule
@@ -75,10 +76,14 @@ _KEYS = {
     "tz",
     "misfire",
     "catchup_window",
+    "on_busy",
+    "start_deadline",
 }
 
 
-def _task_from_table(name: str, table: Mapping[str, Any]) -> Task:
+def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source: str = "") -> Task:
+    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake (with
+    the file's ``text`` and ``source``, a busy key's names its file and line)."""
     where = f"tasks.{name}"
     if not TASK_NAME.fullmatch(name):
         raise TaskConfigError(f"{where}: invalid task name")
@@ -142,6 +147,7 @@ def _task_from_table(name: str, table: Mapping[str, Any]) -> Task:
         raise TaskConfigError(
             f"{where}: 'misfire' and 'catchup_window' need an interval or schedule"
         )
+    on_busy, start_deadline_s = busy_keys(name, table, text, source)
     return Task(
         name=name,
         command=argv,
@@ -156,6 +162,8 @@ def _task_from_table(name: str, table: Mapping[str, Any]) -> Task:
         schedule=schedule,
         misfire=misfire,
         catchup_window_s=durations.get("catchup_window"),
+        on_busy=on_busy,
+        start_deadline_s=start_deadline_s,
     )
 
 
@@ -176,7 +184,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise TaskConfigError(f"{source}: tasks.{name} must be a table")
-        tasks[name] = _task_from_table(name, table)
+        tasks[name] = task_from_table(name, table, text, source)
     return tasks
 
 
@@ -195,8 +203,9 @@ def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
 def tasks_from_bytes(
     data: bytes | None, source: str, default_command: tuple[str, ...]
 ) -> dict[str, Task]:
-    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command;
-    ``TaskConfigError`` naming ``source`` (and the line, for TOML syntax) at the first mistake."""
+    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command.
+
+    ``TaskConfigError`` names ``source`` (and the line, for TOML syntax) at the first mistake."""
     tasks: dict[str, Task] = {}
     if data is not None:
         try:

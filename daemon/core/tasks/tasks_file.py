@@ -1,11 +1,8 @@
-"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``, opened so
-that nothing about it can block the event loop.
+"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``.
 
-The path is opened with ``O_NONBLOCK`` (a FIFO with no writer, a device: the open returns at
-once) and checked with ``fstat`` before a byte is read: only a regular file is read, and only
-up to the bound, so a FIFO, a device or a huge file put in its place is refused instead of
-hanging PID 1 or holding its memory. Every refusal is a ``TaskConfigError`` naming the file:
-exit 2 at start-up, a refused reload later.
+Opened with ``O_NONBLOCK`` and checked with ``fstat`` before a byte is read, so that a FIFO, a
+device or a huge file put in its place is refused instead of hanging PID 1 or filling its
+memory.
 """
 
 from __future__ import annotations
@@ -25,12 +22,14 @@ _KINDS = {
 
 
 class TaskConfigError(ValueError):
-    """The tasks file or the default command is wrong; the message names the place."""
+    """The tasks file or the default command is wrong. The message names the place."""
 
 
 def read_tasks_file(path: Path) -> bytes:
-    """The file's bytes; ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it
-    cannot be read or is not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
+    """The file's bytes.
+
+    ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it cannot be read or is
+    not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:

@@ -1,0 +1,63 @@
+"""A schedule's next planned times: each in UTC, in the schedule's zone, and with what an offset
+change did to it (``dst.DstMark``): what ``runbroker next`` and a reload's dry run show.
+
+The times are ``next_after`` applied again and again, the very steps the ticker takes from one
+fire to the next (``daemon.core.ticker``): there is one rule of when a schedule is due, and this
+module only walks it and says what DST did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from daemon.schedules.base import Schedule, as_utc
+from daemon.schedules.dst import DstMark
+
+MAX_PLANNED = 1000  # the most times one listing holds
+
+
+@dataclass(frozen=True)
+class PlannedTime:
+    """One planned time: ``utc``, the same instant as ``local`` (the zone's wall clock, with
+    its offset and fold), and ``dst`` when an offset change moved or doubled its wall time."""
+
+    utc: datetime
+    local: datetime
+    dst: DstMark | None = None
+
+
+def planned_times(schedule: Schedule, after: datetime, count: int) -> list[PlannedTime]:
+    """The first ``count`` (at most ``MAX_PLANNED``) times strictly after ``after``; fewer
+    when the schedule ends (a one-shot, the end of what ``datetime`` holds, in UTC or in the
+    zone)."""
+    zone = ZoneInfo(schedule.tz)
+    times: list[PlannedTime] = []
+    t = as_utc(after)
+    while len(times) < min(count, MAX_PLANNED):
+        due = schedule.next_after(t)
+        if due is None:
+            break
+        try:
+            local, mark = due.astimezone(zone), schedule.dst_mark(due)
+        except (OverflowError, StopIteration):
+            break  # at the edge of what ``datetime`` holds: no wall time to show
+        times.append(PlannedTime(due, local, mark))
+        t = due
+    return times
+
+
+def interval_times(first: datetime, interval_s: float, count: int) -> list[PlannedTime]:
+    """An interval ticker's planned grid from its next tick ``first``: elapsed time, in UTC,
+    which no offset change moves (each tick may still move by the ticker's jitter)."""
+    first = as_utc(first)
+    step = timedelta(seconds=interval_s)
+    times = []
+    for k in range(min(count, MAX_PLANNED)):
+        try:
+            due = first + k * step
+        except OverflowError:
+            break
+        times.append(PlannedTime(due, due))
+    return times

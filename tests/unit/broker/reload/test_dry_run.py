@@ -1,0 +1,112 @@
+"""``reload --dry-run`` (daemon/broker/reload/dry_run.py): the plan of a reload, each task's
+next time before and after, and nothing changed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from daemon.broker.app import Broker
+from daemon.broker.reload.dry_run import dry_run_answer
+from daemon.wire.protocol import ControlRequest
+from tests.unit.broker.reload.conftest import MakeBroker
+
+TASKS = """
+[tasks.keep]
+command = ["true"]
+schedule = "daily 02:30"
+tz = "Europe/Berlin"
+[tasks.gone]
+command = ["true"]
+schedule = "cron 0 * * * *"
+[tasks.edit]
+command = ["true"]
+schedule = "daily 04:00"
+[tasks.words]
+command = ["true"]
+schedule = "daily 05:00"
+"""
+NEW_TASKS = """
+[tasks.keep]
+command = ["true"]
+schedule = "daily 02:30"
+tz = "Europe/Berlin"
+[tasks.edit]
+command = ["true"]
+schedule = "daily 06:00"
+[tasks.words]
+command = ["echo", "changed, but not its time"]
+schedule = "daily 05:00"
+[tasks.fresh]
+command = ["true"]
+interval = "1h"
+"""
+NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> Path:
+    """This module's tasks file, in place of the reload tests' own."""
+    path = tmp_path / "tasks.toml"
+    path.write_text(TASKS)
+    return path
+
+
+@pytest.fixture
+def broker(make_broker: MakeBroker) -> Broker:
+    return make_broker()
+
+
+def test_the_plan_says_what_changes_and_how_the_next_times_move(broker: Broker) -> None:
+    assert broker.reloader.path is not None
+    broker.reloader.path.write_text(NEW_TASKS)
+    before = dict(broker.tasks.tasks)
+    answer = dry_run_answer(broker.reloader, NOW)
+    assert answer["ok"] is True
+    assert answer["dry_run"] is True
+    assert (answer["added"], answer["removed"], answer["changed"], answer["unchanged"]) == (
+        ["fresh"],
+        ["gone"],
+        ["edit", "words"],
+        ["keep"],
+    )
+    moves = {move["task"]: move for move in answer["moves"]}
+    assert moves["fresh"]["before"] is None
+    assert moves["fresh"]["after"] == "2026-03-28T13:00:00Z"  # from the reload, no start tick
+    assert (moves["gone"]["before"], moves["gone"]["after"]) == ("2026-03-28T13:00:00Z", None)
+    assert (moves["edit"]["before"], moves["edit"]["after"]) == (
+        "2026-03-29T04:00:00Z",
+        "2026-03-29T06:00:00Z",
+    )
+    assert moves["edit"]["schedule_after"] == "daily 06:00 (UTC)"
+    assert moves["words"]["before"] == moves["words"]["after"] == "2026-03-29T05:00:00Z"
+    assert "keep" not in moves
+    # nothing changed: the old tasks, the old plans, no reload recorded
+    assert broker.tasks.tasks == before
+    assert sorted(plan.task for plan in broker.ticker.plans) == ["edit", "gone", "keep", "words"]
+    assert broker.reloader.last is None
+
+
+def test_a_file_a_reload_would_refuse_is_said_and_nothing_changes(broker: Broker) -> None:
+    assert broker.reloader.path is not None
+    broker.reloader.path.write_text('[tasks.bad]\ncommand = ["true"]\nschedule = "daily 25:00"\n')
+    answer = dry_run_answer(broker.reloader, NOW)
+    assert answer["ok"] is False
+    assert answer["dry_run"] is True
+    assert answer["code"] == "reload_refused"
+    assert "tasks.bad: invalid schedule 'daily 25:00'" in answer["reason"]
+    assert str(broker.reloader.path) in answer["reason"]
+    assert broker.reloader.last is None
+    assert broker.reloader.health_warnings() == []
+    broker.reloader.path.unlink()
+    assert "does not exist" in dry_run_answer(broker.reloader, NOW)["reason"]
+
+
+def test_the_broker_answers_the_dry_run_op(broker: Broker) -> None:
+    answer = broker.control(ControlRequest(op="reload", dry_run=True))
+    assert answer["ok"] is True
+    assert answer["dry_run"] is True
+    assert answer["unchanged"] == ["edit", "gone", "keep", "words"]
+    assert answer["moves"] == []

@@ -1,0 +1,43 @@
+"""``runbroker check`` (daemon/face/check.py): exit 0 or 2, one line per problem on stderr."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from daemon import exits
+from daemon import settings as settings_module
+from daemon.face import cli
+
+
+def test_a_good_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tasks.toml"
+    path.write_text('[tasks.a]\ncommand = ["true"]\n')
+    assert cli.main(["check", str(path)]) == exits.EXIT_OK
+    assert capsys.readouterr().out == f"{path}: ok\n"
+
+
+def test_a_bad_file_exits_2_with_a_line_per_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tasks.toml"
+    path.write_text('[tasks.a]\ncomand = ["true"]\n\n[tasks.b]\ncommand = ["true"]\ntz = "UTC"\n')
+    assert cli.main(["check", str(path)]) == exits.EXIT_CONFIG
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}:2: tasks.a: unknown key 'comand'",
+        f"{path}:6: tasks.b: 'tz' needs a 'schedule'",
+    ]
+
+
+def test_without_a_file_the_settings_name_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("RUNBROKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+    monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(tmp_path / "absent.toml"))
+    assert cli.main(["check"]) == exits.EXIT_CONFIG
+    assert capsys.readouterr().err == f"{tmp_path / 'absent.toml'}: no such file\n"
