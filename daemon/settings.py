@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     tasks_file: Path = Path("/etc/runbroker/tasks.toml")
     socket: Path = Path(DEFAULT_SOCKET)  # the client's default too: it cannot load this module
     lock_dir: Path | None = None
+    state_dir: Path | None = None  # each task's last planned slot, for catch-up after a restart
     queue_capacity: int = Field(16, ge=0, le=1_000_000)
     grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
     request_timeout_s: Duration = Field(30.0, alias="RUNBROKER_REQUEST_TIMEOUT", gt=0)
@@ -100,7 +101,7 @@ class Settings(BaseSettings):
     def _socket_path(cls, value: Path) -> Path:
         return checked_socket_path(value)
 
-    @field_validator("tasks_file", "lock_dir", "database_url_file")
+    @field_validator("tasks_file", "lock_dir", "state_dir", "database_url_file")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         """Relative to the directory the daemon starts in: it then works in ``/``."""

@@ -26,6 +26,7 @@ from daemon.core import subreaper
 from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Run
+from daemon.core.slot_state import SlotState, StateDirRefused
 from daemon.core.slots import SlotRecord
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
@@ -83,7 +84,15 @@ class Broker:
             busy=busy,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
-        self.ticker = Ticker(self.queue, plans, jitter=settings.jitter, slots=self.slots, busy=busy)
+        self.slot_state = None if settings.state_dir is None else SlotState(settings.state_dir)
+        self.ticker = Ticker(
+            self.queue,
+            plans,
+            jitter=settings.jitter,
+            slots=self.slots,
+            busy=busy,
+            state=self.slot_state,
+        )
         self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.journal.recent = self.recent  # what `logs` says of runs without lines
@@ -145,6 +154,7 @@ class Broker:
                     f"RUNBROKER_METRICS_ADDR: cannot listen on {self.settings.metrics_addr}: "
                     f"{exc.strerror or exc}"
                 ) from None
+        self._open_state()
         await self.server.start()
         database = None
         if self.settings.database_dsn():
@@ -171,6 +181,20 @@ class Broker:
             if watcher is not None:
                 watcher.close()
 
+    def _open_state(self) -> None:
+        """Read the state directory before anything ticks; one in use by another daemon is a
+        setting's fault, a file that is not ours is set aside and said once."""
+        state = self.slot_state
+        if state is None:
+            return
+        try:
+            loaded = state.open()
+        except StateDirRefused as exc:
+            raise SettingsError(str(exc)) from None
+        if loaded.problem:
+            log.error("state.refused", problem=loaded.problem)
+        state.forget({plan.task for plan in self.ticker.plans})
+
     async def _serve(self, database: bool) -> int:
         log.info(
             "broker.ready",
@@ -193,6 +217,9 @@ class Broker:
             signals_task = group.create_task(
                 report_signals(self.signals, lambda: status.status_answer(self))
             )
+            state_task = None
+            if self.slot_state is not None:
+                state_task = group.create_task(self.slot_state.keep_written())
             await self.signals.stop.wait()
             reload_task.cancel()  # first: no reload replaces the plans of a stopping ticker
             log.info("broker.stop_signal", signal=signal_name(self.signals.stop_signal))
@@ -214,6 +241,10 @@ class Broker:
             )
             for task in (reaper_task, force_task, signals_task):
                 task.cancel()
+            if state_task is not None:  # the ticker has stopped: its last slots are written
+                state_task.cancel()
+        if self.slot_state is not None:
+            self.slot_state.close()
         return code
 
     async def _force_exit_watch(self) -> None:

@@ -49,6 +49,8 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
                 TickPlan(
                     task.name,
                     schedule=task.schedule,
+                    misfire=task.misfire,
+                    catchup_window_s=task.catchup_window_s,
                     on_busy=task.on_busy,
                     start_deadline_s=task.start_deadline_s,
                 )
@@ -66,6 +68,8 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
                     task.name,
                     interval_s=own.interval_s,
                     fire_on_start=settings.fire_on_start,
+                    misfire=task.misfire,
+                    catchup_window_s=task.catchup_window_s,
                     on_busy=task.on_busy,
                     start_deadline_s=task.start_deadline_s,
                 )

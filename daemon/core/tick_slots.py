@@ -18,7 +18,7 @@ from typing import Any
 
 from daemon.core.busy import BusyPolicy, OnBusy
 from daemon.core.runqueue import Rejected, Run, RunQueue, RunRequest
-from daemon.core.slots import COALESCED, MISSED, SKIPPED, Slot, SlotRecord
+from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
 from daemon.log.logs import get_logger
 from daemon.wire.reasons import REASON_MISSED
 
@@ -65,9 +65,11 @@ class TickSlots:
         on_busy: OnBusy | None = None,
         start_deadline_s: float | None = None,
         note: str = "",
+        outcome: str = RAN,
     ) -> Slot:
         """One tick of ``task`` planned at ``planned_at`` (Unix seconds; ``note``: what the
-        schedule did to that time): its slot, settled, or left open for its run's result."""
+        schedule did to that time): its slot, settled, or left open for its run's result
+        (``outcome``: ``caught_up`` for the run a restart catches up with)."""
         record = self.record
         slot = record.open(task, planned_at, note)
         if start_deadline_s is not None:
@@ -86,7 +88,7 @@ class TickSlots:
             if watch[0] is not None:
                 watch[0].cancel()
 
-        watcher = record.follow(slot, on_start=started)
+        watcher = record.follow(slot, outcome, on_start=started)
         try:
             admitted = self.busy.submit(
                 RunRequest(task=task, trigger="tick"), policy, None, watcher

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from daemon.core.busy import BusyPolicy, OnBusy
+from daemon.core.catchup import MISFIRE_COALESCE, plan_catch_up, settle_catch_up
 from daemon.core.runqueue import RunQueue
+from daemon.core.slot_state import SlotState
 from daemon.core.slots import RAN, Slot, SlotRecord
 from daemon.core.tick_slots import TickSlots
 from daemon.log.logs import get_logger
@@ -54,6 +56,8 @@ class TickPlan:
     planned_at: float | None = None  # when its loop started (Unix time): health's reference
     on_busy: OnBusy | None = None  # the task's policy when its run is pending (None: skip)
     start_deadline_s: float | None = None  # a slot not started this long after it is missed
+    misfire: str = MISFIRE_COALESCE  # slots planned while the daemon was down (``catchup``)
+    catchup_window_s: float | None = None
 
     def key(self) -> tuple[object, ...]:
         """What makes two plans the same plan across a reload."""
@@ -75,6 +79,7 @@ class Ticker:
         rng: random.Random | None = None,
         slots: SlotRecord | None = None,
         busy: BusyPolicy | None = None,
+        state: SlotState | None = None,
     ) -> None:
         self.queue = queue
         self.plans = plans
@@ -90,6 +95,7 @@ class Ticker:
         self.slots = SlotRecord() if slots is None else slots
         policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.ticks = TickSlots(queue, self.slots, policy, sleep, self._wall_s)
+        self.state = state  # each task's last planned slot, kept across restarts
         self._fired: Slot | None = None  # the slot of the tick ``fire`` just submitted
 
     def _wall_s(self) -> float:
@@ -108,6 +114,8 @@ class Ticker:
         plan.last_fired_at = time.time()
         planned = self._wall_s() if planned_at is None else planned_at
         slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s, note)
+        if self.state is not None:
+            self.state.planned(plan.task, planned)
         self._fired = slot
         if slot.outcome in ("", RAN):
             self.fired += 1
@@ -145,16 +153,41 @@ class Ticker:
             if at_start_up:
                 self.fire(plan)
             return
+        last_planned = None
+        if at_start_up and self.state is not None:
+            last_planned = self.state.last_planned.get(plan.task)
+        if last_planned is not None:
+            last_planned = self._catch_up(plan, last_planned)
         loop = None
         if plan.schedule is not None:
             loop = self._schedule_loop(plan, plan.schedule)
         elif plan.interval_s is not None:
-            fire_now = plan.fire_on_start and at_start_up
-            loop = self._interval_loop(plan, plan.interval_s, fire_now)
+            fire_now = plan.fire_on_start and at_start_up and last_planned is None
+            loop = self._interval_loop(plan, plan.interval_s, fire_now, last_planned)
         if loop is not None and self._group is not None:
             task = self._group.create_task(loop)
             self._loops[id(plan)] = task
             task.add_done_callback(lambda _task: self._loops.pop(id(plan), None))
+
+    def _catch_up(self, plan: TickPlan, last_planned: float) -> float:
+        """Settle the slots planned while the daemon was down, and run the one that catches up;
+        the newest slot accounted for, where an interval's grid goes on from."""
+        decision = plan_catch_up(
+            last_planned=last_planned,
+            now=self._wall_s(),
+            misfire=plan.misfire,
+            window_s=math.inf if plan.catchup_window_s is None else plan.catchup_window_s,
+            interval_s=plan.interval_s,
+            schedule=plan.schedule,
+        )
+        newest = max(last_planned, decision.missed.newest_at, decision.run_at or 0.0)
+        assert self.state is not None
+        self.state.planned(plan.task, newest)
+        self.state.write()  # before the run: a kill after it starts must not run it again
+        settle_catch_up(
+            self.ticks, plan.task, decision, misfire=plan.misfire, window_s=plan.catchup_window_s
+        )
+        return newest
 
     @property
     def loops_running(self) -> int:
@@ -184,8 +217,13 @@ class Ticker:
         for plan in started:
             self._start(plan, at_start_up=False)
 
-    async def _interval_loop(self, plan: TickPlan, interval_s: float, fire_now: bool) -> None:
+    async def _interval_loop(
+        self, plan: TickPlan, interval_s: float, fire_now: bool, anchor: float | None = None
+    ) -> None:
+        """Tick on a grid from now, or from ``anchor`` (a slot of the last life, Unix seconds)."""
         start = self._monotonic()
+        if anchor is not None:  # the grid goes on where the state left it, not from the restart
+            start -= max(0.0, self._wall_s() - anchor)
         if fire_now:
             self.fire(plan)
         last_fired = start  # without a tick at start, the first still waits a little

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.core.tasks.busy_keys import busy_keys
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
 from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
@@ -73,6 +74,8 @@ _KEYS = {
     "interval",
     "schedule",
     "tz",
+    "misfire",
+    "catchup_window",
     "on_busy",
     "start_deadline",
 }
@@ -120,7 +123,7 @@ def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source:
         raise TaskConfigError(f"{where}: allow_env must be a list of variable names")
     durations = {
         key: _duration_field(where, key, table[key])
-        for key in ("timeout", "soft_timeout", "grace", "interval")
+        for key in ("timeout", "soft_timeout", "grace", "interval", "catchup_window")
         if key in table
     }
     schedule = None
@@ -136,6 +139,14 @@ def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source:
             raise TaskConfigError(f"{where}: set either 'interval' or 'schedule', not both")
     elif "tz" in table:
         raise TaskConfigError(f"{where}: 'tz' needs a 'schedule'")
+    misfire = table.get("misfire", MISFIRE_COALESCE)
+    if misfire not in MISFIRES:
+        raise TaskConfigError(f"{where}: misfire must be one of {', '.join(map(repr, MISFIRES))}")
+    catching_up = "misfire" in table or "catchup_window" in durations
+    if catching_up and schedule is None and "interval" not in durations:
+        raise TaskConfigError(
+            f"{where}: 'misfire' and 'catchup_window' need an interval or schedule"
+        )
     on_busy, start_deadline_s = busy_keys(name, table, text, source)
     return Task(
         name=name,
@@ -149,6 +160,8 @@ def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source:
         grace_s=durations.get("grace"),
         interval_s=durations.get("interval"),
         schedule=schedule,
+        misfire=misfire,
+        catchup_window_s=durations.get("catchup_window"),
         on_busy=on_busy,
         start_deadline_s=start_deadline_s,
     )

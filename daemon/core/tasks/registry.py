@@ -88,6 +88,8 @@ class Task:
     grace_s: float | None = None
     interval_s: float | None = None
     schedule: Schedule | None = None
+    misfire: str = "coalesce"  # a slot planned while the daemon was down (``core.catchup``)
+    catchup_window_s: float | None = None  # older missed slots are recorded, never run
     on_busy: OnBusy | None = None  # None: a trigger queues, a tick is skipped
     start_deadline_s: float | None = None  # a tick not started this long after its slot: missed
 
