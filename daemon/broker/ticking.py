@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from daemon.core.tasks import TaskRegistry
+from typing import Any
+
+from daemon.core.tasks import Task, TaskRegistry
 from daemon.core.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
@@ -37,24 +39,14 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
                     "default",
                     interval_s=decision.interval_s,
                     fire_on_start=settings.fire_on_start,
-                    on_busy=default.on_busy,
-                    start_deadline_s=default.start_deadline_s,
+                    **_slot_policy(default),
                 )
             )
         elif decision.mode == "once":
             plans.append(TickPlan("default", once=True))
     for task in tasks.tasks.values():
         if task.schedule is not None:
-            plans.append(
-                TickPlan(
-                    task.name,
-                    schedule=task.schedule,
-                    misfire=task.misfire,
-                    catchup_window_s=task.catchup_window_s,
-                    on_busy=task.on_busy,
-                    start_deadline_s=task.start_deadline_s,
-                )
-            )
+            plans.append(TickPlan(task.name, schedule=task.schedule, **_slot_policy(task)))
         elif task.interval_s is not None:
             own = clamp_interval(
                 task.interval_s,
@@ -68,10 +60,17 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
                     task.name,
                     interval_s=own.interval_s,
                     fire_on_start=settings.fire_on_start,
-                    misfire=task.misfire,
-                    catchup_window_s=task.catchup_window_s,
-                    on_busy=task.on_busy,
-                    start_deadline_s=task.start_deadline_s,
+                    **_slot_policy(task),
                 )
             )
     return plans, warnings
+
+
+def _slot_policy(task: Task) -> dict[str, Any]:
+    """What the task says of its slots: when busy, how late, and after a restart."""
+    return {
+        "on_busy": task.on_busy,
+        "start_deadline_s": task.start_deadline_s,
+        "misfire": task.misfire,
+        "catchup_window_s": task.catchup_window_s,
+    }

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from daemon.core.busy import ON_BUSY, OnBusy
-from daemon.core.tasks.tasks_file import TaskConfigError
-from daemon.schedules.interval import parse_duration
+from daemon.core.tasks.tasks_file import TaskConfigError, duration_value
 
 _HEADER = re.compile(r"\s*\[\s*tasks\s*\.\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_.:-]+?))\s*\]")
 _TABLE = re.compile(r"\s*\[")
@@ -58,14 +57,7 @@ def busy_keys(
     if "start_deadline" in table:
         value = table["start_deadline"]
         place = _place(text, source, task, "start_deadline")
-        if not isinstance(value, str):
-            raise TaskConfigError(f"{place} must be a duration string such as '5m'")
-        try:
-            deadline_s = parse_duration(value)
-        except ValueError as exc:
-            raise TaskConfigError(f"{place}: {exc}") from None
-        if deadline_s <= 0:
-            raise TaskConfigError(f"{place} must be positive")
+        deadline_s = duration_value(place, value)
         if "interval" not in table and "schedule" not in table and task != "default":
             raise TaskConfigError(f"{place} needs an 'interval' or a 'schedule' to apply to")
     return on_busy, deadline_s

@@ -19,26 +19,11 @@ from typing import Any
 from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.core.tasks.busy_keys import busy_keys
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
-from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
+from daemon.core.tasks.tasks_file import TaskConfigError, duration_value, read_tasks_file
 from daemon.schedules import parse_schedule
-from daemon.schedules.interval import parse_duration
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-
-
-def _duration_field(where: str, key: str, value: Any) -> float:
-    if not isinstance(value, str):
-        raise TaskConfigError(f"{where}: {key} must be a duration string such as '30s'")
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise TaskConfigError(f"{where}: {key}: {exc}") from None
-    if seconds <= 0 and key != "grace":
-        raise TaskConfigError(f"{where}: {key} must be positive")
-    if seconds < 0:
-        raise TaskConfigError(f"{where}: {key} must not be negative")
-    return seconds
 
 
 def load_handler(ref: str, where: str) -> Handler:
@@ -122,7 +107,7 @@ def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source:
     ):
         raise TaskConfigError(f"{where}: allow_env must be a list of variable names")
     durations = {
-        key: _duration_field(where, key, table[key])
+        key: duration_value(f"{where}: {key}", table[key], zero_ok=key == "grace")
         for key in ("timeout", "soft_timeout", "grace", "interval", "catchup_window")
         if key in table
     }

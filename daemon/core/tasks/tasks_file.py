@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+from daemon.schedules.interval import parse_duration
 
 TASKS_FILE_MAX_BYTES = 1 << 20  # 1 MiB: hundreds of times any real tasks file
 _KINDS = {
@@ -64,3 +67,18 @@ def _bounded_read(fd: int, path: Path) -> bytes:
             "tasks file may hold"
         )
     return b"".join(chunks)
+
+
+def duration_value(place: str, value: Any, *, zero_ok: bool = False) -> float:
+    """A duration key's seconds, or a ``TaskConfigError`` that starts with ``place``."""
+    if not isinstance(value, str):
+        raise TaskConfigError(f"{place} must be a duration string such as '30s'")
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise TaskConfigError(f"{place}: {exc}") from None
+    if seconds < 0 and zero_ok:
+        raise TaskConfigError(f"{place} must not be negative")
+    if seconds <= 0 and not zero_ok:
+        raise TaskConfigError(f"{place} must be positive")
+    return seconds
