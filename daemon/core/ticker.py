@@ -241,7 +241,7 @@ class Ticker:
             # was late are covered by it (coalesced), not fired one after another.
             latest = max(slot, math.floor((now - start) / interval_s))
             wall_at = self._wall_s() - now  # a monotonic time plus this is a wall time
-            planned = target if latest == slot else start + latest * interval_s
+            planned = start + latest * interval_s  # its slot on the grid, not the jittered time
             self._tick(plan, wall_at + planned, wall_at + start + slot * interval_s, latest - slot)
             last_fired = self._monotonic()
             slot = max(latest + 1, math.floor((last_fired - start) / interval_s) + 1)
