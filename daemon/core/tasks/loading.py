@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
 from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
 from daemon.schedules import parse_schedule
@@ -72,6 +73,7 @@ _KEYS = {
     "interval",
     "schedule",
     "tz",
+    NOTIFY_TABLE,
 }
 
 
@@ -144,6 +146,7 @@ def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
         grace_s=durations.get("grace"),
         interval_s=durations.get("interval"),
         schedule=schedule,
+        notify=parse_notify_table(f"{where}.{NOTIFY_TABLE}", table.get(NOTIFY_TABLE)),
     )
 
 
@@ -154,7 +157,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         raise TaskConfigError(f"{source}: {exc}") from None
     except RecursionError:  # arrays or tables nested thousands deep: tomllib recurses
         raise TaskConfigError(f"{source}: nested too deeply (RecursionError)") from None
-    unknown = sorted(set(document) - {"tasks"})
+    unknown = sorted(set(document) - {"tasks", NOTIFY_TABLE})
     if unknown:
         raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}")
     tables = document.get("tasks", {})
@@ -165,7 +168,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         if not isinstance(table, dict):
             raise TaskConfigError(f"{source}: tasks.{name} must be a table")
         tasks[name] = task_from_table(name, table)
-    return tasks
+    return with_defaults(tasks, document.get(NOTIFY_TABLE), source)
 
 
 def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:

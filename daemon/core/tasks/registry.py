@@ -21,6 +21,7 @@ from typing import Any
 
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
+from daemon.core.tasks.notify_config import TaskNotify
 from daemon.schedules import Schedule
 from daemon.wire.protocol import MAX_ARGS as MAX_ARGS  # the wire's bound, held by the registry too
 from daemon.wire.reasons import (
@@ -95,6 +96,7 @@ class Task:
     grace_s: float | None = None
     interval_s: float | None = None
     schedule: Schedule | None = None
+    notify: TaskNotify | None = None  # who hears of its runs (``notify_config``)
 
     def refusal(self, request: RunRequest) -> str | None:
         """Why this task refuses ``request``, or None when it may run."""
