@@ -1,7 +1,8 @@
 """The broker's ordered shutdown, held to ``RUNBROKER_SHUTDOWN_TIMEOUT`` end to end.
 
 Stop accepting, stop the ticker, release unstarted database runs, cancel queued runs, SIGTERM
-the running job (its grace cut to fit the budget, then SIGKILL), close the socket. The budget
+the running job (its grace cut to fit the budget, then SIGKILL), give pending notifications
+``NOTIFY_DRAIN_MAX_S`` at most, close the socket. The budget
 holds whatever the run does: the last ``reserve_s`` of it is kept for a run that would not
 stop (cancelled, then abandoned with its result told), the socket and the exit, so a process
 whose handler ignores cancellation still exits within the budget plus the time the exit itself
@@ -29,6 +30,7 @@ log = get_logger("runbroker.app")
 RESERVE_MAX_S = 0.5  # the end of the budget kept for a stuck run, the socket and the exit
 GRACE_MARGIN_S = 0.5  # a SIGKILLed job ends, and its result is told, within this
 SOCKET_CLOSE_MAX_S = 1.0  # clients still reading their last lines, at most
+NOTIFY_DRAIN_MAX_S = 3.0  # pending notifications, once the runs are drained, at most
 
 
 def reserve_s(budget_s: float) -> float:
@@ -52,6 +54,7 @@ async def shutdown(
     others: list[asyncio.Task[None]],
     close_more: Callable[[], Awaitable[None]] | None = None,
     stop_producers: Callable[[], None] = lambda: None,
+    notify_drain: Callable[[float], Awaitable[None]] | None = None,
 ) -> int:
     """Drain within ``budget_s``; returns the exit code (or ends the process: a run stuck
     past the budget). ``others`` are awaited with the executor (the database runner);
@@ -84,6 +87,8 @@ async def shutdown(
             log.error("broker.stuck", pending=sum(not task.done() for task in pending))
             executor.abandon_running()
             stuck = True
+    if notify_drain is not None and not stuck:  # the last runs' notices, within the budget
+        await notify_drain(min(NOTIFY_DRAIN_MAX_S, _left(deadline) - reserve_s(budget_s)))
     # Clients still reading their last lines get a second at most, within the budget.
     await server.close(timeout_s=min(SOCKET_CLOSE_MAX_S, _left(deadline)))
     if stuck:

@@ -18,7 +18,8 @@ from prometheus_client.registry import Collector
 
 from daemon.core.runqueue import Run, RunQueue
 from daemon.core.ticker import TickPlan
-from daemon.observe.sources import RunnerFigures
+from daemon.observe.notify_metrics import NotifyCollector
+from daemon.observe.sources import NotifyRecord, RunnerFigures
 from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
@@ -135,6 +136,7 @@ class Metrics:
         *,
         tasks: Iterable[str] = (),
         plans: Callable[[], Sequence[TickPlan]] = tuple,
+        notify: NotifyRecord | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.runs = Counter(
@@ -178,6 +180,8 @@ class Metrics:
         )
         self.reload_ok.set(1)
         self.registry.register(_LiveCollector(queue, database, plans))
+        if notify is not None:
+            self.registry.register(NotifyCollector(notify))
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
         self.add_tasks(tasks)
