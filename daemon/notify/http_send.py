@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.notify.delivery import Delivery
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from daemon.core.tasks.notify_config import HttpTarget
 
 USER_AGENT = "runbroker-notify/1"
+QUIET_LOGGERS = ("httpx", "httpcore")
 RETRY_STATUSES = frozenset({408, 429})
 PING_SUFFIX = {"start": "/start", "success": "", "failure": "/fail"}  # healthchecks.io's paths
 
@@ -32,6 +34,9 @@ def ping_url(base: str, event: str) -> str:
 
 
 def _new_client() -> Any:
+    # httpx logs each request's URL (a token in it) at INFO: its loggers never reach the log.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     httpx = importlib.import_module("httpx")
     return httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": USER_AGENT})
 

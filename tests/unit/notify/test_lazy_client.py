@@ -52,3 +52,14 @@ def test_the_first_http_notice_loads_httpx() -> None:
         "asyncio.run(HttpSender()._ready_client())\n"
     )
     assert "httpx" in modules
+
+
+def test_httpx_never_logs_a_url() -> None:
+    modules = _modules_after(
+        "import asyncio, logging\n"
+        "from daemon.notify.http_send import HttpSender\n"
+        "asyncio.run(HttpSender()._ready_client())\n"
+        "assert not logging.getLogger('httpx').isEnabledFor(logging.CRITICAL)\n"
+        "assert not logging.getLogger('httpcore').isEnabledFor(logging.CRITICAL)\n"
+    )
+    assert "httpx" in modules
