@@ -18,13 +18,14 @@ import argparse
 import asyncio
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_broker import TASKS, _round_trip, rss_kib, start_daemon  # noqa: E402
+from bench_broker import TASKS, _round_trip, rss_kib, start_daemon
 
 
 def notified(url: str) -> str:
@@ -62,6 +63,21 @@ async def rate(path: Path, clients: int, total: int) -> float:
     return total / (time.perf_counter() - started)
 
 
+def measure(
+    daemons: dict[str, tuple[subprocess.Popen[bytes], Path]], rounds: int, runs: int
+) -> None:
+    sockets = {name: path for name, (_proc, path) in daemons.items()}
+    asyncio.run(alternated(sockets, "noop", rounds))
+    asyncio.run(alternated(sockets, "true", rounds))
+    rates = {name: asyncio.run(rate(path, 32, runs)) for name, path in sockets.items()}
+    words = ", ".join(
+        f"{name} {rates[name]:.0f}/s (ratio {rates[name] / rates['plain']:.2f})" for name in rates
+    )
+    print(f"32 concurrent clients, {runs} runs each daemon: {words} (goal >= 0.85)")
+    sizes = {name: rss_kib(proc.pid) / 1024 for name, (proc, _path) in daemons.items()}
+    print("RSS after the runs: " + ", ".join(f"{n} {mib:.0f} MiB" for n, mib in sizes.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=300)
@@ -81,25 +97,8 @@ def main() -> None:
             daemons = {"plain": start_daemon(Path(top, "plain"), TASKS)}
             for name, url in urls.items():
                 daemons[name] = start_daemon(Path(top, name), notified(url))
-            sockets = {name: path for name, (_proc, path) in daemons.items()}
             try:
-                asyncio.run(alternated(sockets, "noop", args.rounds))
-                asyncio.run(alternated(sockets, "true", args.rounds))
-                rates = {
-                    name: asyncio.run(rate(path, 32, args.runs)) for name, path in sockets.items()
-                }
-                words = ", ".join(
-                    f"{name} {rates[name]:.0f}/s (ratio {rates[name] / rates['plain']:.2f})"
-                    for name in rates
-                )
-                print(
-                    f"32 concurrent clients, {args.runs} runs each daemon: {words} (goal >= 0.85)"
-                )
-                rss = ", ".join(
-                    f"{name} {rss_kib(proc.pid) / 1024:.0f} MiB"
-                    for name, (proc, _) in daemons.items()
-                )
-                print(f"RSS after the runs: {rss}")
+                measure(daemons, args.rounds, args.runs)
             finally:
                 for proc, _path in daemons.values():
                     proc.terminate()
