@@ -180,8 +180,7 @@ class Metrics:
         )
         self.reload_ok.set(1)
         self.registry.register(_LiveCollector(queue, database, plans))
-        if notify is not None:
-            self.registry.register(NotifyCollector(notify))
+        self.registry.register(NotifyCollector(notify))  # at zero without notifications
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
         self.add_tasks(tasks)

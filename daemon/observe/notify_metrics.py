@@ -14,11 +14,11 @@ KINDS = ("webhook", "ping", "command")
 
 
 class NotifyCollector(Collector):
-    def __init__(self, notifier: NotifyRecord) -> None:
+    def __init__(self, notifier: NotifyRecord | None) -> None:
         self.notifier = notifier
 
     def collect(self) -> Iterable[Metric]:
-        status = self.notifier.status()
+        status = None if self.notifier is None else self.notifier.status()
         kinds = status["kinds"] if status is not None else {}
         sent = CounterMetricFamily(
             "runbroker_notifications",
