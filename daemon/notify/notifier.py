@@ -7,7 +7,7 @@ sender (``run``, one task the broker owns and awaits) takes one notice at a time
 to its targets at once, each bounded (``HttpTarget.give_up_after_s``, or a command's timeout
 and grace): a slow or dead endpoint delays only the notices behind it, which wait in the
 bounded outbox (the oldest dropped and counted when it is full). A target that fails is one
-incident: logged when it first gives up, and when it works again.
+incident (``record``).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from daemon.notify.hook import HOOK_GRACE_S, run_hook
 from daemon.notify.http_send import HttpSender, ping_url
 from daemon.notify.notice import TAIL_BYTES, Notice, document, run_notice, tail_text
 from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
-from daemon.notify.silence import SilenceWatch, utc_text
+from daemon.notify.record import KINDS, DeliveryRecord
+from daemon.notify.silence import SilenceWatch
 from daemon.wire import protocol
-from daemon.wire.control_shapes import NotifyFailure, NotifyKindFigures, NotifyStatus
+from daemon.wire.control_shapes import NotifyStatus
 
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = get_logger("runbroker.notify")
 
-KINDS = ("webhook", "ping", "command")
 CANCEL_SLACK_S = 0.25  # a cancelled sender ends within a hook's grace and this
 
 
@@ -59,9 +59,7 @@ class Notifier:
         self._configs: dict[str, TaskNotify] = {}
         self._start_tasks: frozenset[str] = frozenset()
         self._failing: set[str] = set()  # tasks whose last run failed
-        self._down: set[tuple[str, str]] = set()  # (task, kind) given up: one incident each
-        self.kinds: dict[str, NotifyKindFigures] = {k: {"sent": 0, "failed": 0} for k in KINDS}
-        self.last_failure: NotifyFailure | None = None
+        self.record = DeliveryRecord()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self.refresh()
@@ -155,7 +153,8 @@ class Notifier:
             delivery = await self._send(kind, target, notice, event)
         except Exception as exc:  # a sender's bug must not end the sender
             delivery = Delivery(False, 1, f"{type(exc).__name__}", retryable=False)
-        self._count(kind, notice, event, delivery, target)
+        url_from = target.url.source if isinstance(target, HttpTarget) else "tasks file"
+        self.record.count(kind, notice, event, delivery, url_from)
 
     async def _send(
         self, kind: str, target: HttpTarget | CommandHook, notice: Notice, event: str
@@ -168,43 +167,6 @@ class Notifier:
             return await self.http.send(target, url, body, "application/json")
         body = tail_text(notice).encode("utf-8", "replace")[:TAIL_BYTES]
         return await self.http.send(target, ping_url(url, event), body, "text/plain; charset=utf-8")
-
-    def _count(
-        self,
-        kind: str,
-        notice: Notice,
-        event: str,
-        delivery: Delivery,
-        target: HttpTarget | CommandHook,
-    ) -> None:
-        key = (notice.task, kind)
-        source = target.url.source if isinstance(target, HttpTarget) else "tasks file"
-        if delivery.ok:
-            self.kinds[kind]["sent"] += 1
-            if key in self._down:
-                self._down.discard(key)
-                log.info("notify.restored", task=notice.task, kind=kind, url_from=source)
-            return
-        self.kinds[kind]["failed"] += 1
-        self.last_failure = {
-            "task": notice.task,
-            "kind": kind,
-            "event": event,
-            "error": delivery.error,
-            "at": utc_text(time.time()),
-        }
-        if key not in self._down:
-            self._down.add(key)
-            log.warning(
-                "notify.failed",
-                task=notice.task,
-                kind=kind,
-                notify_event=event,
-                run_id=notice.run_id,
-                error=delivery.error,
-                attempts=delivery.attempts,
-                url_from=source,
-            )
 
     async def drain(self, timeout_s: float) -> None:
         """The shutdown's: what is pending gets ``timeout_s`` to go out, then is dropped (a
@@ -226,8 +188,7 @@ class Notifier:
     @property
     def active(self) -> bool:
         """A task has notifications, or some were counted (a reload took them away since)."""
-        sent = sum(figures["sent"] + figures["failed"] for figures in self.kinds.values())
-        return bool(self._configs) or bool(sent) or bool(self.outbox.dropped)
+        return bool(self._configs or self.record.counted or self.outbox.dropped)
 
     def status(self) -> NotifyStatus | None:
         if not self.active:
@@ -238,11 +199,8 @@ class Notifier:
             "pending": len(self.outbox),
             "dropped": self.outbox.dropped,
             "retries": self.http.retries,
-            "kinds": {
-                kind: {"sent": figures["sent"], "failed": figures["failed"]}
-                for kind, figures in self.kinds.items()
-            },
-            "last_failure": self.last_failure,
+            "kinds": self.record.figures(),
+            "last_failure": self.record.last_failure,
             "silent": self.silence.status(),
         }
 

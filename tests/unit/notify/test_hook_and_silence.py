@@ -8,15 +8,22 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from daemon.core.runqueue import RunRequest
+from daemon.notify.notifier import Notifier
 from daemon.notify.silence import SilenceWatch
 from tests.support.eventually import eventually_async
 from tests.support.http_receiver import receiving
 from tests.unit.notify.test_notifier import HANDLERS, running
+
+
+async def _hook_ended(notifier: Notifier, result: Literal["sent", "failed"]) -> None:
+    await eventually_async(
+        lambda: notifier.record.kinds["command"][result] == 1, f"the hook {result}"
+    )
 
 
 async def test_the_command_hook_gets_the_notice_in_its_environment(tmp_path: Path) -> None:
@@ -29,7 +36,9 @@ command = ["python3", "-c", "import json,os;json.dump(dict(os.environ), open({st
 """
     async with running(text) as parts:
         run = await parts.run("fails")
-        await eventually_async(lambda: parts.notifier.kinds["command"]["sent"] == 1, "the hook")
+        await eventually_async(
+            lambda: parts.notifier.record.kinds["command"]["sent"] == 1, "the hook"
+        )
     env = json.loads(seen.read_text())
     assert env["RUNBROKER_NOTIFY_EVENT"] == "failure"
     assert env["RUNBROKER_TASK"] == "fails"
@@ -52,9 +61,11 @@ timeout = "300ms"
 """
     async with running(text) as parts:
         await parts.run("fails")
-        await eventually_async(lambda: parts.notifier.kinds["command"]["failed"] == 1, "give-up")
-    assert parts.notifier.last_failure is not None
-    assert parts.notifier.last_failure["error"] == "no end within 0.3s (terminated)"
+        await eventually_async(
+            lambda: parts.notifier.record.kinds["command"]["failed"] == 1, "give-up"
+        )
+    assert parts.notifier.record.last_failure is not None
+    assert parts.notifier.record.last_failure["error"] == "no end within 0.3s (terminated)"
     _assert_reaped(int(pid_file.read_text()))
 
 
@@ -74,9 +85,11 @@ command = ["/nonexistent/notify-me"]
 """
     async with running(text) as parts:
         await parts.run("fails")
-        await eventually_async(lambda: parts.notifier.kinds["command"]["failed"] == 1, "give-up")
-    assert parts.notifier.last_failure is not None
-    assert parts.notifier.last_failure["error"].startswith("cannot start")
+        await eventually_async(
+            lambda: parts.notifier.record.kinds["command"]["failed"] == 1, "give-up"
+        )
+    assert parts.notifier.record.last_failure is not None
+    assert parts.notifier.record.last_failure["error"].startswith("cannot start")
 
 
 async def test_a_silent_task_is_told_once_warned_of_and_recovers() -> None:

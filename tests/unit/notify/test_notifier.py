@@ -167,7 +167,7 @@ async def _settled(notifier: Notifier, count: int) -> None:
     """Until ``count`` notices have an end at the webhook: sent or given up."""
 
     def ended() -> bool:
-        figures = notifier.kinds["webhook"]
+        figures = notifier.record.kinds["webhook"]
         return figures["sent"] + figures["failed"] >= count
 
     await eventually_async(ended, f"{count} webhook notices sent or given up")
@@ -192,7 +192,7 @@ backoff = "100ms"
     assert gaps[0] >= 0.1
     assert gaps[1] >= 0.2
     assert len(receiver.requests) == 3  # attempts = 3, then given up
-    assert parts.notifier.kinds["webhook"] == {"sent": 0, "failed": 1}
+    assert parts.notifier.record.kinds["webhook"] == {"sent": 0, "failed": 1}
 
 
 async def test_a_4xx_is_given_up_at_once() -> None:
@@ -210,8 +210,8 @@ backoff = "10ms"
             await parts.run("fails")
             await _settled(parts.notifier, 1)
     assert len(receiver.requests) == 1
-    assert parts.notifier.last_failure is not None
-    assert parts.notifier.last_failure["error"] == "HTTP 404"
+    assert parts.notifier.record.last_failure is not None
+    assert parts.notifier.record.last_failure["error"] == "HTTP 404"
 
 
 async def test_an_endpoint_that_never_answers_holds_no_run_back_and_the_queue_stays_bounded(
@@ -264,6 +264,6 @@ backoff = "10ms"
             await _settled(parts.notifier, 1)
             took_s = time.monotonic() - started
     assert len(receiver.requests) == 2
-    assert parts.notifier.last_failure is not None
-    assert parts.notifier.last_failure["error"] == "no answer within 0.2s"
+    assert parts.notifier.record.last_failure is not None
+    assert parts.notifier.record.last_failure["error"] == "no answer within 0.2s"
     assert took_s < 2 * 0.2 + 0.01 + 2.0  # the bound, and slack for a loaded machine

@@ -21,8 +21,8 @@ url = "http://127.0.0.1:9/hook?token=s3cr3t"
 
 def test_the_series_say_what_was_sent_dropped_and_who_is_silent() -> None:
     notifier = Notifier(TaskRegistry(parse_tasks_toml(TASKS)), Journal(), ChildSupervisor())
-    notifier.kinds["webhook"]["sent"] = 4
-    notifier.kinds["ping"]["failed"] = 2
+    notifier.record.kinds["webhook"]["sent"] = 4
+    notifier.record.kinds["ping"]["failed"] = 2
     notifier.outbox.dropped = 3
     notifier.silence.silent["a"] = 0.0
     text = Metrics(RunQueue(1), notify=notifier).exposition().decode()
