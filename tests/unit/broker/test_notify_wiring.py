@@ -3,6 +3,7 @@ it the new tables at once, and a silent task is a health warning, never unhealth
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from daemon import settings as settings_module
 from daemon.broker.app import Broker
+from daemon.broker.shutdown import NOTIFY_DRAIN_MAX_S, shutdown
 from daemon.broker.signals import Signals
 from daemon.core.tasks import build_registry
 from daemon.observe.status import health_answer, status_answer
@@ -54,3 +56,27 @@ def test_a_silent_task_is_a_warning_of_a_healthy_daemon(broker: Broker) -> None:
     answer = health_answer(broker)
     assert answer["ok"] is True
     assert any("task 'a' has not succeeded" in warning for warning in answer.get("warnings", []))
+
+
+async def test_a_stop_gives_pending_notifications_at_most_their_share_of_the_budget(
+    broker: Broker,
+) -> None:
+    given: list[float] = []
+
+    async def drain(timeout_s: float) -> None:
+        given.append(timeout_s)
+
+    executor_task = asyncio.get_running_loop().create_task(broker.executor.run_forever())
+    code = await shutdown(
+        broker.settings.shutdown_timeout_s,
+        server=broker.server,
+        queue=broker.queue,
+        executor=broker.executor,
+        children=broker.children,
+        executor_task=executor_task,
+        others=[],
+        notify_drain=drain,
+    )
+    assert code == 0
+    assert len(given) == 1
+    assert 0 < given[0] <= NOTIFY_DRAIN_MAX_S
