@@ -27,7 +27,7 @@ from daemon.notify.http_send import HttpSender, ping_url
 from daemon.notify.notice import TAIL_BYTES, Notice, document, run_notice, tail_text
 from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
 from daemon.notify.record import KINDS, DeliveryRecord
-from daemon.notify.silence import SilenceWatch
+from daemon.notify.silence import SilenceWatch, auto_limit_s
 from daemon.wire import protocol
 from daemon.wire.control_shapes import NotifyStatus
 
@@ -72,13 +72,16 @@ class Notifier:
         self._start_tasks = frozenset(
             name for name, notify in self._configs.items() if notify.wants("start")
         )
-        self.silence.refresh(
-            {
-                name: notify.max_silence_s
-                for name, notify in self._configs.items()
-                if notify.max_silence_s is not None
-            }
-        )
+        now = time.time()
+        limits_s = {}
+        for name, notify in self._configs.items():
+            limit_s = notify.max_silence_s
+            if limit_s is None and notify.max_silence_auto:
+                task = tasks[name]
+                limit_s = auto_limit_s(task.interval_s, task.schedule, now)
+            if limit_s is not None:
+                limits_s[name] = limit_s
+        self.silence.refresh(limits_s)
         self.outbox.wake()
 
     def run_submitted(self, run: Run) -> None:

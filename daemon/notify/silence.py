@@ -8,12 +8,35 @@ Its silence is counted from its last success, or, before its first since the dae
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from daemon.core.rfc3339 import rfc3339_utc
+from daemon.schedules import Schedule
 from daemon.wire.control_shapes import SilentTask
+
+AUTO_CADENCES = 2  # max_silence = "auto": this many of the task's cadences
+AUTO_FIRES = 8  # a schedule's cadence: the longest gap between its next this many fires
+
+
+def auto_limit_s(interval_s: float | None, schedule: Schedule | None, now: float) -> float | None:
+    """``max_silence = "auto"``: two of the task's cadences (its interval; for a schedule the
+    longest gap between its next fires, so a weekday cron's weekend is not a silence). None:
+    a one-shot schedule, or no cadence at all."""
+    if interval_s is not None:
+        return AUTO_CADENCES * interval_s
+    if schedule is None:
+        return None
+    fires: list[datetime] = []
+    at: datetime | None = datetime.fromtimestamp(now, UTC)
+    while at is not None and len(fires) <= AUTO_FIRES:
+        at = schedule.next_after(at)
+        if at is not None:
+            fires.append(at)
+    gaps_s = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(fires)]
+    return AUTO_CADENCES * max(gaps_s) if gaps_s else None
 
 
 def utc_text(timestamp: float) -> str:

@@ -3,7 +3,8 @@
 
 A task's table overrides the defaults kind by kind: its ``webhook``, ``ping`` or ``command``
 table replaces the default one whole, ``false`` turns the default off for that task, and its
-``max_silence`` replaces the default's (``"off"``: none). Every mistake is a
+``max_silence`` replaces the default's (``"off"``: none; ``"auto"``: two of the task's own
+cadences, for a task with an interval or a schedule). Every mistake is a
 ``TaskConfigError`` naming the table and the key, and never a URL's value.
 """
 
@@ -70,6 +71,7 @@ class TaskNotify:
     ping: HttpTarget | None = None
     command: CommandHook | None = None
     max_silence_s: float | None = None
+    max_silence_auto: bool = False  # ``"auto"``: two of the task's cadences (``notify.silence``)
     off: frozenset[str] = field(default=frozenset())
 
     def targets(self) -> tuple[HttpTarget | CommandHook | None, ...]:
@@ -80,7 +82,8 @@ class TaskNotify:
 
     @property
     def empty(self) -> bool:
-        return self.max_silence_s is None and all(t is None for t in self.targets())
+        silence = self.max_silence_s is not None or self.max_silence_auto
+        return not silence and all(t is None for t in self.targets())
 
 
 def parse_notify_table(where: str, table: Any) -> TaskNotify | None:
@@ -97,12 +100,21 @@ def parse_notify_table(where: str, table: Any) -> TaskNotify | None:
     max_silence_s = None
     if silence == "off":
         off.add("max_silence")
+    elif silence == "auto":
+        pass
     elif silence is not None and silence is not False:
         max_silence_s = _duration(where, "max_silence", silence)
     webhook = _http_target(f"{where}.webhook", "webhook", table.get("webhook"))
     ping = _http_target(f"{where}.ping", "ping", table.get("ping"))
     command = _command_hook(f"{where}.command", table.get("command"))
-    return TaskNotify(webhook, ping, command, max_silence_s, frozenset(off))
+    return TaskNotify(
+        webhook=webhook,
+        ping=ping,
+        command=command,
+        max_silence_s=max_silence_s,
+        max_silence_auto=silence == "auto",
+        off=frozenset(off),
+    )
 
 
 def _kind_table(where: str, kind: str, table: Any) -> dict[str, Any] | None:
@@ -194,11 +206,15 @@ def merged(defaults: TaskNotify | None, own: TaskNotify | None) -> TaskNotify | 
         return None
     base = defaults or TaskNotify()
     mine = own or TaskNotify()
+    silence = mine if mine.max_silence_s is not None or mine.max_silence_auto else base
+    if silence is base and "max_silence" in mine.off:
+        silence = TaskNotify()
     result = TaskNotify(
         webhook=_pick(mine.webhook, base.webhook, "webhook" in mine.off),
         ping=_pick(mine.ping, base.ping, "ping" in mine.off),
         command=_pick(mine.command, base.command, "command" in mine.off),
-        max_silence_s=_pick(mine.max_silence_s, base.max_silence_s, "max_silence" in mine.off),
+        max_silence_s=silence.max_silence_s,
+        max_silence_auto=silence.max_silence_auto,
     )
     return None if result.empty else result
 
@@ -215,6 +231,18 @@ def with_defaults(tasks: Mapping[str, Any], defaults_table: Any, source: str) ->
     result = dict(tasks)
     for name, task in tasks.items():
         notify = merged(defaults, task.notify)
+        if notify is not None and notify.max_silence_auto and not _ticks(task):
+            if task.notify is not None and task.notify.max_silence_auto:
+                raise TaskConfigError(
+                    f"tasks.{name}.{NOTIFY_TABLE}: max_silence = 'auto' needs the task's own"
+                    " interval or schedule"
+                )
+            notify = replace(notify, max_silence_auto=False)  # the default's: for ticking tasks
+            notify = None if notify.empty else notify
         if notify != task.notify:
             result[name] = replace(task, notify=notify)
     return result
+
+
+def _ticks(task: Any) -> bool:
+    return task.interval_s is not None or task.schedule is not None

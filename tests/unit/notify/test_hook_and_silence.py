@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,7 +15,8 @@ import pytest
 
 from daemon.core.runqueue import RunRequest
 from daemon.notify.notifier import Notifier
-from daemon.notify.silence import SilenceWatch
+from daemon.notify.silence import SilenceWatch, auto_limit_s
+from daemon.schedules import parse_schedule
 from tests.support.eventually import eventually_async
 from tests.support.http_receiver import receiving
 from tests.unit.notify.test_notifier import HANDLERS, running
@@ -159,3 +161,13 @@ def test_a_silence_is_counted_from_the_last_success_and_ends_with_the_next() -> 
     assert [task for task, _ in watch.newly_silent()] == ["a", "b"]
     watch.refresh({"b": 10.0})  # a reload took a's max_silence away: its silence ends
     assert [item["task"] for item in watch.status()] == ["b"]
+
+
+def test_an_auto_max_silence_is_two_of_the_longest_gaps_ahead() -> None:
+    monday_noon = datetime(2026, 11, 30, 12, 0, tzinfo=UTC).timestamp()
+    assert auto_limit_s(60.0, None, monday_noon) == 120.0
+    assert auto_limit_s(None, parse_schedule("daily 02:00"), monday_noon) == 2 * 86400
+    weekdays = parse_schedule("cron 0 9 * * 1-5")
+    assert auto_limit_s(None, weekdays, monday_noon) == 2 * 3 * 86400  # Friday to Monday
+    assert auto_limit_s(None, parse_schedule("at 2027-01-01T00:00:00Z"), monday_noon) is None
+    assert auto_limit_s(None, None, monday_noon) is None

@@ -188,3 +188,23 @@ def test_the_parser_keeps_what_it_is_given(
 def test_any_table_is_taken_or_refused_with_a_config_error(table: dict[str, object]) -> None:
     with contextlib.suppress(TaskConfigError):
         parse_notify_table("notify", table)
+
+
+def test_an_auto_max_silence_needs_the_task_s_own_cadence() -> None:
+    with pytest.raises(TaskConfigError) as raised:
+        parse_tasks_toml('[tasks.a]\ncommand = "true"\n[tasks.a.notify]\nmax_silence = "auto"\n')
+    assert "tasks.a.notify: max_silence = 'auto' needs the task's own interval" in str(raised.value)
+
+
+def test_an_auto_max_silence_of_the_defaults_is_for_the_ticking_tasks() -> None:
+    tasks = parse_tasks_toml(
+        '[notify]\nmax_silence = "auto"\n'
+        '[tasks.ticks]\ncommand = "true"\ninterval = "1m"\n'
+        '[tasks.nightly]\ncommand = "true"\nschedule = "daily 02:00"\n'
+        '[tasks.external]\ncommand = "true"\n'
+    )
+    for name in ("ticks", "nightly"):
+        notify = tasks[name].notify
+        assert notify is not None
+        assert notify.max_silence_auto
+    assert tasks["external"].notify is None
