@@ -13,6 +13,7 @@ incident (``record``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING
 
@@ -115,20 +116,29 @@ class Notifier:
 
     # -- the sender ---------------------------------------------------------------------------
     async def run(self) -> None:
-        """Send until ``drain`` says stop and nothing is left (or cancels it)."""
+        """Send until ``drain`` says stop and nothing is left (or cancels it). It shares the
+        broker's TaskGroup, so nothing it meets ends it: a notice it fails on is counted and
+        logged, and it goes on."""
         self._task = asyncio.current_task()
         try:
-            while True:
-                self._look_for_silence()
-                notice = self.outbox.take()
-                if notice is not None:
-                    await self._deliver(notice)
-                elif self._stopping:
-                    return
-                else:
-                    await self.outbox.wait(self.silence.next_due_in_s())
+            while not self._stopping or len(self.outbox):
+                try:
+                    await self._turn()
+                except Exception as exc:
+                    self.outbox.dropped += 1
+                    log.error("notify.sender_error", error=type(exc).__name__)
         finally:
-            await self.http.close()
+            with contextlib.suppress(Exception):
+                await self.http.close()
+
+    async def _turn(self) -> None:
+        """Send the oldest notice, or wait for one (or for the next silence that may come)."""
+        self._look_for_silence()
+        notice = self.outbox.take()
+        if notice is not None:
+            await self._deliver(notice)
+        elif not self._stopping:
+            await self.outbox.wait(self.silence.next_due_in_s())
 
     def _look_for_silence(self) -> None:
         for task, quiet_s in self.silence.newly_silent():

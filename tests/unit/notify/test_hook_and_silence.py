@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -171,3 +172,29 @@ def test_an_auto_max_silence_is_two_of_the_longest_gaps_ahead() -> None:
     assert auto_limit_s(None, weekdays, monday_noon) == 2 * 3 * 86400  # Friday to Monday
     assert auto_limit_s(None, parse_schedule("at 2027-01-01T00:00:00Z"), monday_noon) is None
     assert auto_limit_s(None, None, monday_noon) is None
+
+
+async def test_a_fault_in_the_sender_is_logged_and_the_sender_goes_on(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    text = f"""
+[tasks.fails]
+handler = "{HANDLERS}:fails"
+[tasks.fails.notify.command]
+command = ["true"]
+"""
+    async with running(text) as parts:
+        faults = iter([RuntimeError("a bug")])
+
+        def faulty() -> list[tuple[str, float]]:
+            fault = next(faults, None)
+            if fault is not None:
+                raise fault
+            return []
+
+        parts.notifier.silence.newly_silent = faulty  # type: ignore[method-assign]
+        await parts.run("fails")
+        await _hook_ended(parts.notifier, "sent")
+    assert [line["error"] for line in logs if line["event"] == "notify.sender_error"] == [
+        "RuntimeError"
+    ]
