@@ -10,4 +10,3 @@ class Delivery:
     ok: bool
     attempts: int = 1
     error: str = ""  # why it was given up: never a URL (it may carry a token)
-    retryable: bool = True  # a failure worth another attempt (not a 4xx refusal)

@@ -72,7 +72,7 @@ async def run_hook(
     except TimeoutError:
         return Delivery(False, 1, f"no end within {hook.timeout_s:g}s (terminated)")
     except SpawnError as exc:
-        return Delivery(False, 1, f"cannot start: {exc}", retryable=False)
+        return Delivery(False, 1, f"cannot start: {exc}")
     if outcome.exit_code == 0:
         return Delivery(True)
     said = f": {kept[-1][:200]}" if kept else ""

@@ -74,7 +74,7 @@ class HttpSender:
                 return Delivery(True, attempt)
             error = f"HTTP {status}"
             if status < 500 and status not in RETRY_STATUSES:
-                return Delivery(False, attempt, error, retryable=False)
+                return Delivery(False, attempt, error)
         return Delivery(False, target.attempts, error)
 
     @staticmethod

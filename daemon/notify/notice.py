@@ -36,7 +36,6 @@ class Notice:
     events: tuple[str, ...]
     task: str
     notify: TaskNotify
-    at: float
     run_id: str | None = None
     trigger: str | None = None
     job: str | None = None
@@ -65,7 +64,6 @@ def run_notice(run: Run, events: tuple[str, ...], notify: TaskNotify, log: RunLo
         events=events,
         task=request.task,
         notify=notify,
-        at=time.time(),
         run_id=run.id,
         trigger=request.trigger,
         job=request.job,

@@ -145,9 +145,7 @@ class Notifier:
             log.warning("notify.silent", task=task, silent_for_s=round(quiet_s, 3))
             notify = self._configs.get(task)
             if notify is not None and notify.wants("silence"):
-                self.outbox.put(
-                    Notice(("silence",), task, notify, time.time(), silent_for_s=quiet_s)
-                )
+                self.outbox.put(Notice(("silence",), task, notify, silent_for_s=quiet_s))
 
     async def _deliver(self, notice: Notice) -> None:
         notify = notice.notify
@@ -165,7 +163,7 @@ class Notifier:
         try:
             delivery = await self._send(kind, target, notice, event)
         except Exception as exc:  # a sender's bug must not end the sender
-            delivery = Delivery(False, 1, f"{type(exc).__name__}", retryable=False)
+            delivery = Delivery(False, 1, f"{type(exc).__name__}")
         url_from = target.url.source if isinstance(target, HttpTarget) else "tasks file"
         self.record.count(kind, notice, event, delivery, url_from)
 
