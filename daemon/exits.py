@@ -1,22 +1,18 @@
 """The exit codes of the ``runbroker`` command: its contract with shells, cron, CI and
-``docker exec`` (the README, "Commands"). Every command returns one of these and no module
-defines its own. No imports: a cold ``runbroker trigger`` loads this module.
+``docker exec`` (the README, "Commands").
 
-What a code means depends on the command: ``trigger`` exits 1 for a run that failed or was
-cancelled (``once`` too: 0 or 1, the run's status, whatever the job's own exit status was, so
-that it never reads as one of the codes below), ``run`` for a fatal error or a forced exit; 2
-is a usage error of a client command and a configuration error of ``run`` and ``once`` (one
-line naming the setting, nothing started). The two names of 1 and of 2 say which meaning a
-caller returns.
+Every command returns one of these and no module defines its own. No imports, because a cold
+``runbroker trigger`` loads this module.
 """
 
-EXIT_OK = 0  # the run succeeded; ``run``: a clean drain; ``health``: healthy
-EXIT_FAILED = 1  # the run failed or was cancelled; ``health``: unhealthy; ``reload``: refused
+EXIT_OK = 0  # the run succeeded, a clean drain (``run``), healthy (``health``)
+EXIT_FAILED = 1  # the run failed or was cancelled, unhealthy (``health``), refused (``reload``)
 EXIT_FATAL = EXIT_FAILED  # ``run``: a fatal error, or a forced exit (a second signal)
 EXIT_USAGE = 2  # a usage error, or a request the daemon refuses
 EXIT_CONFIG = EXIT_USAGE  # ``run`` and ``once``: a bad setting or tasks file, nothing started
+EXIT_SKIPPED = 3  # ``trigger``: not run, its task is busy and its ``on_busy`` is skip
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the daemon is unreachable, or refuses this user
-EXIT_TEMPFAIL = 75  # EX_TEMPFAIL: rejected (queue full, shutting down); retry later
+EXIT_TEMPFAIL = 75  # EX_TEMPFAIL: rejected (queue full, shutting down), worth a retry
 EXIT_GAVE_UP = 124  # ``trigger --timeout``: gave up waiting, the run goes on (as timeout(1))
-EXIT_INTERRUPTED = 130  # 128 + SIGINT: interrupted by the user; the run goes on
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: interrupted by the user, the run goes on
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: our output was closed (``runbroker ... | head -1``)

@@ -1,8 +1,7 @@
 """The values the daemon's settings may take: the field types and checks of ``daemon.settings``.
 
-Pure functions of a value, so each rule is read, and tested, without an environment: reading
-``RUNBROKER_*`` stays in ``daemon.settings`` alone. A check raises ``ValueError`` (or returns the
-problem) in words that never repeat a secret.
+Pure functions of a value, so each rule is tested without an environment. Their messages
+never repeat a secret.
 """
 
 from __future__ import annotations
@@ -80,11 +79,9 @@ def normalized_host_port(value: str | None) -> str | None:
     return f"{host or '0.0.0.0'}:{int(port)}"
 
 
-# What the PostgreSQL driver (asyncpg) accepts in a database URL: these query parameters are
-# checked against the values it knows. Any other parameter the driver would send to the server
-# as a setting at every connection, and a name the server does not know then fails every one
-# of them: a URL may hold only the driver's own parameters and the two of libpq's that the
-# server itself takes at connection (server settings go in ``options``, ``-c NAME=VALUE``).
+# The query parameters a database URL may hold: asyncpg's own and the two of libpq's that the
+# server takes at connection. asyncpg sends any other as a server setting at every connection,
+# where an unknown name fails every one of them.
 _URL_SCHEMES = ("postgresql", "postgres")
 _URL_DRIVER_PARAMETERS = frozenset(
     {

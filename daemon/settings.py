@@ -1,9 +1,8 @@
 """Daemon settings: the one place that reads ``RUNBROKER_*`` from the environment.
 
-Every value is validated at start-up; ``load_settings`` raises ``SettingsError`` carrying one
-line that names the variable, so ``runbroker run`` can exit 2 with nothing started. The thin
-client does not import this module (pydantic is too slow for a cold ``docker exec``); it reads
-only the socket path, see ``client.socket_path_from_env``.
+Every value is checked at start-up, so that ``runbroker run`` exits 2 with one line naming the
+variable and nothing started. The thin client does not import it, because pydantic is too slow
+for a cold ``docker exec``.
 """
 
 from __future__ import annotations
@@ -26,10 +25,8 @@ from daemon.setting_values import (
 )
 from daemon.wire.protocol import DEFAULT_SOCKET
 
-# A run's journal must keep its longest line whole: a line is at most 64 KiB of UTF-8
-# (LINE_LIMIT_BYTES), so at most 65,536 characters, which count at most 8 bytes each when not
-# ASCII (the journal's line_bytes: 512 KiB and 161 bytes with its bookkeeping and mark). A trim
-# keeps seven eighths of the bound: 7/8 of 640 KiB is 560 KiB, the first round size above.
+# A run's journal must keep its longest line whole: the widest line counts just over 512 KiB
+# (``sizes``), and a trim keeps seven eighths of the bound, so 640 KiB is the least round bound.
 OUTPUT_RUN_BYTES_MIN = 640 * 1024
 
 DOCKER_SECRET_PATH = Path("/run/secrets/runbroker_database_url")
@@ -40,7 +37,7 @@ CONTEXT_VARS = CONTEXT_NAMES | {"TEST_BACKEND", "TEST_DSN"}
 
 
 class SettingsError(Exception):
-    """A bad setting; ``str(err)`` is one line naming the variable."""
+    """A bad setting: ``str(err)`` is one line naming the variable."""
 
 
 class Settings(BaseSettings):
@@ -60,6 +57,7 @@ class Settings(BaseSettings):
     tasks_file: Path = Path("/etc/runbroker/tasks.toml")
     socket: Path = Path(DEFAULT_SOCKET)  # the client's default too: it cannot load this module
     lock_dir: Path | None = None
+    state_dir: Path | None = None  # each task's last planned slot, for catch-up after a restart
     queue_capacity: int = Field(16, ge=0, le=1_000_000)
     grace_s: Duration = Field(5.0, alias="RUNBROKER_GRACE", ge=0)
     request_timeout_s: Duration = Field(30.0, alias="RUNBROKER_REQUEST_TIMEOUT", gt=0)
@@ -81,7 +79,7 @@ class Settings(BaseSettings):
     output_run_bytes: ByteSize = Field(1024 * 1024, ge=0, le=1024**3)  # >= OUTPUT_RUN_BYTES_MIN
     output_history_runs: int = Field(32, ge=0, le=10_000)
     output_history_bytes: ByteSize = Field(16 * 1024 * 1024, ge=0, le=16 * 1024**3)
-    # A job's lines in the daemon's own log; how long a reader may hold a job's output back.
+    # A job's lines in the daemon's own log, and how long a reader may hold a job's output back.
     output_log: Literal["json", "raw", "off"] = "json"
     output_hold_s: Duration = Field(5.0, alias="RUNBROKER_OUTPUT_HOLD", ge=0, le=3600)
 
@@ -103,7 +101,7 @@ class Settings(BaseSettings):
     def _socket_path(cls, value: Path) -> Path:
         return checked_socket_path(value)
 
-    @field_validator("tasks_file", "lock_dir", "database_url_file")
+    @field_validator("tasks_file", "lock_dir", "state_dir", "database_url_file")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         """Relative to the directory the daemon starts in: it then works in ``/``."""
@@ -120,12 +118,14 @@ class Settings(BaseSettings):
 
     @property
     def tasks_file_required(self) -> bool:
-        """A tasks file that ``RUNBROKER_TASKS_FILE`` names must exist; the default may not."""
+        """Whether the tasks file must exist: one that ``RUNBROKER_TASKS_FILE`` names must, the
+        default may be absent."""
         return "tasks_file" in self.model_fields_set
 
     def default_command(self) -> tuple[str, ...]:
-        """``RUNBROKER_COMMAND`` split as a shell would (the task ``default``); ``ValueError``
-        for an unclosed quote or a trailing escape."""
+        """``RUNBROKER_COMMAND`` split as a shell would (the task ``default``).
+
+        ``ValueError`` for an unclosed quote or a trailing escape."""
         return tuple(shlex.split(self.command)) if self.command else ()
 
     def database_dsn(self) -> str | None:
@@ -174,7 +174,7 @@ def _read_url_file(path: Path, variable: str) -> str:
 
 
 def load_settings() -> Settings:
-    """Validate the environment; raise ``SettingsError`` with one line naming the variable."""
+    """Validate the environment, or raise ``SettingsError`` with one line naming the variable."""
     try:
         settings = Settings()
     except ValidationError as exc:

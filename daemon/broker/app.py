@@ -23,8 +23,11 @@ from daemon.broker.shutdown import shutdown
 from daemon.broker.signals import Signals, report_signals, signal_name
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Run
+from daemon.core.slot_state import SlotState, StateDirRefused
+from daemon.core.slots import SlotRecord
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
@@ -56,9 +59,10 @@ class Broker:
         default_command: tuple[str, ...] = (),
         job_dir: str | None = None,
     ) -> None:
-        """``tasks`` is the one registry every part shares (a reload swaps its contents);
-        ``default_command`` the command line's task ``default``, kept across reloads;
-        ``job_dir`` where commands start (None: the daemon's own directory)."""
+        """``tasks`` is the one registry every part shares, whose contents a reload swaps.
+
+        ``default_command`` is the command line's task ``default``, kept across reloads.
+        ``job_dir`` is where commands start (None: the daemon's own directory)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
@@ -68,6 +72,8 @@ class Broker:
         )
         engine = Engine.for_daemon(settings, tasks, self.journal, job_dir)
         self.queue, self.children, self.executor = engine.queue, engine.children, engine.executor
+        busy = BusyPolicy(self.queue, self.executor.cancel_current)
+        self.slots = SlotRecord()
         self.server = SocketServer(
             settings.socket,
             self.queue,
@@ -76,9 +82,18 @@ class Broker:
             request_deadline_s=settings.request_timeout_s,
             journal=self.journal,
             max_connections=settings.max_connections,
+            busy=busy,
         )
         plans, self.interval_warnings = tick_plans(settings, tasks)
-        self.ticker = Ticker(self.queue, plans, jitter=settings.jitter)
+        self.slot_state = None if settings.state_dir is None else SlotState(settings.state_dir)
+        self.ticker = Ticker(
+            self.queue,
+            plans,
+            jitter=settings.jitter,
+            slots=self.slots,
+            busy=busy,
+            state=self.slot_state,
+        )
         self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.journal.recent = self.recent  # what `logs` says of runs without lines
@@ -102,6 +117,7 @@ class Broker:
                 notify=self.notifier,
             )
             self.queue.on_finish(metrics.run_finished)
+            self.slots.listeners.append(metrics.slot_settled)
             self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
             self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
@@ -133,7 +149,7 @@ class Broker:
         return cancel_run(self.queue, self.executor, request.id)
 
     async def serve(self) -> int:
-        """Run until a signal; returns the process exit code."""
+        """Run until a signal, and return the process's exit code."""
         for warning in self.interval_warnings:
             log.warning("settings.interval", warning=warning)
         if self.metrics_server is not None:  # first: a bad address is a setting's fault
@@ -144,6 +160,7 @@ class Broker:
                     f"RUNBROKER_METRICS_ADDR: cannot listen on {self.settings.metrics_addr}: "
                     f"{exc.strerror or exc}"
                 ) from None
+        self._open_state()
         await self.server.start()
         database = None
         if self.settings.database_dsn():
@@ -170,6 +187,20 @@ class Broker:
             if watcher is not None:
                 watcher.close()
 
+    def _open_state(self) -> None:
+        """Read the state directory before anything ticks; one in use by another daemon is a
+        setting's fault, a file that is not ours is set aside and said once."""
+        state = self.slot_state
+        if state is None:
+            return
+        try:
+            loaded = state.open()
+        except StateDirRefused as exc:
+            raise SettingsError(str(exc)) from None
+        if loaded.problem:
+            log.error("state.refused", problem=loaded.problem)
+        state.forget({plan.task for plan in self.ticker.plans})
+
     async def _serve(self, database: bool) -> int:
         log.info(
             "broker.ready",
@@ -193,6 +224,9 @@ class Broker:
             signals_task = group.create_task(
                 report_signals(self.signals, lambda: status.status_answer(self))
             )
+            state_task = None
+            if self.slot_state is not None:
+                state_task = group.create_task(self.slot_state.keep_written())
             await self.signals.stop.wait()
             reload_task.cancel()  # first: no reload replaces the plans of a stopping ticker
             log.info("broker.stop_signal", signal=signal_name(self.signals.stop_signal))
@@ -215,6 +249,10 @@ class Broker:
             )
             for task in (reaper_task, force_task, signals_task):
                 task.cancel()
+            if state_task is not None:  # the ticker has stopped: its last slots are written
+                state_task.cancel()
+        if self.slot_state is not None:
+            self.slot_state.close()
         return code
 
     async def _force_exit_watch(self) -> None:
@@ -232,8 +270,10 @@ async def run_broker(
     default_command: tuple[str, ...] = (),
     job_dir: str | None = None,
 ) -> int:
-    """Serve until a stop signal. ``early_signals``: those that came during start-up;
-    ``reaper_mode`` is what ``subreaper.adopt_orphans`` answered."""
+    """Serve until a stop signal, and return the exit code.
+
+    ``early_signals`` are those that came during start-up. ``reaper_mode`` is what
+    ``subreaper.adopt_orphans`` answered."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for signum in early_signals:

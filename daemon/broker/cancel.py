@@ -1,6 +1,7 @@
-"""``runbroker cancel ID``, answered by the daemon. A queued run is cancelled at once; a running
-one is asked to stop (a command gets SIGTERM and its grace, a handler a cancellation it may take
-time over): the answer says which, and only the run's own result says that it ended.
+"""``runbroker cancel ID``, answered by the daemon.
+
+A queued run is cancelled at once and a running one is asked to stop, so only the run's own
+result says that it ended.
 """
 
 from __future__ import annotations

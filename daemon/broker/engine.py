@@ -1,8 +1,7 @@
-"""The part of a broker that runs jobs: one bounded queue, the supervisor of the jobs' processes
-and the one executor that takes the queue's runs in order.
+"""The part of a broker that runs jobs: one bounded queue, the jobs' supervisor and the one
+executor.
 
-The daemon's ``Broker`` and ``runbroker once`` both build it here, so a job runs the same way
-under either; the two compositions differ only in what each says below.
+The daemon and ``runbroker once`` both build it here, so a job runs the same way under either.
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ class Engine:
     def for_daemon(
         cls, settings: Settings, tasks: TaskRegistry, journal: Journal, job_dir: str | None
     ) -> Engine:
-        """The daemon's: a queue of ``RUNBROKER_QUEUE_CAPACITY`` runs, the jobs' lines in the log
-        as ``RUNBROKER_OUTPUT_LOG`` says and in ``journal`` for ``runbroker logs``; commands start
-        in ``job_dir`` (None: the daemon's own directory)."""
+        """The daemon's engine: a queue of ``RUNBROKER_QUEUE_CAPACITY`` runs, the jobs' lines in the
+        log and in ``journal``, commands started in ``job_dir`` (None: the daemon's own
+        directory)."""
         queue = RunQueue(settings.queue_capacity)
         children = ChildSupervisor(job_dir=job_dir)
         executor = Executor(
@@ -48,8 +47,9 @@ class Engine:
 
     @classmethod
     def for_once(cls, settings: Settings, tasks: TaskRegistry) -> Engine:
-        """``runbroker once``'s: room for its one run; the job's lines are the caller's to show,
-        not the log's, and no journal keeps them (no ``logs`` client can ask)."""
+        """``runbroker once``'s engine: room for its one run, and its lines the caller's to show.
+
+        No journal keeps them, because no ``logs`` client can ask."""
         queue = RunQueue(capacity=1)
         children = ChildSupervisor()
         executor = Executor(

@@ -1,13 +1,8 @@
-"""The daemon's event loop (uvloop), run until the broker's main coroutine ends, whatever a
-handler leaves behind.
+"""The daemon's event loop (uvloop), run until the broker's main coroutine ends.
 
-asyncio and uvloop let a ``SystemExit`` or ``KeyboardInterrupt`` raised by a callback or a task
-out of ``run_forever``: a handler's leftover (``loop.call_later(1, sys.exit)``, a task it did
-not await that raises ``KeyboardInterrupt``) would end PID 1 with no drain. Nothing of the
-daemon raises either (its signals are the loop's: SIGINT never becomes a
-``KeyboardInterrupt``), so one that comes out of the loop while the main coroutine still runs
-is such a leftover: it is logged (``broker.stray_exit``, with its traceback) and the same loop
-runs on, every task where it was.
+A ``SystemExit`` or ``KeyboardInterrupt`` a handler leaves behind (``loop.call_later(1,
+sys.exit)``) would end PID 1 with no drain. Nothing of the daemon raises either, so one that
+comes out of the loop is logged (``broker.stray_exit``) and the same loop runs on.
 """
 
 from __future__ import annotations

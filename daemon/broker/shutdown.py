@@ -1,12 +1,8 @@
 """The broker's ordered shutdown, held to ``RUNBROKER_SHUTDOWN_TIMEOUT`` end to end.
 
-Stop accepting, stop the ticker, release unstarted database runs, cancel queued runs, SIGTERM
-the running job (its grace cut to fit the budget, then SIGKILL), give pending notifications
-``NOTIFY_DRAIN_MAX_S`` at most, close the socket. The budget
-holds whatever the run does: the last ``reserve_s`` of it is kept for a run that would not
-stop (cancelled, then abandoned with its result told), the socket and the exit, so a process
-whose handler ignores cancellation still exits within the budget plus the time the exit itself
-takes.
+Pending notifications get ``NOTIFY_DRAIN_MAX_S`` at most once the runs are drained. The last
+``reserve_s`` of the budget is kept for a run that would not stop, the socket and the exit, so
+a handler that ignores cancellation still cannot hold the exit past the budget.
 """
 
 from __future__ import annotations
@@ -56,9 +52,11 @@ async def shutdown(
     stop_producers: Callable[[], None] = lambda: None,
     notify_drain: Callable[[float], Awaitable[None]] | None = None,
 ) -> int:
-    """Drain within ``budget_s``; returns the exit code (or ends the process: a run stuck
-    past the budget). ``others`` are awaited with the executor (the database runner);
-    ``stop_producers`` stops the ticker and the runner's claims."""
+    """Drain within ``budget_s`` and return the exit code, or end the process for a run stuck
+    past the budget.
+
+    ``others`` are awaited with the executor (the database runner). ``stop_producers`` stops the
+    ticker and the runner's claims."""
     deadline = time.monotonic() + budget_s
     log.info("broker.stopping", shutdown_timeout_s=budget_s)
     # The socket keeps answering while the run drains: a closed queue tells new triggers

@@ -1,7 +1,7 @@
-"""The running daemon's signal handlers (``daemon.broker.signal_plan`` says what each signal does):
-a stop signal is counted (the first asks for the drain, a second forces the exit), SIGHUP asks
-for a reload of the tasks file, SIGUSR1 for a status line, and the others are noted for the
-log. Handlers only count and set events; ``report_signals`` and the app act on them.
+"""The running daemon's signal handlers (``signal_plan`` says what each signal does).
+
+Handlers only count and set events, because they run between any two bytecodes of the
+daemon's thread. ``report_signals`` and the app act on them.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.signals")
 
-NOTED_MAX = 64  # signals noted but not logged yet; in a flood beyond this the oldest go unlogged
+NOTED_MAX = 64  # signals noted but not logged yet: in a flood beyond this the oldest go unlogged
 
 
 class Signals:
-    """Signal handlers only count and set events; the app acts on them."""
+    """The counts and events the signal handlers set, for the app to act on."""
 
     def __init__(self) -> None:
         self.stop = asyncio.Event()

@@ -5,18 +5,21 @@
 
 from __future__ import annotations
 
-from daemon.core.tasks import TaskRegistry
+from typing import Any
+
+from daemon.core.tasks import Task, TaskRegistry
 from daemon.core.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
 
-MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule); clamped
+MAX_INTERVAL_S = 720 * 3600.0  # 30 days: a longer one is a typo (or wants a schedule), clamped
 
 
 def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan], list[str]]:
-    """The ticker's plans and the warnings about their intervals. Every interval is held to
-    [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]; warnings name the setting, never its value
-    (``redact``: the environment can carry secrets, and a typo may be one)."""
+    """The ticker's plans and the warnings about their intervals.
+
+    Every interval is held to [``MIN_INTERVAL_S``, ``MAX_INTERVAL_S``]. Warnings name the
+    setting, never its value, because the environment can carry secrets."""
     plans: list[TickPlan] = []
     warnings: list[str] = []
     default = tasks.get("default")
@@ -33,14 +36,17 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         if decision.mode == "builtin":
             plans.append(
                 TickPlan(
-                    "default", interval_s=decision.interval_s, fire_on_start=settings.fire_on_start
+                    "default",
+                    interval_s=decision.interval_s,
+                    fire_on_start=settings.fire_on_start,
+                    **_slot_policy(default),
                 )
             )
         elif decision.mode == "once":
             plans.append(TickPlan("default", once=True))
     for task in tasks.tasks.values():
         if task.schedule is not None:
-            plans.append(TickPlan(task.name, schedule=task.schedule))
+            plans.append(TickPlan(task.name, schedule=task.schedule, **_slot_policy(task)))
         elif task.interval_s is not None:
             own = clamp_interval(
                 task.interval_s,
@@ -50,6 +56,21 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
             )
             warnings.extend(own.warnings)
             plans.append(
-                TickPlan(task.name, interval_s=own.interval_s, fire_on_start=settings.fire_on_start)
+                TickPlan(
+                    task.name,
+                    interval_s=own.interval_s,
+                    fire_on_start=settings.fire_on_start,
+                    **_slot_policy(task),
+                )
             )
     return plans, warnings
+
+
+def _slot_policy(task: Task) -> dict[str, Any]:
+    """What the task says of its slots: when busy, how late, and after a restart."""
+    return {
+        "on_busy": task.on_busy,
+        "start_deadline_s": task.start_deadline_s,
+        "misfire": task.misfire,
+        "catchup_window_s": task.catchup_window_s,
+    }

@@ -1,12 +1,9 @@
-"""The daemon's working directory: ``/`` once it has started, as dumb-init does, so that it
-holds no directory (a volume it was started in can be unmounted, a build directory removed);
-the commands it runs still start in the directory it was started in (the image's ``WORKDIR``,
-``docker run -w``), where a command such as ``python manage.py`` expects to be.
+"""The daemon's working directory: ``/`` once it has started, its commands' the directory it
+was started in.
 
-Every relative path is made absolute first: the settings that name files
-(``daemon.settings``), and the relative entries of ``sys.path`` (``python -m daemon`` puts
-the start directory there as ``''``), so a handler module a reload imports later is found
-where it would have been found at start-up.
+Holding no directory lets a volume be unmounted and a build directory removed, while a command
+such as ``python manage.py`` still starts where it expects. Relative paths are made absolute
+first, so a module a reload imports is found where it was at start-up.
 """
 
 from __future__ import annotations
@@ -18,8 +15,9 @@ DAEMON_DIR = "/"
 
 
 def leave_start_directory() -> str | None:
-    """Move to ``/``; returns the directory the daemon was started in, where its commands
-    start (None: it was removed before start-up, and they start in ``/`` too)."""
+    """Move to ``/`` and return the directory the daemon was started in, where its commands start.
+
+    None when it was removed before start-up, and commands then start in ``/`` too."""
     try:
         start = os.getcwd()
     except FileNotFoundError:

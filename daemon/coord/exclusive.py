@@ -1,9 +1,7 @@
 """``Exclusive``: cross-process run coalescing, at most one run at a time, reruns not waiters.
 
-It works through two files in its directory: ``cycle.lock`` (an ``OverlapGuard``, held for a
-whole run) and ``cycle.queued`` (``RerunRequests``: the count of queued rerun requests, in a
-``SlotFile``). The class docstring has the exact rules; ``daemon.coord.outcome`` says what each
-call reports, in its result and in the log.
+Two files in its directory: ``cycle.lock`` (an ``OverlapGuard``, held for a whole run) and
+``cycle.queued`` (the count of queued rerun requests).
 """
 
 from __future__ import annotations
@@ -38,42 +36,13 @@ class _Tally:
 class Exclusive:
     """At most one job run at a time across processes, with coalesced reruns instead of waiters.
 
-    Files in ``directory`` (created 0700 if absent): ``cycle.lock`` is held for a whole run
-    (``read_holder(directory / LOCK_NAME)`` shows its age), ``cycle.queued`` counts queued
-    rerun requests. A job is ``Callable[[], bool]``: True means it succeeded; returning False
-    or raising ``Exception`` means it failed (the exception is kept in the result, never
-    re-raised; ``BaseException`` such as ``KeyboardInterrupt`` propagates after the lock is
-    released, leaving queued demand for the next acquisition).
-
-    ``run(job)`` (queue mode): lock free -> run the job now, then one rerun per request queued
-    meanwhile (``ran``/``ran-queued``); lock busy and fewer than ``queue_capacity`` requests
-    queued -> record one and return at once (``queued``); queue full -> return at once
-    (``discarded``): a queued rerun starts after this call, which covers it. After recording,
-    the caller probes the lock once more: if the holder finished in between, the caller takes
-    the lock and runs the job itself, so a holder that simply finished never leaves a request
-    behind (only a crash, the rerun cap or the gate leave demand for the next acquisition).
-
-    ``run_or_skip(job)`` (skip mode): as ``run`` but a busy lock returns ``skipped`` and records
-    nothing.
-
-    Rules for the holder:
-
-    * Acquiring by a caller clears the counter: nothing was running, so the run about to start
-      covers every request recorded so far (demand orphaned by a holder that crashed or
-      retired, or this caller's own request). Reruns then take one request each, so a capacity
-      of N turns up to N requests made during a run into N reruns.
-    * After the last empty check the holder releases the lock and looks once more; a request
-      recorded in that window makes it re-acquire (if the lock is still free) and serve it.
-    * ``max_reruns`` (default 8) bounds the reruns of one call, re-acquisitions included; then
-      the holder retires and leftover demand stays queued for the next acquisition.
-    * ``gate()`` is called before every run start. Closed before the first run: ``gated``,
-      counter untouched. Closed before a rerun: the holder stops and the demand stays queued.
-    * A failed run does not drop queued demand: reruns continue.
-
-    Requests are recorded even while this process's gate is closed; the gate decides what this
-    process starts. Each call opens its own descriptors, so one ``Exclusive`` can be shared by
-    threads. ``OSError`` from the lock directory propagates (logged as ``coord.none``).
-    """
+    A caller that finds a run in flight records a rerun request and returns at once, since the
+    run that serves it starts after this call. A job returns True for success; its ``Exception``
+    is kept in the result, never raised, and a ``BaseException`` propagates once the lock is
+    released. The holder clears the requests when it acquires (the run about to start covers
+    them), looks once more after releasing (so a request made in that window is served), and
+    stops after ``max_reruns`` or a closed ``gate()``, leaving the demand queued for the next
+    holder."""
 
     def __init__(
         self,
@@ -164,10 +133,9 @@ class Exclusive:
     def _hold(
         self, guard: OverlapGuard, job: Callable[[], bool], *, fresh: bool
     ) -> ExclusiveResult:
-        """Serve runs while holding ``guard``; always returns with the lock released.
+        """Serve runs while holding ``guard``, always returning with the lock released.
 
-        ``fresh``: the lock was free at the first probe, so a count found now is orphaned.
-        """
+        ``fresh``: the lock was free at the first probe, so a count found now is orphaned."""
         tally = _Tally()
         budget = self._max_reruns
         handoff = False

@@ -1,9 +1,8 @@
 """How the coordination files are opened, read and written: one rule for all of them.
 
-Files are created mode 0600, opened close-on-exec (a job's child processes do not inherit a
-lock; a plain ``fork`` without ``exec`` would) and without following a symlink at the last path
-component. Put them in a directory only the runbroker user can write. A file is rewritten in
-place, never renamed over or unlinked, because a lock taken on a replaced inode protects nothing.
+Mode 0600, close-on-exec (a job's children do not inherit a lock) and no symlink followed at the
+last component. A file is rewritten in place, because a lock on a replaced inode protects
+nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ def open_for_update(path: str | os.PathLike[str]) -> int:
 
 
 def open_for_read(path: str | os.PathLike[str]) -> int:
-    """A read-only descriptor on ``path``; ``FileNotFoundError`` when it is absent."""
+    """A read-only descriptor on ``path``, or ``FileNotFoundError`` when it is absent."""
     return os.open(path, os.O_RDONLY | _OPEN_FLAGS)
 
 

@@ -1,10 +1,7 @@
 """``OverlapGuard``: at most one holder across processes, and ``read_holder`` to see who holds.
 
-A non-blocking exclusive ``flock`` on a lock file (created if absent, never deleted). Acquiring
-writes the acquisition time (UTC, RFC 3339) into the file, so ``read_holder(path)`` can tell,
-without taking the lock, whether someone holds it and for how long. The kernel drops the lock
-when the holder's last descriptor closes, including when it dies, so there is no stale-lock
-state to clean up.
+The kernel drops a ``flock`` when the holder's last descriptor closes, even when it dies, so
+there is no stale-lock state to clean up.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ _STAMP_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(
 
 
 def _ofd_lock(fd: int, lock_type: int, command: int) -> int:
-    """Run an OFD record-lock command on the whole file; return the resulting ``l_type``."""
+    """Run an OFD record-lock command on the whole file, and return the resulting ``l_type``."""
     request = struct.pack(_FLOCK_STRUCT, lock_type, os.SEEK_SET, 0, 0, 0)
     reply = fcntl.fcntl(fd, command, request)
     result: int = struct.unpack(_FLOCK_STRUCT, reply)[0]
@@ -41,14 +38,8 @@ def _ofd_lock(fd: int, lock_type: int, command: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class HolderInfo:
-    """What ``read_holder`` saw.
-
-    ``held``: True/False when the kernel could be asked (Linux open-file-description locks),
-    None when it cannot tell (no OFD locks on this platform; on a filesystem that refuses them,
-    such as some network filesystems, a holder may read as False). ``acquired_at`` and
-    ``held_for_s``: the current holder's acquisition time and age, None when unknown (no
-    holder, or a torn or absent timestamp).
-    """
+    """What ``read_holder`` saw: ``held`` None when the kernel cannot tell (no OFD locks), and the
+    holder's acquisition time and age, None when unknown."""
 
     held: bool | None
     acquired_at: datetime | None
@@ -56,23 +47,11 @@ class HolderInfo:
 
 
 class OverlapGuard:
-    """A non-blocking exclusive ``flock`` on ``path``; at most one holder across processes.
+    """A non-blocking exclusive ``flock`` on ``path``: at most one holder across processes.
 
-    ``try_acquire()`` returns False at once when another holder (any process, or another guard
-    in this process) has it. Release with ``release()`` or use the guard as a context manager,
-    which yields whether it acquired::
-
-        with OverlapGuard(path) as acquired:
-            if not acquired:
-                return  # another run is in flight
-
-    While held, the file contains ``<RFC 3339 UTC time>\\n`` and a second descriptor carries a
-    shared open-file-description lock that ``read_holder`` queries without taking anything, so
-    probing never makes a concurrent ``try_acquire`` fail. ``release()`` empties the file and
-    closes it; the file itself is never deleted. Descriptors are close-on-exec, so a job's
-    child processes do not inherit the lock (a plain ``fork`` without ``exec`` would).
-    Not thread-safe: use one guard per thread.
-    """
+    A second descriptor holds a shared open-file-description lock for ``read_holder`` to query,
+    so probing never makes a concurrent ``try_acquire`` fail. Close-on-exec, so that a job's
+    children do not inherit the lock. Not thread-safe: use one guard per thread."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(path)
@@ -89,7 +68,7 @@ class OverlapGuard:
         return self._fd is not None
 
     def try_acquire(self) -> bool:
-        """Take the lock if it is free; never blocks. Raises ``OSError`` on I/O errors."""
+        """Take the lock if it is free, without blocking. ``OSError`` on I/O errors."""
         if self._fd is not None:
             raise RuntimeError(f"{self._path} is already held by this guard")
         fd = open_for_update(self._path)
@@ -139,7 +118,7 @@ class OverlapGuard:
         try:
             os.ftruncate(fd, 0)
         except OSError:
-            pass  # the timestamp is informational; closing still frees the lock
+            pass  # the timestamp is informational: closing still frees the lock
         finally:
             if probe is not None:
                 os.close(probe)

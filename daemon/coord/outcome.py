@@ -1,15 +1,7 @@
 """What an ``Exclusive`` call decided: the ``Outcome`` it returns and a log line per decision.
 
-Log lines (stdlib logger ``runbroker.coord``) have one stable shape per decision: the event
-``coord.<decision>`` and its fields as the record's ``extra`` (the daemon's JSON log writes
-them as keys): ``coord_decision``, ``dir`` (the lock directory) and the decision's own.
-Decisions: the outcomes (``ran``, ``ran-queued``, ``queued``,
-``discarded``, ``skipped``, ``gated``, ``none``) once per call, plus ``reprobe`` (a caller
-that had queued found the lock free and runs itself), ``orphan-cleared`` (requests found at a
-fresh acquisition, covered by the run about to start), ``rerun`` and ``handoff`` (a queued
-request is being served), ``retired`` (rerun cap reached, demand left queued), ``deferred``
-(gate closed before a rerun) and ``run-failed`` (the job raised; only its type is logged).
-Payloads and error messages are never logged.
+Each decision's log line (``coord.<decision>``, logger ``runbroker.coord``) has one stable shape,
+so that a log search can rely on it. Payloads and error messages are never logged.
 """
 
 from __future__ import annotations

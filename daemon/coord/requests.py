@@ -1,9 +1,7 @@
 """The queued rerun requests of an ``Exclusive`` directory: a count kept in a ``SlotFile``.
 
-The count is plain ASCII digits; anything else (an absent, empty, torn or foreign file) reads
-as 0. Every change is one ``SlotFile.mutate``, so concurrent callers never lose one another's
-changes, and returns the count it saw before changing it. A change that keeps the count
-writes nothing.
+Every change is one ``SlotFile.mutate``, so concurrent callers never lose each other's changes.
+Anything but ASCII digits reads as 0.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ _COUNT_RE: Final = re.compile(rb"[0-9]{1,18}")
 
 
 def _decode_count(payload: bytes) -> int:
-    """The queued-request count; anything but plain ASCII digits reads as 0."""
+    """The queued-request count. Anything but plain ASCII digits reads as 0."""
     return int(payload) if _COUNT_RE.fullmatch(payload) else 0
 
 
@@ -36,15 +34,17 @@ class RerunRequests:
         return _decode_count(self._slot.read())
 
     def add(self, capacity: int) -> int:
-        """Record one request unless ``capacity`` are queued already; the count seen before."""
+        """Record one request unless ``capacity`` are queued already, and return the count seen
+        before."""
         return self._mutate(lambda n: n + 1 if n < capacity else n)
 
     def take_one(self) -> int:
-        """Take one request to serve, if any; the count seen before (0: nothing to serve)."""
+        """Take one request to serve, if any, and return the count seen before (0: nothing to
+        serve)."""
         return self._mutate(lambda n: n - 1 if n > 0 else 0)
 
     def clear(self) -> int:
-        """Drop every request (a fresh run covers them all); the count seen before."""
+        """Drop every request (a fresh run covers them all), and return the count seen before."""
         return self._mutate(lambda _n: 0)
 
     def _mutate(self, fn: Callable[[int], int]) -> int:

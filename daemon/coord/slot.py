@@ -1,8 +1,6 @@
 """``SlotFile``: one byte payload shared across processes.
 
-``mutate(fn)`` is read-modify-write under a short blocking ``flock`` on the file itself; the
-file is rewritten in place (never renamed or unlinked, which would split lockers across two
-inodes) and framed with a length and CRC-32, so bytes torn by a crash read back as empty.
+Framed with a length and a CRC-32, so that bytes torn by a crash read back as empty.
 """
 
 from __future__ import annotations
@@ -41,15 +39,10 @@ def _decode_slot(raw: bytes) -> bytes:
 
 
 class SlotFile:
-    """A single byte payload shared across processes, stored at ``path``.
+    """A single byte payload shared across processes, stored at ``path``, changed under a lock.
 
-    ``read()`` takes a shared ``flock`` for the read; ``mutate(fn)`` takes an exclusive one for
-    read, ``fn``, write. Both block, so ``fn`` must be quick and must not touch the same slot
-    (that would deadlock). The file is created on first ``mutate`` and rewritten in place: it is
-    never unlinked or renamed over, because a lock taken on a replaced inode protects nothing.
-    Contents are framed (length + CRC-32); torn or foreign bytes read as empty. Writes are not
-    fsynced: the slot coordinates live processes and makes no promise across a power loss.
-    """
+    Rewritten in place, never replaced, because a lock on a replaced inode protects nothing.
+    Not fsynced: it coordinates live processes and promises nothing across a power loss."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = Path(path)
@@ -59,7 +52,7 @@ class SlotFile:
         return self._path
 
     def read(self) -> bytes:
-        """The current payload; b"" when the file is absent, empty or torn."""
+        """The current payload: b"" when the file is absent, empty or torn."""
         try:
             fd = open_for_read(self._path)
         except FileNotFoundError:
@@ -71,12 +64,9 @@ class SlotFile:
             os.close(fd)
 
     def mutate(self, fn: Callable[[bytes], bytes]) -> bytes:
-        """Replace the payload with ``fn(current)`` atomically; return what ``fn`` saw.
+        """Replace the payload with ``fn(current)`` atomically, and return what ``fn`` saw.
 
-        Nothing is written when ``fn`` returns the payload it was given (torn bytes, which read
-        as b"", are left as they are if ``fn`` keeps b""). If ``fn`` raises, nothing is written
-        and the exception propagates.
-        """
+        Nothing is written when ``fn`` returns what it was given or raises."""
         fd = open_for_update(self._path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

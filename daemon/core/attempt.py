@@ -113,7 +113,7 @@ class AttemptRunner:
         return asyncio.get_running_loop().call_later(soft_s, overdue)
 
     async def run(self, run: Run, task: Task) -> RunResult:
-        """``run``'s one attempt, under its task's deadline; every way it ends is a result."""
+        """``run``'s one attempt, under its task's deadline. Every way it ends is a result."""
         self._cancel_reason = ""
         self._deadline = deadline = None
         self._terminated = None

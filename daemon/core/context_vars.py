@@ -1,10 +1,7 @@
 """The names of a run's context as a job is given it: the one home of ``RUNBROKER_RUN_ID`` and
 the rest (README, "Tasks").
 
-A command finds each as ``RUNBROKER_`` and the name in its environment (``jobenv``); a handler
-finds a database job's in ``RunContext.context`` without the prefix (``job_context``); the
-settings know them as runbroker's own variables that are not settings. The core holds them
-because it gives them to jobs; nothing here imports anything.
+The core holds them because it gives them to jobs. Nothing here imports anything.
 """
 
 ENV_PREFIX = "RUNBROKER_"  # runbroker's own variables: its settings and a run's context

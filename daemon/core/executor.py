@@ -60,15 +60,12 @@ class Executor:
         self._stray_cancel = False  # the last attempt left a cancel of the task behind
 
     async def run_forever(self) -> None:
-        """Take runs until the queue is closed and drained; cancelled, end after the running
-        run's result.
+        """Take runs until the queue is closed and drained, or when cancelled, until the running run
+        has its result.
 
-        The runs execute in a task of the executor's own, each attempt awaited where it stands:
-        a handler that returns without waiting on anything is done in the step that started
-        it, and the next waiting run starts in the same step, up to ``TURN_S``, after which the
-        loop turns once (the socket, the ticker and the database get theirs). Handlers share
-        that task, so the caller's cancel reaches it only as ``stop()``: a cancel that a handler
-        makes of its task, or leaves behind, ends that handler's run at most."""
+        Each attempt is awaited in place, and the next waiting run starts in the same step, up to
+        ``TURN_S``, so that quick handlers cost no loop turn. Handlers share that task, so the
+        caller's cancel reaches it only as ``stop()``."""
         runs = asyncio.get_running_loop().create_task(self._execute_runs())
         try:
             await asyncio.wait({runs})  # a cancel of this wait leaves the runs' task alone
@@ -121,14 +118,11 @@ class Executor:
                 turn = False
 
     def cancel_current(self, run_id: str | None = None, reason: str = REASON_USER_CANCEL) -> str:
-        """Terminate the running run (if ``run_id`` matches); its result says ``reason``.
+        """Terminate the running run (if ``run_id`` matches), whose result then says ``reason``.
 
-        Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (the run is still being
-        terminated: a command in its grace, a handler that has not stopped yet) or ``""`` when
-        no such run is running. Only the run's result says that it ended.
-
-        The cancel is the executor task's own: it is asked only while that task is suspended
-        inside the attempt, so it reaches the handler or the command where it waits."""
+        Returns ``CANCEL_REQUESTED``, ``CANCEL_ALREADY_REQUESTED`` (still being terminated) or
+        ``""`` (no such run). The cancel is asked only while the executor's task waits inside the
+        attempt, so it reaches the handler or the command where it waits."""
         current = self.queue.current
         task = self._task
         if current is None or task is None or not self._attempting:
@@ -207,9 +201,10 @@ class Executor:
         return result
 
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
-        """The attempt, awaited in the runs' task; the run has its result when this returns,
-        or when it raises ``CancelledError``: the executor is stopping (its caller cancelled
-        it: the shutdown's budget ran out), which ends the runs once this one has its result."""
+        """The attempt, awaited in the runs' task: the run has its result when this returns.
+
+        ``CancelledError`` means the shutdown's budget ran out, which ends the runs once this one
+        has its result."""
         overdue = self.attempts.watch_soft_timeout(run, task)
         self._attempting = True
         try:
@@ -219,7 +214,7 @@ class Executor:
             if overdue is not None:
                 overdue.cancel()
             self._cancels = 0
-            # What the handler left on the task is taken back; a cancel it made and did not
+            # What the handler left on the task is taken back. A cancel it made and did not
             # wait for may still be on its way: the loop turns before the next run, and
             # _next_run lets it go by.
             self._stray_cancel = self._take_back_cancels()
@@ -229,9 +224,10 @@ class Executor:
         return result
 
     def _take_back_cancels(self) -> bool:
-        """Take back every cancel request made of the runs' task: cancel_current's, answered
-        by the run's result, and any a handler left behind (on Python 3.11 a task group whose
-        child fails while it exits does not take its own back); True when there were any."""
+        """Take back every cancel request made of the runs' task, and return whether there were any.
+
+        Besides cancel_current's, a handler may leave one behind: on Python 3.11 a task group
+        whose child fails while it exits does not take its own back."""
         executor = self._task
         if executor is None or not executor.cancelling():
             return False

@@ -1,14 +1,9 @@
 """A handler awaited in the executor's own task, each of its steps in a context of its own.
 
-A task of its own per attempt costs a task, a loop turn to start it and another to hear its
-end; awaited in place, a handler that returns without waiting on anything costs neither. What
-the task also gave is kept: every step of the handler runs in a copy of the executor's context
-(``contextvars``), so what one run sets in its context variables never reaches the next run or
-the executor. Cancellation, timeouts and everything the handler waits on reach it as they would
-in a task: the futures it yields are yielded on, unchanged, to the executor's task. What the
-task's identity gave is not kept: a cancel of ``current_task()`` a handler leaves for later
-reaches whichever run is running then (the README says so); telling a cancel left behind from
-one a long-lived helper makes for the current run would need a task per run.
+A task per attempt cost a task and two loop turns, so the handler is awaited in place. Each step
+still runs in a copy of the executor's ``contextvars`` context, so what one run sets never
+reaches the next. A cancel of ``current_task()`` a handler leaves behind reaches whichever run
+is running then (the README says so).
 """
 
 from __future__ import annotations

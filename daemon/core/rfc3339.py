@@ -1,7 +1,6 @@
 """Times as text, the one way the daemon writes them: RFC 3339, in UTC, with a ``Z``.
 
-A job finds its occurrence in ``RUNBROKER_SCHEDULED_FOR`` in this form; the Postgres runner's
-admin commands print times in it too. Pure: the standard library's ``datetime`` only.
+A job finds its occurrence in ``RUNBROKER_SCHEDULED_FOR`` in this form. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Where the orphans of the jobs go, so that the reaper can take them.
 
-As PID 1 of a container the kernel hands every orphan of the container to the daemon. Under
-``docker run --init``, with Kubernetes ``shareProcessNamespace`` or from a shell it is not
-PID 1, and a job's escaped grandchildren would go to some other process and outlive it unseen:
-there the daemon asks to be their child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, what
-tini's ``-s`` does), so orphans of its descendants come back to it and are reaped exactly as
-when it is PID 1 (``process.ChildSupervisor.reap_orphans``).
+When the daemon is not PID 1 (``docker run --init``, a shared process namespace, a shell), a
+job's escaped grandchildren would outlive it unseen: it asks to be their child subreaper
+(``PR_SET_CHILD_SUBREAPER``, as tini's ``-s`` does), so they come back to it.
 """
 
 from __future__ import annotations
@@ -26,7 +23,8 @@ MODE_TEXT = {
 
 
 def adopt_orphans() -> str:
-    """Make sure the orphans of this process's descendants come back to it; returns the mode.
+    """Make the orphans of this process's descendants come back to it, and return the mode.
+
     Called once by the daemon at start, never by a library user or a test process."""
     if os.getpid() == 1:
         return MODE_PID1

@@ -1,20 +1,11 @@
-"""The in-process ticker: interval and schedule triggers for the container's own tasks.
+"""The in-process ticker: interval and schedule ticks for the container's own tasks.
 
-``default`` ticks at the global ``RUNBROKER_INTERVAL``; a task with its own ``interval`` or
-``schedule`` in the tasks file ticks regardless. An interval plan keeps a grid: tick ``k`` is
-planned at ``start + k * interval`` on the monotonic clock, and fires at that planned time moved by
-``interval * uniform(-jitter, +jitter)``. Each wait is computed from the plan, never from when the
-previous tick fired, so the loop's own latency does not add up (a day of ticks ends where the clock
-says). A tick that fires late past later slots (a blocked loop, a suspended host) coalesces them:
-the next tick is the first slot still ahead, never a burst to catch up. Schedules fire at their
-exact times. A tick whose previous run of the same task is still queued or running is skipped and
-logged, never piled up. At shutdown the ticker is the first part stopped (its task is cancelled).
-
-A reload hands the ticker new plans (``replace_plans``): a plan whose task, interval or schedule
-text and zone are unchanged keeps its running loop, so its next fire time (no double fire, no
-skip); a plan that is gone stops; a new or changed one starts on its interval or schedule, but
-without the start-up fire (``fire_on_start``, ``once``: what ``RUNBROKER_FIRE_ON_START`` and
-``INTERVAL=0`` ask for happens at start-up only; at a reload it would look like a double fire).
+An interval's tick ``k`` is planned at ``start + k * interval`` on the monotonic clock, never
+from when the last one fired, so the loop's latency does not add up and late slots coalesce
+into one tick. A tick whose task still has a run queued or running is skipped, never piled up,
+unless the task's ``on_busy`` says otherwise. Every planned time is settled once in the slot
+record (``tick_slots``): a late tick stands for the latest slot that passed and settles the
+ones it covers, and one past its task's ``start_deadline`` is missed.
 """
 
 from __future__ import annotations
@@ -27,7 +18,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from daemon.core.runqueue import Rejected, RunQueue, RunRequest
+from daemon.core.busy import BusyPolicy, OnBusy
+from daemon.core.catchup import MISFIRE_COALESCE, plan_catch_up, settle_catch_up
+from daemon.core.runqueue import RunQueue
+from daemon.core.slot_state import SlotState
+from daemon.core.slots import RAN, Slot, SlotRecord
+from daemon.core.tick_slots import TickSlots
 from daemon.log.logs import get_logger
 from daemon.schedules import Schedule
 
@@ -39,6 +35,7 @@ Sleep = Callable[[float], Awaitable[None]]
 WallClock = Callable[[], datetime]
 Monotonic = Callable[[], float]
 MIN_GAP = 0.01  # two interval ticks are never closer than this fraction of the interval
+COUNT_TURN = 1024  # slots a late schedule counts between two turns of the loop
 
 
 def _utc_now() -> datetime:
@@ -57,6 +54,10 @@ class TickPlan:
     last_fired_at: float | None = None
     next_fire_at: float | None = None
     planned_at: float | None = None  # when its loop started (Unix time): health's reference
+    on_busy: OnBusy | None = None  # the task's policy when its run is pending (None: skip)
+    start_deadline_s: float | None = None  # a slot not started this long after it is missed
+    misfire: str = MISFIRE_COALESCE  # slots planned while the daemon was down (``catchup``)
+    catchup_window_s: float | None = None
 
     def key(self) -> tuple[object, ...]:
         """What makes two plans the same plan across a reload."""
@@ -76,6 +77,9 @@ class Ticker:
         now: WallClock = _utc_now,
         monotonic: Monotonic = time.monotonic,
         rng: random.Random | None = None,
+        slots: SlotRecord | None = None,
+        busy: BusyPolicy | None = None,
+        state: SlotState | None = None,
     ) -> None:
         self.queue = queue
         self.plans = plans
@@ -88,6 +92,14 @@ class Ticker:
         self.skipped = 0
         self._group: asyncio.TaskGroup | None = None  # run()'s, while it runs
         self._loops: dict[int, asyncio.Task[None]] = {}  # by id() of their plan
+        self.slots = SlotRecord() if slots is None else slots
+        policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
+        self.ticks = TickSlots(queue, self.slots, policy, sleep, self._wall_s)
+        self.state = state  # each task's last planned slot, kept across restarts
+        self._fired: Slot | None = None  # the slot of the tick ``fire`` just submitted
+
+    def _wall_s(self) -> float:
+        return self._now().timestamp()
 
     def offset(self, interval_s: float) -> float:
         """How far a tick moves from its planned time: ``interval * uniform(-jitter, jitter)``."""
@@ -95,33 +107,45 @@ class Ticker:
             return 0.0
         return interval_s * self._rng.uniform(-self.jitter, self.jitter)
 
-    def fire(self, plan: TickPlan) -> bool:
-        """Submit one tick of ``plan``; False when skipped or rejected."""
+    def fire(self, plan: TickPlan, planned_at: float | None = None, note: str = "") -> bool:
+        """Submit one tick of ``plan`` for its slot at ``planned_at`` (Unix seconds; None:
+        now; ``note``: what the schedule did to that time, a DST gap or fold); False when its
+        slot was skipped, missed or coalesced. Every tick of the loops comes through here."""
         plan.last_fired_at = time.time()
-        if self.queue.is_pending(plan.task):
-            self.skipped += 1
-            log.info("tick.skipped", task=plan.task, reason="previous run still queued or running")
-            return False
-        try:
-            run = self.queue.submit(RunRequest(task=plan.task, trigger="tick"))
-        except Rejected as exc:
-            self.skipped += 1
-            log.warning("tick.skipped", task=plan.task, reason=exc.reason)
-            return False
-        self.fired += 1
-        log.info("tick.fired", task=plan.task, run_id=run.id)
-        return True
+        planned = self._wall_s() if planned_at is None else planned_at
+        slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s, note)
+        if self.state is not None:
+            self.state.planned(plan.task, planned)
+        self._fired = slot
+        if slot.outcome in ("", RAN):
+            self.fired += 1
+            return True
+        self.skipped += 1
+        return False
+
+    def _tick(
+        self, plan: TickPlan, planned_at: float, covered_from: float, covered: int, note: str = ""
+    ) -> None:
+        """A loop's tick, then the ``covered`` slots from ``covered_from`` on that passed while
+        it was late, settled with its slot."""
+        self._fired = None
+        self.fire(plan, planned_at, note)
+        fired = self._fired  # None when ``fire`` was replaced (a test recording the ticks)
+        if fired is not None:
+            self.ticks.cover(fired, covered_from, covered)
 
     async def run(self) -> None:
         """Tick every plan until cancelled (also when no plan is left: a reload may add one)."""
         async with asyncio.TaskGroup() as group:
             self._group = group
+            self.ticks.spawn = group.create_task
             try:
                 for plan in self.plans:
                     self._start(plan)
                 await asyncio.Event().wait()
             finally:
                 self._group = None
+                self.ticks.spawn = None
 
     def _start(self, plan: TickPlan, *, at_start_up: bool = True) -> None:
         plan.planned_at = time.time()
@@ -129,16 +153,41 @@ class Ticker:
             if at_start_up:
                 self.fire(plan)
             return
+        last_planned = None
+        if at_start_up and self.state is not None:
+            last_planned = self.state.last_planned.get(plan.task)
+        if last_planned is not None:
+            last_planned = self._catch_up(plan, last_planned)
         loop = None
         if plan.schedule is not None:
             loop = self._schedule_loop(plan, plan.schedule)
         elif plan.interval_s is not None:
-            fire_now = plan.fire_on_start and at_start_up
-            loop = self._interval_loop(plan, plan.interval_s, fire_now)
+            fire_now = plan.fire_on_start and at_start_up and last_planned is None
+            loop = self._interval_loop(plan, plan.interval_s, fire_now, last_planned)
         if loop is not None and self._group is not None:
             task = self._group.create_task(loop)
             self._loops[id(plan)] = task
             task.add_done_callback(lambda _task: self._loops.pop(id(plan), None))
+
+    def _catch_up(self, plan: TickPlan, last_planned: float) -> float:
+        """Settle the slots planned while the daemon was down, and run the one that catches up;
+        the newest slot accounted for, where an interval's grid goes on from."""
+        decision = plan_catch_up(
+            last_planned=last_planned,
+            now=self._wall_s(),
+            misfire=plan.misfire,
+            window_s=math.inf if plan.catchup_window_s is None else plan.catchup_window_s,
+            interval_s=plan.interval_s,
+            schedule=plan.schedule,
+        )
+        newest = max(last_planned, decision.missed.newest_at, decision.run_at or 0.0)
+        assert self.state is not None
+        self.state.planned(plan.task, newest)
+        self.state.write()  # before the run: a kill after it starts must not run it again
+        settle_catch_up(
+            self.ticks, plan.task, decision, misfire=plan.misfire, window_s=plan.catchup_window_s
+        )
+        return newest
 
     @property
     def loops_running(self) -> int:
@@ -157,6 +206,8 @@ class Ticker:
             same = old.pop(plan.key(), None)
             if same is None:
                 started.append(plan)
+            else:  # the same timing, the policy as the file now says
+                same.on_busy, same.start_deadline_s = plan.on_busy, plan.start_deadline_s
             kept.append(plan if same is None else same)
         for gone in old.values():
             task = self._loops.pop(id(gone), None)
@@ -166,8 +217,13 @@ class Ticker:
         for plan in started:
             self._start(plan, at_start_up=False)
 
-    async def _interval_loop(self, plan: TickPlan, interval_s: float, fire_now: bool) -> None:
+    async def _interval_loop(
+        self, plan: TickPlan, interval_s: float, fire_now: bool, anchor: float | None = None
+    ) -> None:
+        """Tick on a grid from now, or from ``anchor`` (a slot of the last life, Unix seconds)."""
         start = self._monotonic()
+        if anchor is not None:  # the grid goes on where the state left it, not from the restart
+            start -= max(0.0, self._wall_s() - anchor)
         if fire_now:
             self.fire(plan)
         last_fired = start  # without a tick at start, the first still waits a little
@@ -180,11 +236,15 @@ class Ticker:
             plan.next_fire_at = time.time() + max(wait_s, 0.0)
             if wait_s > 0:
                 await self._sleep(wait_s)
-            self.fire(plan)
+            now = self._monotonic()
+            # The tick stands for the latest slot that has passed: those that passed while it
+            # was late are covered by it (coalesced), not fired one after another.
+            latest = max(slot, math.floor((now - start) / interval_s))
+            wall_at = self._wall_s() - now  # a monotonic time plus this is a wall time
+            planned = target if latest == slot else start + latest * interval_s
+            self._tick(plan, wall_at + planned, wall_at + start + slot * interval_s, latest - slot)
             last_fired = self._monotonic()
-            # The next slot still ahead of the clock: slots that passed while this tick was
-            # late are covered by it (coalesced), not fired one after another.
-            slot = max(slot + 1, math.floor((last_fired - start) / interval_s) + 1)
+            slot = max(latest + 1, math.floor((last_fired - start) / interval_s) + 1)
 
     async def _schedule_loop(self, plan: TickPlan, schedule: Schedule) -> None:
         after = self._now()
@@ -196,5 +256,23 @@ class Ticker:
             plan.next_fire_at = due.timestamp()
             while (remaining_s := (due - self._now()).total_seconds()) > 0:
                 await self._sleep(min(remaining_s, MAX_SLEEP_S))
-            self.fire(plan)
-            after = max(due, self._now())  # missed slots (a suspended host) coalesce into one
+            # Slots missed while the tick was late (a suspended host) coalesce into one: the
+            # tick stands for the latest of them.
+            now = self._now()
+            passed = [due]
+            while (later := schedule.next_after(passed[-1])) is not None and later <= now:
+                passed.append(later)
+                if len(passed) % COUNT_TURN == 0:
+                    await asyncio.sleep(0)
+            note = _dst_note(schedule, passed[-1])
+            self._tick(plan, passed[-1].timestamp(), due.timestamp(), len(passed) - 1, note)
+            after = max(passed[-1], now)
+
+
+def _dst_note(schedule: Schedule, planned: datetime) -> str:
+    """What an offset change did to a slot's time, for its record (empty: nothing)."""
+    try:
+        mark = schedule.dst_mark(planned)
+    except (OverflowError, StopIteration):  # at the edge of what ``datetime`` holds
+        return ""
+    return "" if mark is None else f"DST {mark.kind}: {mark.note}"

@@ -1,12 +1,7 @@
 """The ``runbroker`` command: argument parsing and exit codes only.
 
-The client commands (``trigger``, ``status``, ``health``, ``cancel``, ``reload``, ``logs``,
-``next``)
-import nothing heavier than ``_socket`` and ``json``: each ``docker exec`` starts a cold
-interpreter. A plain ``trigger`` does not even load argparse or typing (see ``fastargs``); the
-parser (``parser``) and the control commands (``control``, ``logs``) are loaded by the commands
-that need them. The daemon's modules are imported only on the ``run`` path, after the signal
-handlers are in place.
+Every ``docker exec`` starts a cold interpreter, so the client commands import nothing heavier
+than ``_socket`` and ``json``, and the daemon's modules load only on the ``run`` path.
 """
 
 from __future__ import annotations
@@ -32,9 +27,9 @@ def leaves_sockets_to_exit(words: Sequence[str]) -> bool:
 def entry() -> None:
     """The ``runbroker`` command itself (the console script and ``python -m daemon``).
 
-    A client command leaves its sockets for the process's exit to close (see
-    ``client.leave_sockets_to_exit``): its output is flushed by ``main``, and ``os._exit``
-    then ends the process without a teardown in which the daemon's own exit could kill it."""
+    A client command's output is flushed by ``main`` and ``os._exit`` then ends the process, so
+    that no teardown runs in which the daemon's own exit could kill it
+    (``client.leave_sockets_to_exit``)."""
     import os
 
     from daemon.wire import client
@@ -59,7 +54,7 @@ def _main(words: list[str]) -> int:
         code = _dispatch(words)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
-    except SystemExit:  # argparse: --help or a usage error; what it printed must reach the pipe
+    except SystemExit:  # argparse: --help or a usage error, whose text must reach the pipe
         _flush_output()
         raise
     _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit
@@ -167,8 +162,10 @@ def _dispatch(words: list[str]) -> int:
 def parse_words(
     words: list[str], subparsers: dict[str, argparse.ArgumentParser] | None = None
 ) -> tuple[argparse.Namespace, list[str]]:
-    """The whole command line, as ``parse_known_args``; a trigger's value flags first take
-    their next word whatever it looks like (``fastargs.attach_values``)."""
+    """The whole command line, as ``parse_known_args``.
+
+    A trigger's value flags first take their next word whatever it looks like
+    (``fastargs.attach_values``), as the fast path does."""
     from daemon.face.parser import build_parser
 
     if words[:1] == ["trigger"]:
@@ -179,7 +176,7 @@ def parse_words(
 
 
 def _fast_trigger(words: list[str]) -> int | None:
-    """``trigger`` without argparse when the arguments are plain; None to fall back."""
+    """``trigger`` without argparse when the arguments are plain, or None to fall back."""
     from daemon.face.fastargs import parse_trigger, positive_duration
 
     parsed = parse_trigger(words)

@@ -45,10 +45,10 @@ def status(args: argparse.Namespace) -> int:
 
 
 def health(args: argparse.Namespace) -> int:
-    """Liveness (``ok``); with ``--ready``, readiness (``ready``: the database works too)."""
+    """Liveness (``ok``), or with ``--ready`` readiness (``ready``: the database works too)."""
     answer = _control(args, "health")
     if isinstance(answer, int):
-        return EXIT_FAILED  # unreachable is unhealthy; the reason was printed
+        return EXIT_FAILED  # unreachable is unhealthy, and the reason was printed
     warnings = answer.get("warnings")
     live = bool(answer.get("ok"))
     ready = bool(answer.get("ready", live))  # a daemon older than readiness: as live

@@ -1,11 +1,9 @@
 """A fast path for parsing ``runbroker trigger`` arguments without argparse.
 
-``trigger`` is started cold by every ``docker exec``; building argparse's parsers costs more than
-the whole round trip to the daemon. This parser accepts exactly the common forms and returns None
-for anything else (help, abbreviations, errors), in which case the caller falls back to argparse,
-which owns every message. A property test checks that both agree. The value rules both parsers
-apply (a ``--timeout``, a ``--env K=V``, a value flag takes the next word whatever it looks
-like) are defined here, once.
+Every ``docker exec`` starts ``trigger`` cold, and building argparse's parsers costs more than
+the whole round trip to the daemon. It takes exactly the common forms and returns None for
+anything else, which argparse then parses (a property test checks that both agree). The value
+rules both parsers apply are defined here, once.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ class TriggerArgs:
 
 
 def positive_duration(text: str) -> float:
-    """A Go-style duration that must be positive; ValueError with the reason otherwise."""
+    """A Go-style duration that must be positive, or ValueError with the reason."""
     from daemon.schedules.duration import parse_duration  # only when --timeout is given
 
     seconds = parse_duration(text)
@@ -50,7 +48,7 @@ def positive_duration(text: str) -> float:
 
 
 def split_env(text: str) -> tuple[str, str] | None:
-    """``K=V`` as ``(K, V)``; None without ``=`` or without a name (``V`` may be empty)."""
+    """``K=V`` as ``(K, V)``, ``V`` possibly empty. None without ``=`` or without a name."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         return None

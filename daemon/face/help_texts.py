@@ -16,6 +16,7 @@ exit codes:
   0    the run succeeded
   1    the run failed or was cancelled
   2    usage error, or a request the daemon refuses (unknown task, args or env not allowed)
+  3    skipped: the task has a run queued or running and its on_busy is "skip"
   69   the daemon is unreachable (RUNBROKER_SOCKET), or refuses this user
   75   rejected: the run queue is full, the daemon is busy or shutting down; retry later
   124  --timeout passed: gave up waiting; the run goes on
@@ -87,6 +88,7 @@ it and exit 2, nothing started; an unknown RUNBROKER_* variable is warned about)
   RUNBROKER_TASKS_FILE        TOML tasks file (/etc/runbroker/tasks.toml, optional)
   RUNBROKER_SOCKET            the owner-only unix socket (/run/runbroker/runbroker.sock)
   RUNBROKER_LOCK_DIR          flock files of `runbroker once` (the socket's directory)
+  RUNBROKER_STATE_DIR         each task's last planned slot, for catch-up after a restart (unset)
   RUNBROKER_QUEUE_CAPACITY    runs that may wait (16; the running one is not counted)
   RUNBROKER_GRACE             SIGTERM to SIGKILL for a job (5s)
   RUNBROKER_SHUTDOWN_TIMEOUT  the whole shutdown budget (8s)

@@ -1,10 +1,7 @@
-"""``runbroker logs [RUN_ID|TASK] [--follow]``: a run's output, from the daemon's journal.
+"""``runbroker logs [RUN_ID|TASK] [--follow]``: which run the arguments mean.
 
-Which run: an argument of a run id's form (``r``, at least seven hex digits, ``-``, a number:
-what ``trigger`` and ``status`` show) is that run; any other argument is a task (its running run,
-else its latest finished one); none is the running run, else the latest finished one.
-``--task`` names a task whatever its name looks like. ``--runs N`` lists the last N finished
-runs instead.
+An argument of a run id's form is that run and any other a task, so that what ``trigger`` and
+``status`` show can be pasted as it is. ``--task`` names a task whatever its name looks like.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def logs_request(target: str, task: str, follow: bool) -> ControlRequest | None:
-    """The ``logs`` request the arguments mean; None when they name both a run and a task."""
+    """The ``logs`` request the arguments mean. None when they name both a run and a task."""
     from daemon.wire.logs_answers import looks_like_run_id
     from daemon.wire.protocol import ControlRequest
 

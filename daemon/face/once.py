@@ -1,15 +1,7 @@
 """``runbroker once [TASK] [--skip]``: run a task once in this process, for external schedulers.
 
-Concurrent callers (host cron, Ofelia, CI) are coalesced through ``coord.Exclusive`` in
-``RUNBROKER_LOCK_DIR/once-TASK``: the caller that finds the lock free runs the task, then one
-rerun per request queued meanwhile; a caller that finds a run in flight records a rerun request
-(or finds one already queued) and exits 0 at once, since that run covers it. With ``--skip`` a
-busy lock means exit 0 without recording anything.
-
-Exit codes: the runner exits with its last run's status (0 or 1); queued, discarded and skipped
-callers exit 0; 2 for a configuration error or an unknown task; 75 when a signal arrived before
-the run could start; 141 when our output was closed (the run went on to its end). A caller that
-did not run the task says why in one line on stderr.
+Concurrent callers are coalesced through ``coord.Exclusive``: a caller that finds a run in
+flight records a rerun and exits 0 at once, since that run covers it.
 """
 
 from __future__ import annotations
@@ -21,7 +13,6 @@ import sys
 from daemon.broker.engine import Engine
 from daemon.coord.exclusive import Exclusive
 from daemon.coord.outcome import Outcome
-from daemon.core.executor import Executor
 from daemon.core.runqueue import Event, Run, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
 from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
@@ -34,11 +25,10 @@ log = get_logger("runbroker.once")
 
 
 class _Interrupts:
-    """SIGTERM/SIGINT only set a flag here; the gate and the running executor read it."""
+    """SIGTERM and SIGINT only set a flag here: the gate reads it between reruns."""
 
     def __init__(self) -> None:
         self.received = False
-        self.executor: Executor | None = None
 
     def handle(self, _signum: int, _frame: object) -> None:
         self.received = True

@@ -69,29 +69,40 @@ def instant_arg(text: str) -> str:
 def build_parser(
     subparsers: dict[str, argparse.ArgumentParser] | None = None,
 ) -> argparse.ArgumentParser:
-    """The parser of the whole command line; ``subparsers``, when given, receives each
-    subcommand's own parser (to report an error with that subcommand's usage)."""
+    """The parser of the whole command line.
+
+    ``subparsers``, when given, receives each subcommand's own parser, to report an error with
+    that subcommand's usage."""
     parser = argparse.ArgumentParser(
         prog="runbroker", description="A job-running daemon for containers."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    raw = argparse.RawDescriptionHelpFormatter
 
-    run = sub.add_parser(
+    def documented(
+        name: str, summary: str, description: str, epilog: str
+    ) -> argparse.ArgumentParser:
+        """A subcommand whose long help text keeps its own line breaks."""
+        return sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    run = documented(
         "run",
-        help="start the daemon (PID 1 in a container)",
-        description="Start the daemon: PID 1 of a container, until SIGTERM or SIGINT.",
-        epilog=RUN_HELP,
-        formatter_class=raw,
+        "start the daemon (PID 1 in a container)",
+        "Start the daemon: PID 1 of a container, until SIGTERM or SIGINT.",
+        RUN_HELP,
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (task 'default')")
 
-    trig = sub.add_parser(
+    trig = documented(
         "trigger",
-        help="submit a run and stream its output",
-        description="Submit one run of TASK to the daemon and stream its output.",
-        epilog=TRIGGER_HELP,
-        formatter_class=raw,
+        "submit a run and stream its output",
+        "Submit one run of TASK to the daemon and stream its output.",
+        TRIGGER_HELP,
     )
     trig.add_argument(
         "task", nargs="?", default="default", metavar="TASK", help="(default: default)"
@@ -131,24 +142,22 @@ def build_parser(
     cancel.add_argument("id")
     cancel.add_argument("--socket")
 
-    reload = sub.add_parser(
+    reload = documented(
         "reload",
-        help="re-read the tasks file now (as SIGHUP does)",
-        description="Ask the daemon to re-read RUNBROKER_TASKS_FILE now, all or nothing.",
-        epilog=RELOAD_HELP,
-        formatter_class=raw,
+        "re-read the tasks file now (as SIGHUP does)",
+        "Ask the daemon to re-read RUNBROKER_TASKS_FILE now, all or nothing.",
+        RELOAD_HELP,
     )
     reload.add_argument(
         "--dry-run", action="store_true", help="print the plan of a reload; change nothing"
     )
     reload.add_argument("--socket")
 
-    upcoming = sub.add_parser(
+    upcoming = documented(
         "next",
-        help="the next planned times of each task (DST moves marked)",
-        description="Print the next planned times of each task (or TASK), in its zone and UTC.",
-        epilog=NEXT_HELP,
-        formatter_class=raw,
+        "the next planned times of each task (DST moves marked)",
+        "Print the next planned times of each task (or TASK), in its zone and UTC.",
+        NEXT_HELP,
     )
     upcoming.add_argument("task", nargs="?", default="", metavar="TASK")
     upcoming.add_argument(
@@ -166,23 +175,21 @@ def build_parser(
     )
     upcoming.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
 
-    check = sub.add_parser(
+    check = documented(
         "check",
-        help="check a tasks file without a daemon (for CI)",
-        description="Check a tasks file as the daemon would read it; print every problem.",
-        epilog=CHECK_HELP,
-        formatter_class=raw,
+        "check a tasks file without a daemon (for CI)",
+        "Check a tasks file as the daemon would read it; print every problem.",
+        CHECK_HELP,
     )
     check.add_argument(
         "file", nargs="?", default="", metavar="FILE", help="(default: $RUNBROKER_TASKS_FILE)"
     )
 
-    logs = sub.add_parser(
+    logs = documented(
         "logs",
-        help="a run's output: the running run's, live, or a recent one's",
-        description="Print a run's output from the daemon's journal (with -f, until it ends).",
-        epilog=LOGS_HELP,
-        formatter_class=raw,
+        "a run's output: the running run's, live, or a recent one's",
+        "Print a run's output from the daemon's journal (with -f, until it ends).",
+        LOGS_HELP,
     )
     logs.add_argument("target", nargs="?", default="", metavar="RUN_ID|TASK")
     logs.add_argument(

@@ -1,7 +1,7 @@
-"""``runbroker status`` for people: the JSON answer (``daemon/observe/status.py``) as a short
-report of aligned tables. Times are UTC, each with how long ago (or how soon) it is; durations are
-rounded to what a person reads (``2h03m``, ``4.2s``, ``12ms``). Fields this version does not
-know (a newer daemon's) are shown as they are rather than dropped.
+"""``runbroker status`` for people: the JSON answer as a short report of aligned tables.
+
+Fields this version does not know (a newer daemon's) are shown as they are rather than
+dropped.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from daemon.core.subreaper import MODE_TEXT
 from daemon.face.notify_text import notify_lines
 
 # The fields of the runner's answer (PgRunner.status, the source: a test keeps them in step) that
-# _database_lines renders; any other is shown as it is.
+# _database_lines renders. Any other is shown as it is.
 _DATABASE_KNOWN = frozenset(
     {
         "up",
@@ -74,7 +74,7 @@ def human_time(iso: str | None, now: float) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart, indented by two; the last column is not padded."""
+    """Left-aligned columns two spaces apart, indented by two, the last column not padded."""
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = []
     for row in [headers, *rows]:
@@ -185,6 +185,41 @@ def _reload_lines(reload: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
+SLOTS_SHOWN = 5  # of each task's last slots (``--json`` has all the daemon keeps)
+_OUTCOME_WORDS = {"caught_up": "caught up"}
+
+
+def _slot_lines(slots: list[dict[str, Any]], now: float) -> list[str]:
+    """Each task's last slots (what became of each planned time) and its counts."""
+    lines = [f"slots (the last {SLOTS_SHOWN} of each task):"]
+    rows = []
+    totals = []
+    for task_slots in slots:
+        task = str(task_slots.get("task", "?"))
+        for entry in (task_slots.get("last") or [])[-SLOTS_SHOWN:]:
+            outcome = str(entry.get("outcome", "?"))
+            count = entry.get("count") or 1
+            shown = _OUTCOME_WORDS.get(outcome, outcome) + (f" x{count}" if count > 1 else "")
+            detail = [str(entry.get(key)) for key in ("result", "reason", "note") if entry.get(key)]
+            rows.append(
+                [
+                    task,
+                    human_time(entry.get("planned_at"), now),
+                    shown.upper() if outcome == "missed" else shown,
+                    str(entry.get("run_id") or "-"),
+                    "; ".join(detail),
+                ]
+            )
+        counted = task_slots.get("totals") or {}
+        said = ", ".join(
+            f"{number} {_OUTCOME_WORDS.get(outcome, outcome)}"
+            for outcome, number in counted.items()
+        )
+        totals.append(f"  {task}: {said}")
+    lines.extend(_table(["TASK", "PLANNED", "OUTCOME", "RUN", "DETAIL"], rows))
+    return lines + totals
+
+
 def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     uptime_s = float(answer.get("uptime_s") or 0)
@@ -233,6 +268,9 @@ def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
             for tick in ticks
         ]
         lines.extend(_table(["TASK", "SCHEDULE", "NEXT", "LAST"], rows))
+    slots = answer.get("slots")  # an older daemon does not say
+    if slots:
+        lines.extend(_slot_lines(slots, now))
     recent = answer.get("recent") or []
     if recent:
         lines.append("recent:")

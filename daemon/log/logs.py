@@ -1,13 +1,7 @@
 """structlog set-up: JSON lines when stdout is not a TTY, a readable console on a TTY.
 
-The stdlib ``logging`` root (asyncio, asyncpg and our own stdlib loggers) is routed through the
-same processor chain, so every line has one shape. Tracebacks never carry local variables:
-those can hold DSNs and payloads.
-
-Event vocabulary (dotted): ``broker.starting``, ``broker.ready``, ``broker.stopping``,
-``broker.stopped``, ``run.queued``, ``run.rejected``, ``run.started``, ``run.output``,
-``run.overdue``, ``run.done``, ``tick.fired``, ``tick.skipped``, ``socket.refused``,
-``socket.bad_request``, ``settings.unknown_variable``, ``reaper.reaped``.
+The stdlib ``logging`` root goes through the same chain, so every line has one shape.
+Tracebacks never carry local variables, because those can hold DSNs and payloads.
 """
 
 from __future__ import annotations
@@ -37,9 +31,9 @@ def _renderer(use_console: bool) -> Processor:
 def configure_logging(
     log_format: LogFormat = "auto", level: str = "info", stream: TextIO | None = None
 ) -> None:
-    """Install one processor chain for structlog and stdlib logging; safe to call again.
+    """Install one processor chain for structlog and stdlib logging. Safe to call again.
 
-    Lines go to ``stream`` (default stdout; ``runbroker once`` keeps stdout for the job)."""
+    Lines go to ``stream``, stdout by default, since ``runbroker once`` keeps stdout for the job."""
     global _configured
     out = sys.stdout if stream is None else stream
     level_no = logging.getLevelNamesMapping()[level.upper()]
@@ -92,8 +86,9 @@ def configure_logging(
 
 
 def json_log_stream() -> TextIO | None:
-    """Where the log's JSON lines go while ``configure_logging``'s set-up is in force in the
-    JSON format; None in the console format, or when events are captured (tests)."""
+    """Where the log's JSON lines go under ``configure_logging``'s JSON set-up.
+
+    None in the console format, or when events are captured (tests)."""
     if _configured is None or _configured[1]:
         return None
     if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
@@ -107,9 +102,10 @@ def get_logger(name: str) -> FilteringBoundLogger:
 
 
 def log_enabled(level: int, name: str = "runbroker") -> bool:
-    """Whether a line at ``level`` would be written, to skip building per-run lines that would
-    be dropped. False only when structlog goes through stdlib logging (``configure_logging``)
-    and the level is dropped; any other set-up (tests capturing events) keeps every line."""
+    """Whether a line at ``level`` would be written, to skip building lines that would be dropped.
+
+    False only when structlog goes through stdlib logging and the level is dropped. Any other
+    set-up (tests capturing events) keeps every line."""
     if not isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
         return True
     return logging.getLogger(name).isEnabledFor(level)

@@ -1,15 +1,8 @@
 """The daemon's own record of every job's output (``RUNBROKER_OUTPUT_LOG``).
 
-- ``json`` (the default): one ``run.output`` event a line, at ``info``, with ``run_id``,
-  ``task`` (and ``job``, ``attempt`` for a database job), ``timestamp``, ``stream`` and
-  ``line``: what a log search needs, and no more, since a chatty job's log is mostly these
-  lines (its ``trigger`` is on its ``run.started``). Written a read of the pipe at a time,
-  the lines made JSON together at C speed (``jsonlines``): the structlog chain costs about
-  30 us a line, which a chatty job would wait for. In the console format (a TTY) lines go
-  through structlog, for people.
-- ``raw``: the job's lines unwrapped, its stdout to the daemon's stdout and its stderr to the
-  daemon's stderr, for jobs that already log JSON of their own.
-- ``off``: not recorded (the journal of ``runbroker logs`` and the clients still get them).
+In the JSON format the lines of one read of a pipe are encoded together at C speed
+(``jsonlines``), because the structlog chain costs about 30 us a line and a chatty job would
+wait for it.
 """
 
 from __future__ import annotations
@@ -46,7 +39,7 @@ class OutputLog:
         self.mode = mode
 
     def writer(self, fields: Mapping[str, str]) -> LineWriter | None:
-        """The writer of one run's lines; ``fields``: what its log lines carry (its id...)."""
+        """The writer of one run's lines. ``fields`` are what its log lines carry (its id...)."""
         if self.mode == "off":
             return None
         if self.mode == "raw":

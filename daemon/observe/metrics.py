@@ -1,8 +1,7 @@
 """Prometheus metrics, served on ``/metrics`` when ``RUNBROKER_METRICS_ADDR`` is set.
 
-Run counters and durations are recorded when a run finishes; queue depth, rejections and the
-database runner's figures are read from their owners at scrape time, so no hot path pays for
-them. The HTTP endpoint that serves them is ``daemon.observe.metrics_http``.
+What changes on every run is recorded when a run finishes, a slot's count when it is settled
+(ticks only), and the rest is read from its owner at scrape time, so that no hot path pays.
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from daemon.core.runqueue import Run, RunQueue
+from daemon.core.slots import OUTCOMES as SLOT_OUTCOMES
+from daemon.core.slots import Slot
 from daemon.core.ticker import TickPlan
 from daemon.observe.notify_metrics import NotifyCollector
 from daemon.observe.sources import NotifyRecord, RunnerFigures
@@ -24,13 +25,39 @@ from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
 # failure (``increase(...{outcome="failed"}[10m]) > 0``) needs the series before it. The triggers
-# are runqueue.Trigger's (the source; a test keeps them in step) but "once", which never runs in
-# the daemon.
+# are runqueue.Trigger's (a test keeps them in step) but "once", which never runs in the daemon.
 TRIGGERS = ("external", "tick", "schedule")
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled")
 FAILED_OUTCOMES = frozenset({"failed", "timed_out"})
 RELOAD_OUTCOMES = ("succeeded", "refused")  # of a reload of the tasks file
 DURATION_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, float("inf"))
+# The Postgres runner's figures (``metrics_snapshot``), each as a series: zero when it has none.
+DB_FIGURES: tuple[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str, str], ...] = (
+    (
+        GaugeMetricFamily,
+        "runbroker_db_up",
+        "1 when the database answers, 0 when not (or not configured).",
+        "db_up",
+    ),
+    (
+        CounterMetricFamily,
+        "runbroker_claims",
+        "Database job occurrences claimed by this replica.",
+        "claims_total",
+    ),
+    (
+        CounterMetricFamily,
+        "runbroker_lease_reclaims",
+        "Expired leases of dead replicas reclaimed by this replica.",
+        "lease_reclaims_total",
+    ),
+    (
+        GaugeMetricFamily,
+        "runbroker_schedule_lag_seconds",
+        "How late the last due database job started, in seconds.",
+        "schedule_lag_seconds",
+    ),
+)
 
 
 def outcome_of(run: Run) -> str:
@@ -106,26 +133,8 @@ class _LiveCollector(Collector):
             "1 when a database is configured (RUNBROKER_DATABASE_URL), else 0.",
             value=0 if runner is None else 1,
         )
-        yield GaugeMetricFamily(
-            "runbroker_db_up",
-            "1 when the database answers, 0 when not (or not configured).",
-            value=figures.get("db_up", 0.0),
-        )
-        yield CounterMetricFamily(
-            "runbroker_claims",
-            "Database job occurrences claimed by this replica.",
-            value=figures.get("claims_total", 0.0),
-        )
-        yield CounterMetricFamily(
-            "runbroker_lease_reclaims",
-            "Expired leases of dead replicas reclaimed by this replica.",
-            value=figures.get("lease_reclaims_total", 0.0),
-        )
-        yield GaugeMetricFamily(
-            "runbroker_schedule_lag_seconds",
-            "How late the last due database job started, in seconds.",
-            value=figures.get("schedule_lag_seconds", 0.0),
-        )
+        for family, name, documentation, figure in DB_FIGURES:
+            yield family(name, documentation, value=figures.get(figure, 0.0))
 
 
 class Metrics:
@@ -179,6 +188,13 @@ class Metrics:
             registry=self.registry,
         )
         self.reload_ok.set(1)
+        self.slots = Counter(
+            "runbroker_slots",
+            "Scheduled slots of the ticking tasks, by task and outcome (ran, skipped, coalesced,"
+            " missed, caught_up): each planned time counted once.",
+            ["task", "outcome"],
+            registry=self.registry,
+        )
         self.registry.register(_LiveCollector(queue, database, plans))
         self.registry.register(NotifyCollector(notify))  # at zero without notifications
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
@@ -195,6 +211,8 @@ class Metrics:
             self.duration.labels(task)
             self.last_success.labels(task)
             self.last_failure.labels(task)
+            for outcome in SLOT_OUTCOMES:
+                self.slots.labels(task, outcome)
 
     def run_finished(self, run: Run) -> None:
         outcome = outcome_of(run)
@@ -206,6 +224,10 @@ class Metrics:
             self.last_success.labels(task).set(time.time())
         elif outcome in FAILED_OUTCOMES:
             self.last_failure.labels(task).set(time.time())
+
+    def slot_settled(self, slot: Slot) -> None:
+        """A slot record's listener: one more slot (``count`` more) of its outcome."""
+        self.slots.labels(slot.task, slot.outcome).inc(slot.count)
 
     def reload_done(self, ok: bool) -> None:
         self.reloads.labels("succeeded" if ok else "refused").inc()

@@ -1,9 +1,7 @@
-"""The ``/metrics`` endpoint: a minimal HTTP/1.0 server on ``RUNBROKER_METRICS_ADDR``, a small
-asyncio server owned by the broker (no thread), answering ``GET /metrics`` (Prometheus'
-exposition of ``daemon.observe.metrics``) and ``GET /healthz`` (the health answer in a line).
+"""The ``/metrics`` and ``/healthz`` endpoint on ``RUNBROKER_METRICS_ADDR``: minimal HTTP/1.0.
 
-A request's head is read within ``deadline_s`` and is at most ``MAX_HTTP_REQUEST_BYTES``
-(answered 431 past it); ``HEAD`` gets the headers ``GET`` would, without the body.
+A small asyncio server owned by the broker, so no thread. A request's head is bounded in time
+and size, so a stalled scraper holds nothing for long.
 """
 
 from __future__ import annotations

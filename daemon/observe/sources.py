@@ -1,9 +1,7 @@
 """What status, health and metrics read of the running daemon, as Protocols.
 
-``daemon/observe`` depends on these shapes, not on what provides them: the broker
-(``daemon.broker.app.Broker``, which imports observe/ to answer the control ops) and the
-Postgres runner (``daemon.pg.runner.PgRunner``, loaded only with a database). Type checking
-holds both to them where the broker hands itself, and its runner, to observe/.
+``observe`` depends on these shapes rather than on the broker and the Postgres runner, which
+sit above it or load only with a database.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The answers to the ``status`` and ``health`` control ops, built from the broker's parts.
 
-Their shapes are ``daemon.wire.control_shapes`` (checked by mypy); what each field means, and
-why a database problem makes the daemon not ready but never unhealthy, is in the README.
+Their shapes are ``daemon.wire.control_shapes``, checked by mypy. What each field means is in
+the README.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from daemon.core.runqueue import Run
+from daemon.core.slots import Slot, SlotRecord
 from daemon.core.ticker import TickPlan
 from daemon.schedules.every import every_text
 from daemon.wire import control_answers as answers
@@ -20,7 +21,9 @@ from daemon.wire.control_shapes import (
     HealthAnswer,
     RecentRun,
     RunSummary,
+    SlotEntry,
     StatusAnswer,
+    TaskSlots,
     TickSummary,
 )
 
@@ -57,7 +60,7 @@ def _result_summary(run: Run) -> RecentRun:
         summary["code"] = result.wire_code
         summary["exit_code"] = result.exit_code
         summary["duration_ms"] = result.duration_ms
-    # A run that started finished its duration later; one cancelled while queued never ran.
+    # A run that started finished its duration later. One cancelled while queued never ran.
     finished_at = None
     if run.started_at is not None and result is not None:
         finished_at = run.started_at + result.duration_ms / 1000
@@ -66,9 +69,10 @@ def _result_summary(run: Run) -> RecentRun:
 
 
 def _tick_summary(plan: TickPlan) -> TickSummary:
-    """A tick plan as ``status`` shows it. ``schedule`` is the one text form of a schedule
-    (``every DUR`` for an interval, the schedule's text otherwise, ``once`` for a run at start),
-    ``tz`` its zone (None for an interval); times are RFC 3339 in UTC, like ``finished_at``."""
+    """A tick plan as ``status`` shows it.
+
+    ``schedule`` is the one text form of a schedule (``every DUR`` for an interval, ``once`` for
+    a run at start), ``tz`` its zone (None for an interval). Times are RFC 3339 in UTC."""
     schedule, tz = "-", None
     if plan.schedule is not None:
         schedule, tz = plan.schedule.text, plan.schedule.tz
@@ -83,6 +87,31 @@ def _tick_summary(plan: TickPlan) -> TickSummary:
         "next_at": _iso(plan.next_fire_at),
         "last_at": _iso(plan.last_fired_at),
     }
+
+
+def _slot_entry(slot: Slot) -> SlotEntry:
+    return {
+        "planned_at": _iso(slot.planned_at) or "",
+        "outcome": slot.outcome,
+        "count": slot.count,
+        "run_id": slot.run_id or None,
+        "result": slot.result or None,
+        "reason": slot.reason or None,
+        "note": slot.note or None,
+        "settled_at": _iso(slot.settled_at) or "",
+    }
+
+
+def slot_summaries(record: SlotRecord) -> list[TaskSlots]:
+    """Each task's last settled slots and its counts by outcome, by task name."""
+    return [
+        {
+            "task": task,
+            "totals": record.totals(task),
+            "last": [_slot_entry(slot) for slot in record.last(task)],
+        }
+        for task in record.tasks()
+    ]
 
 
 def status_answer(broker: BrokerState) -> StatusAnswer:
@@ -114,6 +143,7 @@ def status_answer(broker: BrokerState) -> StatusAnswer:
         ],
         "recent": [_result_summary(run) for run in broker.recent],
         "ticks": [_tick_summary(plan) for plan in broker.ticker.plans],
+        "slots": slot_summaries(broker.ticker.slots),
         "reload": broker.reloader.status(),
         "journal": broker.journal.figures(),
         "database": database,
@@ -142,7 +172,7 @@ def health_problem(broker: BrokerState) -> str | None:
 
 
 def readiness_problem(broker: BrokerState) -> str | None:
-    """Why the daemon is not ready (its database does not work), or None; liveness apart."""
+    """Why the daemon is not ready (its database does not work), or None. Liveness apart."""
     if broker.pgrunner is not None:
         problem: str | None = broker.pgrunner.health_problem()
         return problem or None

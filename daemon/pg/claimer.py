@@ -1,12 +1,8 @@
-"""The claimer: claims due jobs, in batches, as the run queue has room for them and as many as
-this replica can start soon (``daemon/pg/horizon.py``): what it cannot start soon is left to
-the other replicas.
+"""The claimer: claims due jobs in batches, as the run queue has room and as many as this
+replica can start soon (``horizon``).
 
-It wakes on ``wake`` (NOTIFY, queue room freed), on a timer set to the earliest due time (on
-the database clock) and, as a fallback only, every poll interval. ``scheduler.paused`` and
-``scheduler.enabled`` = false both stop claiming (the claim's SQL honours them; claimed runs
-still finish and are recorded); ``scheduler.interval_seconds``, when set, replaces
-POLL_INTERVAL. While a backlog keeps claims full, a second claimer joins in.
+What it cannot start soon is left to the other replicas. While a backlog keeps claims full, a
+second claimer joins in.
 """
 
 from __future__ import annotations
@@ -94,7 +90,7 @@ class Claimer:
         return plan
 
     async def claim_loop(self, stopping: asyncio.Event) -> None:
-        """Claim until ``stopping``; the only loop that waits on (and clears) ``wake``."""
+        """Claim until ``stopping``. The only loop that waits on ``wake`` and clears it."""
         backoff = Backoff()
         while not stopping.is_set():
             self.wake.clear()
@@ -157,11 +153,10 @@ class Claimer:
         return self.queue.waiting_count() == 0
 
     async def _claim_once(self) -> float:
-        """Claim what is due and there is room for; returns how long to wait before the next.
+        """Claim what is due and there is room for, and return how long to wait before the next.
 
-        It claims first (the claim's SQL honours scheduler.paused and scheduler.enabled) and
-        looks at the flags and the next due time only when the batch was not full.
-        """
+        It looks at the flags and the next due time only when the batch was not full, since the
+        claim's SQL honours the flags itself."""
         room = self._room()
         if room < self._claim_threshold() and not (room > 0 and self._queue_dry()):
             self._want_room = True

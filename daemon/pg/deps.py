@@ -1,11 +1,7 @@
 """Dependencies of Postgres jobs: a run waits, outside the executor, for other jobs' runs.
 
-A dependency is settled when that job has no run in flight, no retry pending and no
-occurrence due at or before ours; then its latest run counts. Policy ``stop`` fails the
-dependant with ``dependency NAME failed`` when that run did not succeed (or the job does not
-exist); ``skip`` runs it anyway. Waiting is bounded: a dependency still unsettled at the
-deadline counts as failed. Re-checks happen on every job change (NOTIFY) and every few
-seconds as a fallback.
+Waiting outside the executor keeps it free for runs that can go. The wait is bounded: a
+dependency still unsettled at the deadline counts as failed.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ def _error(dep: Dependency, state: DependencyState) -> str | None:
 
 
 def verdict(deps: Sequence[Dependency], states: dict[str, DependencyState]) -> str | None:
-    """The error that fails the dependant, or None to run it; every dependency is settled."""
+    """The error that fails the dependant, or None to run it. Every dependency is settled."""
     return next((e for d in deps if (e := _error(d, states[d.job])) is not None), None)
 
 
@@ -60,7 +56,8 @@ class DependencyWaiter:
         self._changed = asyncio.Event()
 
     async def wait(self, deps: Sequence[Dependency], scheduled_for: datetime) -> str | None:
-        """Wait until every dependency is settled or the deadline passes; see ``verdict``."""
+        """Wait until every dependency is settled or the deadline passes, and return the
+        ``verdict``."""
         names = sorted({d.job for d in deps})
         deadline = time.monotonic() + self.wait_s
         states: dict[str, DependencyState] | None = None
@@ -70,7 +67,7 @@ class DependencyWaiter:
                 states = await self._store.dependency_states(names, scheduled_for)
             except (StoreUnavailable, StoreSchemaMissing) as exc:
                 self._health.failed("dependencies", exc)
-            except Exception:  # look again later; the wait stays bounded by its deadline
+            except Exception:  # look again later: the wait stays bounded by its deadline
                 log.exception("pgrunner.error", where="dependencies")
             else:
                 if not any(s.pending for s in states.values()):

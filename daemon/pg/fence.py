@@ -1,27 +1,13 @@
 """Lease fencing: a run whose lease this replica can no longer renew is stopped before the
 lease ends, so the replica that reclaims the occurrence never runs it at the same time.
 
-The timing rule. A lease the database grants ends ``LEASE`` after the statement that granted
-it ran, and that statement ran after this replica sent it: so the lease lasts at least until
-``sent + LEASE`` on this replica's monotonic clock, however long the answer took. Each held
-run's fence is set at ``sent + LEASE - lead``, where ``lead`` is the longest grace a run may
-take to stop (SIGTERM, the grace, SIGKILL) plus a safety margin; every renewal sent moves it
-on. A renewal is sent every ``LEASE / 5`` (counted from the last one sent), and a try with
-no answer within ``LEASE / 2`` is given up: a hung connection (a partition: no answer, no
-error) never holds the loop past the point where the fence has taken over.
-
-The same promise holds when the daemon process itself stalls (stopped, its loop blocked): each
-running run's deadline, ``sent + LEASE - safety``, is also told to the daemon's watchdog, a
-process of its own (``daemon.core.process.watchdog``), which SIGKILLs the run's process group
-when it passes without a renewal. The loop's clock is CLOCK_MONOTONIC, read at the start of a
-loop turn, so never ahead of the watchdog's.
-
-The rule users must keep: every grace (``RUNBROKER_GRACE`` and each task's ``grace``) at most
-half the lease, and the lease at least 3 s. Then a healthy replica's fence is never reached
-(its renewals land every fifth of the lease, far before ``LEASE - lead``), and a cut-off
-replica's kill lands at least the safety margin before the lease can end. A Python handler
-is cancelled at the fence (it has no grace): one that ignores cancellation, or a job's
-process that left its process group, cannot be fenced; the log says so.
+A lease granted to a statement sent at ``sent`` lasts at least until ``sent + LEASE`` on this
+replica's monotonic clock, so each held run is fenced at ``sent + LEASE - lead`` (``lead``: the
+longest stop plus a safety margin). The watchdog process is told each run's deadline too
+(``sent + LEASE - safety``), so the fence holds while the daemon itself stalls. This holds
+while every grace is at most half the lease and the lease is at least 3 s, which the start-up
+check enforces. A handler that ignores cancellation, or a process that left its group, cannot
+be fenced, and the log says so.
 """
 
 from __future__ import annotations
@@ -93,9 +79,10 @@ class Backstop(Protocol):
 
 
 class LeaseFence(Generic[Held]):
-    """One timer per held run, at the point where it must be told to stop; moved on by every
-    renewal sent, dropped when the run's record is handed on. A ``backstop`` is told the
-    deadline of each held run that reached the queue (by its run id), and every renewal."""
+    """One timer per held run, at the point where it must be told to stop.
+
+    Every renewal sent moves it on. A ``backstop`` (the watchdog) is told each queued run's
+    deadline and every renewal."""
 
     def __init__(
         self,
@@ -160,7 +147,7 @@ class LeaseFence(Generic[Held]):
             self.backstop.forget(key)
 
     def _set(self, run_id: int, held: Held, fence_at: float) -> None:
-        """A timer at ``fence_at`` (loop time; one in the past fires at the next iteration)."""
+        """A timer at ``fence_at``, in loop time. One in the past fires at the next turn."""
         timer = self._event_loop().call_at(fence_at, self._fire, run_id, held)
         self._timers[run_id] = (timer, held, fence_at)
 

@@ -1,7 +1,7 @@
 """How the Postgres runner lives with a database that comes and goes.
 
-``DbHealth`` is the one verdict every loop reports to (up, down since when, the schema's
-problem) and logs each change once; ``Backoff`` paces each loop's retries meanwhile.
+``DbHealth`` is the one verdict every loop reports to, so each change is logged once.
+``Backoff`` paces each loop's retries meanwhile.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import random
 import time
 
 from daemon.log.logs import get_logger
-from daemon.pg.store.base import StoreSchemaMissing
+from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable
 
 LOGGER_NAME = "runbroker.pgrunner"  # every part of the Postgres runner logs under this name
 log = get_logger(LOGGER_NAME)
 
 
 class Backoff:
-    """Exponential delays with jitter, from ``initial_s`` up to ``cap_s``; reset on success."""
+    """Exponential delays with jitter, from ``initial_s`` up to ``cap_s``, reset on success."""
 
     def __init__(self, initial_s: float = 0.1, cap_s: float = 5.0) -> None:
         self.initial_s = initial_s
@@ -65,6 +65,14 @@ class DbHealth:
         if self.down_since is None:
             self.down_since = time.monotonic()
             log.warning("db.disconnected", where=where, error=str(exc))
+
+    def call_failed(self, where: str, exc: Exception) -> None:
+        """A store call failed: the database's trouble is the verdict's, anything else is a bug
+        logged with its traceback (call it inside the ``except``) that never ends the daemon."""
+        if isinstance(exc, (StoreUnavailable, StoreSchemaMissing)):
+            self.failed(where, exc)
+        else:
+            log.exception("pgrunner.error", where=where)
 
     def ok(self) -> None:
         self._schema_warned = False

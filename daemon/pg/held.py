@@ -1,11 +1,8 @@
 """The held-run lifecycle: from a claim to its record.
 
-A claimed run is *held* by this replica until its record is written: it may wait for its
-dependencies, is submitted to the run queue, and ends as a finish (its result and the job's
-next state: a retry with backoff, or the next occurrence) or a release (it never started: the
-job goes back as it was). Records go to the result writer. A held run whose lease another
-replica took, or whose lease could not be renewed in time (daemon/pg/fence.py), is stopped at
-whatever stage it is in."""
+A claimed run is held by this replica until its record is written, so that a run whose lease
+is lost can be stopped at whatever stage it is in.
+"""
 
 from __future__ import annotations
 
@@ -150,7 +147,7 @@ class HeldRuns:
         elif kind == "done" and run.result is not None:
             result = run.result
             if result.cancelled_by_request:
-                # `runbroker cancel`, queued or running: recorded, not retried; the job goes
+                # `runbroker cancel`, queued or running: recorded, not retried. The job goes
                 # on to its next occurrence (a one-shot is finished)
                 self._finish(held, result, retryable=False)
             elif result.cancelled and run.started_at is None:

@@ -1,21 +1,14 @@
 """How many database runs a replica should hold: what its one executor can start soon.
 
-A replica runs one run at a time. Runs it has claimed but cannot start soon would only wait in
-its queue while other replicas sit idle, so a claim takes at most what this replica can start
-within ``HORIZON_S``: the run it can start now, plus as many as its recent runs suggest will
-follow within the horizon, less what it already has ahead of them (its running and queued runs,
-and those waiting for their dependencies). Runs of a second keep one running and one next
-(three replicas then share six due jobs two each); runs of a few milliseconds fill a whole
-batch, so a backlog of quick jobs still drains in batches. Until runs are measured they are
-taken to last the whole horizon (one to start, one next): a burst of long jobs due at once is
-shared from the first claim.
+Runs it cannot start soon would only wait in its queue while other replicas sit idle, so a
+claim takes what it can start within ``HORIZON_S``, judged by how long its recent runs took.
 """
 
 from __future__ import annotations
 
 import math
 
-HORIZON_S = 1.0  # claim what can start within this; a claim's round trip is milliseconds
+HORIZON_S = 1.0  # claim what can start within this (a claim's round trip is milliseconds)
 UNMEASURED_RUN_S = HORIZON_S  # a run's duration until runs are measured: one to start, one next
 SMOOTHING = 0.3  # weight of the newest run in the running average of run durations
 MIN_RUN_S = 0.001  # a shorter average counts as this (the window is capped by BATCH_SIZE)
@@ -34,7 +27,8 @@ class RunHorizon:
             self.average_run_s += SMOOTHING * (duration_s - self.average_run_s)
 
     def window(self, cap: int) -> int:
-        """How many runs to hold (running, queued, claimed): 1 to start now, plus those that
-        would start within the horizon after it; at most ``cap``."""
+        """How many runs to hold (running, queued, claimed), at most ``cap``.
+
+        One to start now, plus those that would start within the horizon after it."""
         follow = int(self.horizon_s / max(self.average_run_s, MIN_RUN_S))
         return max(1, min(cap, 1 + follow))

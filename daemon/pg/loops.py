@@ -14,7 +14,7 @@ from daemon.pg.fence import renew_every_s
 from daemon.pg.health import LOGGER_NAME, Backoff
 from daemon.pg.held import HeldRuns
 from daemon.pg.replica import Replica
-from daemon.pg.store.base import StoreSchemaMissing, StoreUnavailable, Subscription
+from daemon.pg.store.base import StoreUnavailable, Subscription
 from daemon.pg.waits import first_of, wait_event
 
 PING_S = 10.0  # the LISTEN connection (and the schema's version) is checked this often
@@ -52,12 +52,8 @@ class BackgroundLoops:
         while not self.closing.is_set():
             try:
                 subscription: Subscription = await self.store.listen(self._notified)
-            except (StoreUnavailable, StoreSchemaMissing) as exc:
-                self.health.failed("listen", exc)
-                await wait_event(self.closing, backoff.next_s())
-                continue
-            except Exception:  # never let the daemon die of the database
-                log.exception("pgrunner.error", where="listen")
+            except Exception as exc:  # never let the daemon die of the database
+                self.health.call_failed("listen", exc)
                 await wait_event(self.closing, backoff.next_s())
                 continue
             backoff.reset()
@@ -85,8 +81,10 @@ class BackgroundLoops:
                 await subscription.close()
 
     async def _check_schema(self) -> None:
-        """Look at the schema's version; connection trouble is the LISTEN loop's to handle,
-        anything else is logged and leaves the last verdict (never a reconnect loop)."""
+        """Look at the schema's version.
+
+        Connection trouble is the LISTEN loop's to handle. Anything else is logged and leaves the
+        last verdict, so it never makes a reconnect loop."""
         try:
             problem = await self.store.schema_problem()
         except StoreUnavailable:
@@ -117,11 +115,8 @@ class BackgroundLoops:
             except TimeoutError:
                 self.health.failed("heartbeat", StoreUnavailable("lease renewal timed out"))
                 continue
-            except (StoreUnavailable, StoreSchemaMissing) as exc:
-                self.health.failed("heartbeat", exc)
-                continue
-            except Exception:
-                log.exception("pgrunner.error", where="heartbeat")
+            except Exception as exc:
+                self.health.call_failed("heartbeat", exc)
                 continue
             finally:
                 wait_s = max(0.0, sent_at + every_s - self.runs.fence.now())
@@ -136,11 +131,8 @@ class BackgroundLoops:
         while not await wait_event(self.closing, every_s):
             try:
                 pruned = await self.store.prune(self.settings.run_retention_s)
-            except (StoreUnavailable, StoreSchemaMissing) as exc:
-                self.health.failed("prune", exc)
-                continue
-            except Exception:
-                log.exception("pgrunner.error", where="prune")
+            except Exception as exc:
+                self.health.call_failed("prune", exc)
                 continue
             if pruned:
                 log.info("runs.pruned", runs=pruned)

@@ -1,11 +1,9 @@
 """The latest missed occurrence of a schedule, in bounded work however far behind a row is.
 
-A claim runs the occurrences missed since a due one once, coalesced, as the latest of them. The
-planner runs on the event loop, inside the claim's transaction: walking every missed occurrence
-(a ``cron * * * * *`` row ten years behind has five million) would hold the loop for seconds,
-long enough to miss lease renewals and fence unrelated runs. So it jumps instead: ``every`` by
-arithmetic (exactly what walking adds up to), any other schedule by a search over ``next_after``
-(a few dozen calls for any gap), after a short walk that covers the usual one or two.
+The planner runs on the event loop inside the claim's transaction, and walking every missed
+occurrence (millions for a minutely row years behind) would hold the loop long enough to miss
+lease renewals. So ``every`` jumps by arithmetic and any other schedule by a search over
+``next_after``.
 """
 
 from __future__ import annotations

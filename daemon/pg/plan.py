@@ -1,9 +1,7 @@
 """Pure decisions of the Postgres runner: what a claim does, what a finish writes, backoff.
 
-No I/O here: ``plan_claim`` runs inside the claim transaction with the database's "now";
-``plan_finish`` turns a run's result into the job's next state. The next occurrence is always
-computed from the previous *scheduled* time, never from "now", so a late or slow run does not
-drift the schedule and a repeated wall-clock hour (autumn DST) does not fire twice.
+The next occurrence is computed from the previous *scheduled* time, never from "now", so a late
+run does not drift the schedule and a repeated wall-clock hour does not fire twice.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ def _rescheduled(job: DueJob, sched: Occurrences, now: datetime, column: str) ->
 
 @functools.lru_cache(maxsize=4096)
 def schedule_for(spec: str, tz: str) -> Occurrences:
-    """Parsed schedule, cached; raises ValueError for a bad spec or zone."""
+    """The parsed schedule, cached. ValueError for a bad spec or zone."""
     parsed: Occurrences = parse_schedule(spec, tz)
     return parsed
 
@@ -116,14 +114,11 @@ def _invalid(job: DueJob, err: Exception) -> ClaimPlan:
 def plan_claim(
     job: DueJob, now: datetime, *, default_max_attempts: int, misfire_grace_s: float
 ) -> ClaimPlan:
-    """Decide, inside the claim transaction, what to do with one due job. Never raises for
-    what one row holds (a bad spec or zone, a schedule that fails to compute): that job is
-    disabled with the reason, and the claim goes on for the others.
+    """Decide, inside the claim transaction, what to do with one due job.
 
-    The plain case (a fresh occurrence, none missed, on time) is ``plain_case.PLAIN_CASE``, the
-    rule the store's ``CLAIM_PLAIN`` is rendered from, decided here first; the branches below
-    decide every other row. ``tests/integration/test_pg_claim_plain.py`` checks that the
-    statement, reading ``following_run_at``, decides as this does from the schedule."""
+    Never raises for what one row holds: that job is disabled with the reason, so the claim goes
+    on for the others. The plain case is ``plain_case.PLAIN_CASE``, the rule ``CLAIM_PLAIN`` is
+    rendered from, so the statement and the planner decide it the same."""
     try:
         return _plan_claim(
             job, now, default_max_attempts=default_max_attempts, misfire_grace_s=misfire_grace_s

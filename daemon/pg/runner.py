@@ -1,14 +1,7 @@
 """The Postgres runner: claims due jobs, submits them to the run queue, records their results.
 
-One ``run(stopping)`` owns every task it starts: the claim loop and its helper (``claimer``),
-the LISTEN loop, the lease heartbeat and the pruner (``loops``), the result writer and the
-dependency waiters (``held``). It wakes on NOTIFY, on a timer set to the earliest due time (on
-the database clock) and, as a fallback only, every poll interval. The database going away
-never ends it: each loop retries with backoff, and results wait in the writer until they can
-be written.
-
-``scheduler.paused`` and ``scheduler.enabled`` = false both stop claiming (claimed runs still
-finish and are recorded). ``scheduler.interval_seconds``, when set, replaces POLL_INTERVAL.
+One ``run(stopping)`` owns every task it starts. The database going away never ends it: each
+loop retries with backoff, and results wait in the writer until they can be written.
 """
 
 from __future__ import annotations
@@ -57,10 +50,10 @@ class PgRunner:
         fence_grace_s: float = 0.0,
         backstop: Backstop | None = None,
     ) -> None:
-        """``cancel_running(run_id, reason)`` stops a running run (the executor's cancel): the
-        lease fence calls it for a run whose lease could not be renewed; ``fence_grace_s`` is
-        the longest grace such a run may take to stop (daemon/pg/fence.py). ``known_tasks`` is
-        read at each claim, not copied: a reload of the tasks is seen at once."""
+        """``cancel_running(run_id, reason)`` stops a running run, for the lease fence.
+
+        ``fence_grace_s`` is the longest grace such a run may take to stop. ``known_tasks`` is
+        read at each claim, not copied, so a reload of the tasks is seen at once."""
         self.store = store
         self.known_tasks = known_tasks
         self.owner = owner or new_owner()

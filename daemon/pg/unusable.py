@@ -1,9 +1,8 @@
 """Job rows the runner found it could not run as written, reported for an hour.
 
-A row with a payload or ``depends_on`` that cannot be read, a schedule that cannot be computed
-or a task this container does not define fails (or is disabled) on its own while every other
-job goes on. Each is logged once when found and listed in ``status`` and health warnings until
-it runs fine again or has not been seen for ``UNUSABLE_REPORT_S``.
+Such a row fails (or is disabled) on its own while every other job goes on. It is logged once
+and listed in ``status`` and the health warnings until it runs or has not been seen for
+``UNUSABLE_REPORT_S``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 
 async def first_of(*waitables: Awaitable[Any], timeout_s: float | None = None) -> None:
-    """Wait until any of ``waitables`` completes or the timeout passes; cancel the rest."""
+    """Wait until any of ``waitables`` completes or the timeout passes, then cancel the rest."""
     tasks = [asyncio.ensure_future(w) for w in waitables]
     try:
         await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)

@@ -1,17 +1,8 @@
 """The Postgres runner's result writer: run records written in batches.
 
-Results (run started, run finished, claim released) are queued in memory and written in
-batches, one transaction each. While the database is away they wait and are retried with
-backoff, so a run that finishes during an outage is recorded when the database returns.
-
-A run's start is written only once the run has been going for ``START_DELAY_S``: a run that
-finishes sooner gets one write (its finish carries ``started_at``), not two.
-
-A batch that fails for another reason than an outage may fail for what one record holds: its
-records are then written one by one, so that only that record fails. A finish that still fails
-alone is written once more without its output and with its error replaced by a note; only when
-that fails too is it dropped (``job.result_dropped``: its lease expires and its run is
-abandoned).
+Records wait in memory while the database is away, so a run that finishes during an outage is
+recorded when it returns. A failed batch is written again one record at a time, so that one bad
+record fails alone.
 """
 
 from __future__ import annotations
@@ -44,11 +35,11 @@ START_DELAY_S = 0.05  # a run's status shows "running" at most this late
 # A small batch waits this long for company before it is written: each write is a round trip
 # and a commit whatever its size, and while the writer waits the executor finishes more runs.
 LINGER_S = 0.002
-LINGER_UNDER = 50  # records; a batch this large is written at once
+LINGER_UNDER = 50  # records: a batch this large is written at once
 
 
 class ResultWriter:
-    """Queues run records and writes them in batches; ``on_written`` learns what landed."""
+    """Queues run records and writes them in batches. ``on_written`` learns what landed."""
 
     def __init__(
         self,
@@ -63,7 +54,7 @@ class ResultWriter:
         self._on_written = on_written
         self._pending = WriteBatch()  # due now (starts only after a failed write)
         self._alone: list[WriteBatch] = []  # one record each: what a failed batch held
-        # by run id, in order: (due, started at as epoch seconds); a Started is built only for
+        # by run id, in order: (due, started at as epoch seconds). A Started is built only for
         # the runs still going when theirs is due (most finish first and never need one)
         self._starts: dict[int, tuple[float, float]] = {}
         self._wakeup = asyncio.Event()
@@ -95,8 +86,9 @@ class ResultWriter:
         return len(self._pending) + len(self._starts) + len(self._alone)
 
     def _start_wait_s(self, closing: bool) -> float | None:
-        """Moves the starts that are due (all once closing) to the pending batch; returns how
-        long until the next one is, None if none waits."""
+        """Move the starts that are due (all of them once closing) to the pending batch.
+
+        Returns how long until the next one is due, None if none waits."""
         now = time.monotonic()
         while self._starts:
             run_id = next(iter(self._starts))
@@ -145,8 +137,9 @@ class ResultWriter:
         self._alone[:0] = alone + [WriteBatch(releases=[r]) for r in batch.releases]
 
     def _failed_alone(self, batch: WriteBatch) -> WriteOutcome | None:
-        """A record that fails alone: a finish is tried once more as a bare record (None: put
-        back for that); otherwise it is given up."""
+        """A record that fails alone: a finish is tried once more as a bare record.
+
+        None means it is put back for that. Anything else is given up."""
         finish = batch.finishes[0] if batch.finishes else None
         if finish is not None and finish.error != UNSTORABLE:
             bare = replace(finish, output=None, error=UNSTORABLE)

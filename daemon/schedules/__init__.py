@@ -1,16 +1,8 @@
 """Schedules in their one text form (the README's **Schedules**), evaluated in an IANA zone.
 
-``every DUR`` | ``daily HH:MM`` | ``weekly DAY HH:MM`` | ``cron EXPR`` | ``at RFC3339``.
-``next_after`` takes and returns aware UTC datetimes; ``planned_times`` lists the next ones, each
-with what DST did to it (``planned``, ``dst``). Each form is a module of this package
-(``every``, ``daily`` for daily and weekly, ``cron``, ``at``; how cron schedules cross DST
-changes is said in ``cron``); ``parse_schedule`` (``parse``) reads the keyword and hands over.
-Schedule math is pure: no clock of its own (the caller says when), no asyncio, nothing from the
-rest of the daemon; the zone database is all it reads.
-
-Importing the package loads none of them: the names below are loaded on first use (PEP 562).
-A cold ``runbroker trigger --timeout 5s`` reads one duration (``daemon.schedules.duration``)
-and must not pay for cronsim and the zone database on the way.
+Pure: no clock of its own, no asyncio, nothing of the rest of the daemon. Its names load on
+first use (PEP 562), so that a cold ``trigger --timeout 5s`` does not pay for cronsim and the
+zone database.
 """
 
 TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
@@ -46,7 +38,7 @@ _HOMES = {
 }
 
 
-if not TYPE_CHECKING:  # type checkers see the imports above; an unknown name stays an error
+if not TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
         home = _HOMES.get(name)

@@ -1,4 +1,4 @@
-"""``at RFC3339``: one run at a given instant; without an offset, a wall time in the zone."""
+"""``at RFC3339``: one run at a given instant, or without an offset a wall time in the zone."""
 
 from __future__ import annotations
 

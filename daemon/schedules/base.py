@@ -41,7 +41,7 @@ class Schedule(ABC):
 
 
 def split_first(text: str) -> tuple[str, str]:
-    """Split at the first run of ASCII whitespace: (head, rest); rest may be empty."""
+    """Split at the first run of ASCII whitespace into (head, rest), rest possibly empty."""
     parts = SPACE.split(text, maxsplit=1)
     return (parts[0], parts[1]) if len(parts) == 2 else (parts[0], "")
 

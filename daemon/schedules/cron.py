@@ -1,13 +1,8 @@
-"""``cron EXPR``: five cron fields or an ``@`` macro, in an IANA zone (daily and weekly
-schedules are cron expressions too, see ``daemon.schedules.daily``).
+"""``cron EXPR``: five cron fields or an ``@`` macro, in an IANA zone.
 
-They follow Debian cron across offset changes. A fixed-time job (no ``*`` at the start of
-its minute or hour field) runs a wall time the clock skips right after the jump, and a
-wall time the clock shows twice once, at its first pass: ``cronsim`` computes these. A
-wildcard job (``*``, ``*/N`` there) follows the clock as it is: a skipped wall time does
-not run, a repeated one runs on both passes (an hourly job runs in both repeated hours);
-``daemon.schedules.wallclock`` computes these, as cronsim misses wall times next to
-30-minute changes (Lord Howe) and runs skipped ones after midnight changes (Santiago).
+They follow Debian cron across offset changes: a fixed-time job runs a skipped wall time once
+right after the jump (``cronsim``), a wildcard job follows the clock as it is (``wallclock``,
+since cronsim misses wall times next to 30-minute and midnight changes).
 """
 
 from __future__ import annotations
@@ -82,7 +77,7 @@ class CronSchedule(Schedule):
     def describe(self) -> str:
         try:
             summary = str(CronSim(self.expr, _PROBE_FROM).explain())
-        except Exception:  # the explanation is a nicety; never fail for it
+        except Exception:  # the explanation is a nicety: never fail for it
             summary = f"cron {self.expr}"
         return f"{summary} ({self.tz})"
 

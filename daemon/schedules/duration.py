@@ -1,9 +1,7 @@
-"""Go-style durations: the text form of every duration runbroker reads or prints.
+"""Go-style durations (``90s``, ``1h30m``, ``250ms``): the text form of every duration runbroker
+reads or prints.
 
-Durations follow Go's ``time.ParseDuration``: an optional sign, then one or more
-``<number><unit>`` components (``90s``, ``1h30m``, ``250ms``, ``1.5h``), units
-``ns us µs ms s m h``; a bare ``0`` is allowed. Only ASCII digits count as digits.
-Values are seconds as ``float`` and are limited to Go's range (about 292 years).
+Values are seconds as ``float``, limited to Go's range (about 292 years).
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ _NS_PER_S = 10**9
 _MAX_DURATION_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds
 MAX_DURATION_S = _MAX_DURATION_NS / _NS_PER_S
 ASCII_SPACE = " \t\r\n\f\v"  # the only white space a duration or schedule may hold
-_MICRO_SIGN = "\u00b5"  # what Go prints; Go also accepts the Greek mu (U+03BC)
+_MICRO_SIGN = "\u00b5"  # what Go prints (Go also accepts the Greek mu, U+03BC)
 _UNIT_NS: dict[str, int] = {
     "ns": 1,
     "us": 10**3,
@@ -43,9 +41,8 @@ _MAX_FRACTION_DIGITS = 30  # digits beyond this cannot change a nanosecond value
 class DurationError(ValueError):
     """A text that is not a valid duration.
 
-    ``str(err)`` names the text; ``err.reason`` never contains any of it, so a
-    caller that must not reveal the value can report ``err.reason`` alone.
-    """
+    ``str(err)`` names the text and ``err.reason`` never contains any of it, so a caller that
+    must not reveal the value can report ``err.reason`` alone."""
 
     def __init__(self, text: str, reason: str) -> None:
         super().__init__(f"invalid duration {text!r}: {reason}")

@@ -41,10 +41,8 @@ MIN_INTERVAL_S = 0.05
 class IntervalDecision:
     """What an interval setting means for the ticker.
 
-    ``mode`` is ``builtin`` (tick every ``interval_s`` seconds, always > 0),
-    ``external`` (no ticker: runs only when triggered) or ``once`` (run once, no
-    ticker); ``interval_s`` is None unless built-in. ``warnings`` are ready to log.
-    """
+    ``mode`` is ``builtin`` (tick every ``interval_s`` seconds), ``external`` (runs only when
+    triggered) or ``once`` (run once). ``warnings`` are ready to log."""
 
     mode: IntervalMode
     interval_s: float | None
@@ -72,18 +70,10 @@ def parse_interval(
     max_s: float | None = None,
     redact: bool = False,
 ) -> IntervalDecision:
-    """Apply the interval rules to a raw setting; never raises for any text.
+    """Apply the interval rules (the README's ``RUNBROKER_INTERVAL``) to a raw setting.
 
-    - None, empty or ASCII whitespace: built-in at ``default_s``.
-    - ``off`` / ``disabled`` (ASCII letters, any case): external.
-    - a zero duration (``0``, ``0s``, ``-0m``): external, or ``once`` if ``zero_as_once``.
-    - a negative duration or unparseable text: built-in at ``default_s`` + a warning.
-    - a positive duration: built-in at that interval.
-    A built-in interval is clamped to ``[min_s, max_s]`` (swapped bounds are put in
-    order), with a warning when clamping changes it. With ``redact`` no warning
-    contains the raw value. ``ValueError`` only for a bad ``default_s``/``min_s``/
-    ``max_s`` (each must be a positive, finite number of seconds in Go's range).
-    """
+    Never raises for any text, because a bad setting must start the daemon at the default with a
+    warning. ``ValueError`` only for bad bounds, which are the caller's own."""
     default_s = _check_seconds("default_s", default_s)
     low_s = None if min_s is None else _check_seconds("min_s", min_s)
     high_s = None if max_s is None else _check_seconds("max_s", max_s)
@@ -136,7 +126,7 @@ def _builtin(
     subject: str,
     warnings: list[str],
 ) -> IntervalDecision:
-    """A built-in decision clamped to the bounds; ``subject`` names the value in warnings."""
+    """A built-in decision clamped to the bounds. ``subject`` names the value in warnings."""
     if low_s is not None and interval_s < low_s:
         warnings.append(
             f"{subject} is below the minimum {format_duration(low_s)}; using the minimum"

@@ -17,13 +17,11 @@ _ZONE_KEY = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
 
 
 def parse_schedule(spec: str, tz: str = "UTC") -> Schedule:
-    """Parse a schedule spec; ``tz`` is the IANA zone its wall times are in.
+    """Parse a schedule spec whose wall times are in the IANA zone ``tz``.
 
-    Keywords, day names and ``@`` macros are ASCII and case-insensitive; numbers are
-    ASCII digits. ``at`` takes an RFC 3339 timestamp (seconds optional); without an
-    offset it is a wall time in ``tz`` (in a DST gap: the end of the gap; in an
-    overlap: the first pass). Raises ``ValueError`` with a clear message.
-    """
+    Keywords, day names and macros are ASCII and case-insensitive. An ``at`` without an offset in
+    a DST gap is the end of the gap, in an overlap the first pass. ``ValueError`` with a clear
+    message."""
     if not isinstance(spec, str) or not isinstance(tz, str):
         raise TypeError("spec and tz must be str")
     zone = _load_zone(tz)

@@ -1,12 +1,8 @@
-"""The next run of a wildcard cron job (``*`` in its minute or hour field) in a zone with
-offset changes: the first instant after ``t`` whose wall time matches the fields.
+"""The next run of a wildcard cron job in a zone with offset changes.
 
-Debian cron runs such jobs by the clock as it is: a wall time the clock skips does not run,
-a wall time the clock shows twice runs twice. The walk goes from one stretch of constant
-offset to the next: within one, wall time and UTC move together, so the first naive match
-of the fields is the answer unless the offset changes before it; then the walk starts again
-at the change, where the new wall time is matched inclusively (Lord Howe's 02:30 right at
-its 30-minute change exists and runs).
+Debian cron runs such jobs by the clock as it is: a skipped wall time does not run, a repeated
+one runs twice. Within a stretch of constant offset wall time and UTC move together, so the
+walk goes from one offset change to the next.
 """
 
 from __future__ import annotations
@@ -22,8 +18,9 @@ _MAX_STRETCHES = 1_000  # 50 years of two changes a year, with room to spare
 
 
 def next_wildcard(expr: str, zone: ZoneInfo, after: datetime) -> datetime | None:
-    """First instant strictly after the UTC ``after`` whose wall time in ``zone`` matches
-    the five fields of ``expr``; None past what ``datetime`` holds or cronsim's horizon."""
+    """The first instant after the UTC ``after`` whose wall time in ``zone`` matches ``expr``.
+
+    None past what ``datetime`` holds or cronsim's horizon."""
     start, inclusive = after, False
     try:
         for _ in range(_MAX_STRETCHES):

@@ -1,16 +1,8 @@
 """The socket's file and its peers: bound owner-only, never stolen from a live daemon.
 
-The socket is bound here, not by ``asyncio.start_unix_server(path=...)`` (which deletes whatever
-is at the path, a live daemon's socket too): an flock beside it serialises daemons, a live socket
-is never stolen, a stale one is replaced, and a path that is not a socket is never deleted. The
-mode is 0600 before ``bind`` so there is no window where it is wider. Peers whose uid is neither
-root nor ours are refused (SO_PEERCRED, ``peer_uid``).
-
-The socket's directory may be one that others can write to (a sticky ``/tmp``): what another
-user put there is never trusted. The lock file is opened without following a symlink
-(``O_NOFOLLOW``) and must be a regular file of ours with one link; a socket at the path must
-be ours too. Anything else is a clear refusal naming the path and its owner, never a file of
-someone else's choosing created or locked by this daemon.
+Bound here rather than by ``asyncio.start_unix_server(path=...)``, which deletes whatever is at
+the path, a live daemon's socket too. The directory may be writable by others (a sticky
+``/tmp``), so nothing found there is trusted that is not a file of ours.
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ class SocketInUse(Exception):
 
 
 def bind_owner_only(path: Path) -> tuple[socket.socket, int]:
-    """Bind a listening socket at ``path``; returns it and the held lock fd."""
+    """Bind a listening socket at ``path``, and return it with the held lock's descriptor."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock_fd = _open_lock(Path(f"{path}.lock"))
     try:

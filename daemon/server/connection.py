@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
@@ -47,6 +48,7 @@ class ConnectionServer(AnswerServer, Protocol):
     deadlines: RequestDeadlines  # every connection's, until its request has ended
     queue: RunQueue
     tasks: TaskRegistry
+    busy: BusyPolicy  # a trigger of a task that sets ``on_busy``
     journal: Journal
     segments: SegmentCache  # what ``logs`` readers send, encoded once for them all
     control: ControlHandler
@@ -241,7 +243,7 @@ class Connection(asyncio.Protocol):
             task=request.task, trigger="external", args=request.args, env=request.env
         )
         try:
-            server.tasks.admit(run_request)
+            task = server.tasks.admit(run_request)
         except TaskRefused as refused:
             log.info("run.rejected", task=clip(request.task), reason=clip(refused.reason, 200))
             self._refuse(refused.reason, refused.code, complete=True)
@@ -249,7 +251,10 @@ class Connection(asyncio.Protocol):
         self.state = ANSWERING
         self.answers.begin(batch=request.batch)
         try:
-            server.queue.submit(run_request, self.answers.on_event)
+            if task.on_busy is None:
+                server.queue.submit(run_request, self.answers.on_event)
+            else:
+                server.busy.submit(run_request, task.on_busy, self.answers.on_event)
         except Rejected as exc:
             log.info("run.rejected", task=request.task, reason=exc.reason)
             self._refuse(exc.reason, exc.code, complete=True)

@@ -1,11 +1,8 @@
 """The request deadline of every connection still sending its request, under one timer.
 
-A timer of its own per connection cost a timer started and one cancelled for every request,
-nearly all of which arrive within a millisecond. Every connection's deadline is the same
-duration after it was accepted, so the connections, kept in the order they came, are in the
-order of their deadlines: one timer, set for the earliest, finds the ones whose time is up
-from the front, and is set again for the next. A request that is complete leaves the order
-(``forget``) and costs nothing more.
+A timer per connection cost a start and a cancel for nearly every request. Every deadline is
+the same time after its accept, so the connections in arrival order are in deadline order and
+one timer set for the earliest serves them all.
 """
 
 from __future__ import annotations
@@ -27,8 +24,9 @@ class Expiring(Protocol):
 
 
 class RequestDeadlines:
-    """``watch`` a connection as it is accepted, ``forget`` it once its request is complete;
-    one still watched ``deadline_s`` later is told ``request_expired``."""
+    """Connections ``watch``ed as accepted and ``forget``ed once their request is complete.
+
+    One still watched ``deadline_s`` later is told ``request_expired``."""
 
     def __init__(self, deadline_s: float) -> None:
         self.deadline_s = deadline_s
@@ -76,7 +74,7 @@ class RequestDeadlines:
                 self._timer = loop.call_at(next(iter(self._due.values())), self._expire)
 
     def close(self) -> None:
-        """Stop the timer; what is still watched is never told."""
+        """Stop the timer. What is still watched is never told."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

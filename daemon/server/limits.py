@@ -1,20 +1,8 @@
 """How many connections the socket server holds at once, and what it does past that.
 
-Each connection holds a descriptor and about 4 KiB until its request has arrived (within
-``REQUEST_TIMEOUT``) or its answer has ended; without a bound, idle clients would use up the
-process's descriptors, and uvloop then fails every ``accept`` silently: ``trigger`` and
-``health`` alike meet a dead socket. The bound is ``MAX_CONNECTIONS``, held below the
-descriptor limit (``RLIMIT_NOFILE``) with room to spare for the daemon's own descriptors.
-
-A connection that arrives past the bound first makes room: the oldest connection still
-sending its request (an idle one, most likely) is told ``server busy: too many connections``
-and closed. When none is, the newcomer may still ask for what keeps the daemon observable
-and controllable (``status``, ``health``, ``cancel``, ``reload``), up to ``CONTROL_RESERVE``
-connections more; a run or ``logs`` is refused as busy (``trigger`` exits 75). Past the
-reserve too it is refused at once. An accepted descriptor close to the limit counts as past
-the bound (descriptors the jobs or handlers hold count there). Each incident is logged once,
-when it starts (``socket.connections_limited``) and when it is over
-(``socket.connections_normal``), never per connection.
+Without a bound, idle clients use up the descriptors and uvloop then fails every ``accept`` in
+silence. Past the bound the oldest connection still sending its request makes room, and a
+reserve keeps ``status``, ``health``, ``cancel`` and ``reload`` answering.
 """
 
 from __future__ import annotations
@@ -49,8 +37,9 @@ class ConnectionLimits:
         self.limited = ""  # the incident under way: "connections" or "descriptors"
 
     def meets(self, connections: int, fd: int) -> str:
-        """Which limit a connection just accepted meets (``""``: none), with ``connections``
-        held now, itself included, and its descriptor ``fd``; the incident logged once."""
+        """Which limit a connection just accepted meets (``""``: none), logging the incident once.
+
+        ``connections`` are those held now, itself included, and ``fd`` its descriptor."""
         limit = ""
         if fd >= self.descriptor_high:
             limit = "descriptors"

@@ -24,11 +24,12 @@ class FirstRun:
 def select(
     journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
 ) -> RunLog | Run | FirstRun | str:
-    """The run ``request`` names (its log, or a queued ``Run``), or why there is none. A run
-    id: that run, running, finished (while the journal keeps it) or queued. A task: its
-    running run, else its latest finished one, else its first queued one, else, when
-    following, its first run to come. Neither: the running run, else the latest finished
-    one (when following: else the first queued one, else the first run to come)."""
+    """The run ``request`` names (its log, or a queued ``Run``), or why there is none.
+
+    A run id names that run, wherever it is. A task names its running run, else its latest
+    finished one, else its first queued one, else, when following, its first run to come.
+    Neither names the running run, else the latest finished one, and when following, else the
+    first queued one, else the first run to come."""
     kept = (
         f"the journal keeps the running run and the last {journal.history_runs_max} finished"
         " command runs; a Python handler's runs have no output lines"

@@ -1,15 +1,8 @@
-"""A run's lines as ``logs`` readers are sent them, encoded once for all the readers that send
-the same ones.
+"""A run's lines as ``logs`` readers are sent them, encoded once for all readers that send them.
 
-Followers that keep up read the same lines in the same loop turn: each encoding them again cost
-the daemon as much as the copy the socket makes, once more per follower. A reader cuts a run's
-lines into segments at the journal's marks and on a grid of ``SEGMENT_LINES`` (``LogReader``),
-so that readers at different places soon send the same segments, and asks the cache for each.
-
-Bounded: the cache holds encoded frames only while two readers or more are open (one reader
-never meets its own segments again), the newest within ``bytes_max``; the oldest go first.
-The frames are the ones the readers' transports already hold: what the cache adds is the
-frames no transport holds any more.
+Followers that keep up send the same lines in the same loop turn, and encoding them once per
+follower cost as much as the socket's own copy. The cache holds frames only while two readers
+or more are open, within ``bytes_max``.
 """
 
 from __future__ import annotations

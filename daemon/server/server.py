@@ -1,12 +1,8 @@
 """The owner-only unix socket server: binds the socket, accepts connections, and writes every
-connection's lines of one loop iteration together.
+connection's lines of one loop turn together.
 
-Each connection is a plain ``asyncio.Protocol`` (``Connection``: no StreamReader/StreamWriter
-pair, no task per connection), with its own buffer, so a slow or vanished client never blocks
-the executor or other clients. Memory is bounded per client (a request at most 8 MiB; output
-waiting for a slow reader at most ``BUFFERED_BYTES_MAX``) and across clients (unfinished
-requests together at most ``UNFINISHED_BYTES_MAX``; the connection that would pass it is
-refused), and so are the connections held at once (``limits``). Payloads are never logged.
+Each connection is a plain ``asyncio.Protocol`` with its own bounded buffer, so a slow or
+vanished client never blocks the executor or other clients.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
@@ -46,9 +43,13 @@ class SocketServer:
         unfinished_bytes_max: int = UNFINISHED_BYTES_MAX,
         journal: Journal | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        busy: BusyPolicy | None = None,
     ) -> None:
         self.path = path
         self.queue = queue
+        # A trigger of a task with an ``on_busy``; without an executor to cancel (a test's
+        # server), a replaced running run goes on.
+        self.busy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.tasks = tasks
         self.journal = Journal() if journal is None else journal  # what `logs` reads
         self.segments = SegmentCache()  # what `logs` readers send, encoded once for them all

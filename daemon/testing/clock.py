@@ -33,7 +33,7 @@ class ManualClock:
 
     def advance(self, by: timedelta | float = 0.0, /, **parts: float) -> datetime:
         """Move forward by a ``timedelta``, seconds, or ``timedelta``'s keywords
-        (``advance(hours=1, minutes=30)``); returns the new time."""
+        (``advance(hours=1, minutes=30)``), and return the new time."""
         step = by if isinstance(by, timedelta) else timedelta(seconds=by)
         step += timedelta(**parts)
         if step < timedelta(0):
@@ -42,7 +42,7 @@ class ManualClock:
         return self._now
 
     def set(self, when: datetime) -> datetime:
-        """Move to ``when`` (aware, in any zone; kept in UTC), not before the time now."""
+        """Move to ``when`` (aware, in any zone, kept in UTC), not before the time now."""
         target = _aware_utc(when)
         if target < self._now:
             raise ValueError(f"the clock does not go back ({target} is before {self._now})")

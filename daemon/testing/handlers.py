@@ -1,9 +1,7 @@
 """Run a handler as the executor would, without a daemon, a socket or a database.
 
-The run goes through the daemon's own ``Executor``: a one-task registry, a run queue of one,
-the real attempt (the task's timeout, a crash becoming a failed result with its reason, a
-non-dict or non-JSON output refused, cancellation). Nothing here restates those rules, so
-what a test sees is what the daemon would do with the same handler.
+The run goes through the daemon's own ``Executor`` and restates none of its rules, so what a
+test sees is what the daemon would do with the same handler.
 """
 
 from __future__ import annotations
@@ -62,12 +60,12 @@ def _from(run_id: str, result: RunResult) -> HandlerResult:
 
 
 class HandlerRun:
-    """A handler's run in progress (``start_handler``): cancel it as ``runbroker cancel``
-    would, await its result. To cancel a handler while it runs (not before it is entered),
-    let the handler tell the test it is in, with an ``asyncio.Event`` of the test's.
+    """A handler's run in progress (``start_handler``): cancel it as ``runbroker cancel`` would,
+    await its result.
 
-    The executor's task is owned here and awaited by ``result()``: await it (after
-    ``cancel()``, if need be) before the test ends."""
+    The executor's task is owned here and awaited by ``result()``, so await it before the test
+    ends. To cancel a handler while it runs, let the handler tell the test it is in, with an
+    ``asyncio.Event`` of the test's."""
 
     def __init__(self, executor: Executor, queue: RunQueue, request: RunRequest) -> None:
         self._executor = executor
@@ -81,7 +79,7 @@ class HandlerRun:
         return self._run.id
 
     def cancel(self) -> bool:
-        """Cancel the run with the reason ``runbroker cancel`` gives; False if it has ended."""
+        """Cancel the run with the reason ``runbroker cancel`` gives. False if it has ended."""
         if self._executor.cancel_current(self._run.id):
             return True
         return self._queue.cancel_waiting(self._run.id) is not None
@@ -127,8 +125,9 @@ def start_handler(
     attempt: int | None = None,
     scheduled_for: datetime | None = None,
 ) -> HandlerRun:
-    """Start ``handler``'s run on the daemon's executor and return it running; see
-    ``run_handler`` for the arguments. Call from a running event loop."""
+    """Start ``handler``'s run on the daemon's executor and return it running.
+
+    The arguments are ``run_handler``'s. Call from a running event loop."""
     plain_tracebacks()
     env = dict(env or {})
     definition = Task(

@@ -1,11 +1,8 @@
 """Scheduled jobs on a manual clock: add jobs as ``runbroker jobs add`` does, move time, see
 which fire, record how their runs ended.
 
-``JobBoard`` is a thin facade over the daemon's in-memory job store: the claim goes through
-the real planner (``plan_claim``, as the Postgres runner's claimer calls it), a run's end
-through ``plan_finish`` (retries with backoff, the next occurrence), a new job's first run
-through ``plan_first_run``, and the schedule text through ``daemon.schedules``. The board
-decides nothing itself, so it cannot drift from what the daemon does with the same jobs.
+``JobBoard`` decides nothing itself (the daemon's in-memory store and planner do), so it cannot
+drift from what the daemon does with the same jobs.
 """
 
 from __future__ import annotations
@@ -97,9 +94,10 @@ class JobBoard:
         max_attempts: int | None = None,
         misfire: Literal["coalesce", "skip"] = "coalesce",
     ) -> datetime | None:
-        """Add a job as ``runbroker jobs add NAME --task TASK --every/--daily/--weekly/--cron/
-        --at ... --tz ZONE`` would (exactly one schedule; ``weekly=("sun", "04:00")``), and
-        return its first run (None: an ``at`` in the past). ValueError for a bad schedule."""
+        """Add a job as ``runbroker jobs add`` would, and return its first run (None: an ``at`` in
+        the past).
+
+        Exactly one schedule, such as ``weekly=("sun", "04:00")``. ValueError for a bad schedule."""
         given = [v for v in (every, daily, weekly, cron, at) if v is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of every, daily, weekly, cron, at")
@@ -121,7 +119,7 @@ class JobBoard:
         return first
 
     def next_run_at(self, name: str) -> datetime | None:
-        """When the job runs next (a retry's time, during backoff); None: never again."""
+        """When the job runs next (a retry's time, during backoff). None: never again."""
         return self.store.job(name).next_run_at
 
     async def due(self) -> list[Firing]:

@@ -1,11 +1,8 @@
-"""What ``daemon.testing`` prints to a test's console: the daemon's own log lines (a
-handler's ``run.crashed``) with plain tracebacks and no local variables.
+"""What ``daemon.testing`` prints to a test's console: the daemon's log lines with plain
+tracebacks and no local variables.
 
-Unconfigured, structlog renders a traceback with ``rich`` when it is installed, every frame's
-locals included: a handler's payload, an env value, a secret in a user's CI log. When the
-user's tests have not configured structlog themselves, the first run a test starts sets
-structlog's own defaults with a plain traceback instead; a configuration of theirs is left
-as it is.
+Unconfigured structlog renders every frame's locals with ``rich``, which would put a payload or
+a secret into a user's CI log. A configuration of the user's own is left as it is.
 """
 
 from __future__ import annotations

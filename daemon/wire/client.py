@@ -1,8 +1,7 @@
 """The thin client behind ``runbroker trigger|status|cancel|health``.
 
-Started cold by every ``docker exec``, so it uses blocking sockets and the standard library only:
-no asyncio, pydantic or structlog, and not even ``typing`` or the ``socket`` module (whose enum
-set-up costs more than the round trip to the daemon): the C module ``_socket`` does the work.
+Every ``docker exec`` starts it cold, so it uses the C module ``_socket`` and the standard
+library only: even the ``socket`` module's enum set-up costs more than the round trip.
 """
 
 from __future__ import annotations
@@ -10,12 +9,13 @@ from __future__ import annotations
 import sys
 import time
 
-# The exit codes this client returns (the command line's contract); re-exported for its callers.
+# The exit codes this client returns (the command line's contract), re-exported for its callers.
 from daemon.exits import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE
 from daemon.exits import EXIT_FAILED as EXIT_FAILED
 from daemon.exits import EXIT_GAVE_UP as EXIT_GAVE_UP
 from daemon.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
 from daemon.exits import EXIT_OK as EXIT_OK
+from daemon.exits import EXIT_SKIPPED as EXIT_SKIPPED
 from daemon.exits import EXIT_TEMPFAIL as EXIT_TEMPFAIL
 from daemon.exits import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from daemon.exits import EXIT_USAGE as EXIT_USAGE
@@ -35,7 +35,7 @@ from daemon.wire.protocol import (
     ControlRequest,
     SubmitRequest,
 )
-from daemon.wire.reasons import refused_user, worth_a_retry
+from daemon.wire.reasons import CODE_SKIPPED, refused_user, worth_a_retry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,16 +43,19 @@ if TYPE_CHECKING:
 
 
 def _outcome(event: dict[str, Any], accepted: bool) -> tuple[int, str]:
-    """The exit code of a ``done`` event and how to say it. A ``done`` before ``queued`` is the
-    daemon refusing the request itself: a full queue or a shutdown is worth retrying (75), a
-    request it would never run (an unknown task, args or env the task does not allow, a
-    malformed request) is a usage error (2). The event's ``code`` tells which (its reason's
-    text, from a daemon older than the code)."""
+    """The exit code of a ``done`` event and how to say it.
+
+    A ``done`` before ``queued`` is the daemon refusing the request: worth a retry (75) for a
+    full queue or a shutdown, skipped by its task's ``on_busy`` (3), a usage error (2) for a
+    request it would never run. The event's ``code`` tells which, or its reason's text from a
+    daemon older than the code."""
     reason = str(event.get("reason", "")) or "unknown reason"
     if event.get("ok"):
         return EXIT_OK, ""
     if worth_a_retry(event):
         return EXIT_TEMPFAIL, f"rejected: {reason}"
+    if not accepted and event.get("code") == CODE_SKIPPED:
+        return EXIT_SKIPPED, reason  # the task's busy policy: not a usage error, not a retry
     if not accepted and refused_user(event):
         # The peer check: as unusable for this user as a socket it cannot open (69).
         return EXIT_UNAVAILABLE, FORBIDDEN_TEXT
@@ -129,7 +132,7 @@ def _refused_by_peer_check(event: dict[str, Any]) -> bool:
 
 
 def control(path: str, request: ControlRequest, timeout_s: float = 10.0) -> dict[str, Any]:
-    """One control request; its single answer. Raises ``Unreachable``."""
+    """One control request and its single answer. Raises ``Unreachable``."""
     conn = connect(path, request)
     try:
         for event in conn.events(time.monotonic() + timeout_s):

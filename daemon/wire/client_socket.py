@@ -1,6 +1,7 @@
 """The thin client's connection to the daemon: the socket, peer-checked before the request is
-sent, and the answer lines read from it (a batch's lines with their header); a finished one
-left for the process's exit to close. Standard library only, as the client (``client``).
+sent, and the answer lines read from it.
+
+Standard library only, as the client (``client``).
 """
 
 from __future__ import annotations
@@ -46,14 +47,11 @@ _left_to_exit: list[_socket.socket] | None = None
 
 
 def leave_sockets_to_exit() -> None:
-    """From now on a finished connection's socket is not closed but left open for the process's
-    exit, which the ``runbroker`` command then takes with ``os._exit`` (``left_sockets``).
+    """Leave a finished connection's socket open for the process's exit (``os._exit``).
 
-    Why: as PID 1 the daemon's exit kills every process of the container, and the daemon exits
-    once its last client has closed. A client that closed its socket and then spent a moment in
-    the interpreter's teardown could be killed in that moment, and ``docker exec`` would report
-    -9 instead of the run's status. A socket closed by the kernel's exit is closed after the
-    exit status is fixed. Only the command's entry point calls this, never a library user."""
+    As PID 1 the daemon's exit after its last client kills the container's processes, and a
+    client killed in its interpreter's teardown would make ``docker exec`` report -9. The kernel
+    closes the socket after the exit status is fixed. Only the command's entry point calls this."""
     global _left_to_exit
     if _left_to_exit is None:
         _left_to_exit = []
@@ -80,16 +78,13 @@ class Connection:
         before_wait: Callable[[], None] | None = None,
         batches: bool = False,
     ) -> Iterator[dict[str, Any]]:
-        """Answer lines as dicts until the server closes (unknown lines skipped); before each
-        wait for more, ``before_wait`` (a flush). ``batches``: asked for, an ``output`` line's
-        ``bytes`` of lines follow it, given as its ``data``: a view of them that lasts until the
-        next answer line is asked for (``bytes(data)`` keeps a copy).
+        """Answer lines as dicts until the server closes, unknown lines skipped.
 
-        Read into one buffer that is kept (``recv_into``): a follower of a chatty run takes
-        megabytes a second, and a fresh object a read costs the kernel a page fault for each
-        page of it, and a copy to join it to what came before."""
+        With ``batches`` an ``output`` line's lines follow it as ``data``, a view valid until the
+        next line is asked for. One buffer is kept for every read, because a follower of a chatty
+        run takes megabytes a second and a fresh object per read costs page faults and a copy."""
         buffer = bytearray(4 * RECV_BYTES)
-        start = end = scanned = 0  # received, not taken: [start, end); no newline before scanned
+        start = end = scanned = 0  # received, not taken: [start, end), no newline before scanned
         frame: tuple[dict[str, Any], int] | None = None  # an output line awaiting its lines' end
         timeout: float | None = -1.0  # the socket's, as last set
         while True:
@@ -138,7 +133,9 @@ def _moved_to_front(
     buffer: bytearray, start: int, end: int, frame: tuple[dict[str, Any], int] | None
 ) -> tuple[bytearray, tuple[dict[str, Any], int] | None]:
     """What is left of ``buffer`` (``[start, end)``) moved to its front, the buffer grown when
-    that leaves less than a read's room; a waiting ``frame``'s end moved with it."""
+    that leaves less than a read's room.
+
+    A waiting ``frame``'s end is moved with it."""
     kept = end - start
     if kept + RECV_BYTES > len(buffer):
         grown = bytearray(2 * (kept + RECV_BYTES))

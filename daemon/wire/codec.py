@@ -1,10 +1,7 @@
 """The daemon's side of the JSON lines: a request line decoded, answer lines encoded.
 
-Both use orjson, loaded on first use (the thin client, which loads ``protocol`` on every cold
-``docker exec``, never pays for it): it encodes an event line in about a tenth of the time
-``json.dumps`` takes, and its decoder refuses what a request must not carry (lone surrogates,
-nesting deeper than 1,024). What the lines say (limits, reasons, events, the field rules) is
-``protocol``'s.
+orjson, loaded on first use so that the thin client never pays for it: it encodes a line in
+about a tenth of ``json.dumps``'s time, and refuses what a request must not carry.
 """
 
 from __future__ import annotations
@@ -74,19 +71,25 @@ def _name(value: Any, what: str) -> str:
 
 
 _loads: Any = None
+_dumps: Any = None
+
+
+def _import_orjson() -> None:
+    """orjson's decoder and encoder, imported on first use of either."""
+    global _loads, _dumps
+    import orjson
+
+    _loads, _dumps = orjson.loads, orjson.dumps
 
 
 def _load_json(line: bytes) -> Any:
-    global _loads
     if _loads is None:
-        import orjson
-
-        _loads = orjson.loads
+        _import_orjson()
     return _loads(line)
 
 
 def decode_request(line: bytes) -> Request:
-    """Parse one request line (without or with its newline); raise ``ProtocolError``."""
+    """Parse one request line, with or without its newline, or raise ``ProtocolError``."""
     if len(line) > MAX_REQUEST_BYTES:
         raise ProtocolError(REASON_TOO_LARGE)
     try:
@@ -206,15 +209,9 @@ def parse_instant(text: str) -> datetime | None:
 
 
 # -- the answers ---------------------------------------------------------------------------
-_dumps: Any = None
-
-
 def _dump_json(body: Any) -> bytes:
-    global _dumps
     if _dumps is None:
-        import orjson
-
-        _dumps = orjson.dumps
+        _import_orjson()
     try:
         return _dumps(body)  # type: ignore[no-any-return]
     except TypeError:
@@ -240,11 +237,11 @@ def encode_fields(event: str, fields: Mapping[str, Any]) -> bytes:
 
 
 def encode_output(fields: Mapping[str, Any], batch: bool) -> bytes:
-    """The wire lines of a run's output lines (``output_lines_event``'s or ``logged_lines``'
-    fields). For a client that asked for batches, one ``output`` line with their ``count``
-    and their size in ``bytes``, then the lines themselves as that many bytes of UTF-8 text,
-    each ending with a newline: nothing for either side to escape or parse a line. Else an
-    ``output`` line for each, made at C speed (``json_lines``)."""
+    """The wire lines of a run's output lines.
+
+    A client that asked for batches gets one ``output`` line with their ``count`` and ``bytes``,
+    then the lines as raw UTF-8 text, so that neither side escapes or parses a line. Any other
+    client gets an ``output`` line for each, made at C speed (``json_lines``)."""
     lines = fields["lines"]
     if batch:
         data = ("\n".join(lines) + "\n").encode("utf-8", "replace")

@@ -19,7 +19,7 @@ EVENT_STATUS: Final = "status"
 EVENT_RELOAD = "reload"
 EVENT_NEXT: Final = "next"
 CANCEL_QUEUED = "queued"  # the run left the queue with a cancelled result
-CANCEL_RUNNING = "running"  # the running run was asked to stop; its result says when it did
+CANCEL_RUNNING = "running"  # the running run was asked to stop, and its result says when it did
 
 
 def cancel_answer(run_id: str, state: str, detail: str = "") -> dict[str, Any]:
@@ -43,9 +43,10 @@ def cancel_refusal(run_id: str) -> dict[str, Any]:
 def health_answer(
     problem: str | None, warnings: list[str] | None = None, not_ready: str | None = None
 ) -> HealthAnswer:
-    """``ok`` (live) unless there is a ``problem``, which is the reason; ``ready`` when live and
-    nothing keeps it ``not_ready`` (the database), with the first of the two as ``ready_reason``;
-    what is wrong without making the daemon unhealthy goes in ``warnings`` (omitted when none)."""
+    """The ``health`` answer: ``ok`` (live) unless there is a ``problem``, which is the reason.
+
+    ``ready`` when live and nothing keeps it ``not_ready`` (the database). What is wrong without
+    making the daemon unhealthy goes in ``warnings``, omitted when none."""
     why_not_ready = problem or not_ready or ""
     answer: HealthAnswer = {
         "event": EVENT_HEALTH,
@@ -67,8 +68,9 @@ def reload_answer(
     changes: Mapping[str, list[str]] | None = None,
     code: str = CODE_RELOAD_REFUSED,
 ) -> dict[str, Any]:
-    """A reload's outcome: ``changes`` maps added, removed, changed, unchanged to task names;
-    ``reason`` says why it was refused (the old tasks stay), ``code`` its code."""
+    """A reload's outcome: ``changes`` maps added, removed, changed, unchanged to task names.
+
+    ``reason`` says why it was refused (the old tasks stay), ``code`` is its code."""
     answer: dict[str, Any] = {"event": EVENT_RELOAD, "ok": ok, "reason": reason}
     if not ok:
         answer["code"] = code

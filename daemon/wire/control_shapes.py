@@ -49,6 +49,23 @@ class TickSummary(TypedDict):
     last_at: str | None
 
 
+class SlotEntry(TypedDict):
+    planned_at: str  # RFC 3339, UTC: the slot's planned time (the first, when count > 1)
+    outcome: str  # ran, skipped, coalesced, missed or caught_up
+    count: int  # how many slots this entry stands for (a late tick covers several)
+    run_id: str | None  # ran, caught_up: its run; coalesced: the run that covered it
+    result: str | None  # ran, caught_up: the run's outcome (succeeded, failed, ...)
+    reason: str | None  # why it was skipped, coalesced or missed; a failed run's reason
+    note: str | None  # what the schedule did to the time (a DST gap or fold)
+    settled_at: str
+
+
+class TaskSlots(TypedDict):
+    task: str
+    totals: dict[str, int]  # slots by outcome since start (every outcome, zeros too)
+    last: list[SlotEntry]  # the last settled slots, oldest first
+
+
 class ReloadCounts(TypedDict):
     added: int
     removed: int
@@ -142,6 +159,7 @@ class StatusAnswer(TypedDict):
     waiting: list[WaitingRun]
     recent: list[RecentRun]
     ticks: list[TickSummary]
+    slots: list[TaskSlots]
     reload: ReloadStatus
     journal: JournalFigures
     database: DatabaseStatus | None

@@ -1,28 +1,8 @@
 """The wire vocabulary of ``runbroker logs``: the form of a run id, and the answer lines.
 
-A ``logs`` request is ``{"op": "logs"}`` with a run ``id`` or a ``task`` (or neither: the
-running run, else the latest finished one) and ``"follow": true`` to stay until the run ends.
-The answer is a ``logs`` line (``ok``, and the run: ``id``, ``task``, ``trigger``, ``state``
-``queued``/``running``/``done``, ``started_at``, ``dropped_lines``: its earlier lines the
-buffer no longer holds), then the run's ``output`` lines from the buffer (each with ``at``,
-when it was read, in seconds since the epoch) and, when following, the live ones; then the
-run's ``done`` line when it has ended (``dropped_lines`` there: lines this client missed by
-reading too slowly). Following a task that has no run yet (or, without a task, while there
-is no run at all), the first line is a ``logs`` line with ``state`` ``waiting`` and no ``id``;
-the run's own ``logs`` line follows when one is queued. Without ``follow``, a run not ended ends
-its answer with an ``end`` line
-instead (``id``, and ``dropped_lines``: the lines there were at the request that the buffer
-dropped before this client read them). Every answer ends with one of these terminal lines
-(``done``, ``end``, a refusal, ``runs``): a client that meets the end of the connection first
-was cut off (a reader that stopped reading for a minute is) and must not take it as the run's
-whole output. A refusal is a single ``logs`` line with ``ok`` false and a ``reason``.
-
-With ``"runs": N`` (1 to ``MAX_LISTED_RUNS``) the answer is instead one ``runs`` line: ``runs``,
-the last N finished runs the journal keeps, newest first, each ``id``, ``task``, ``trigger``,
-``outcome`` (``succeeded``, ``failed``, ``timed_out``, ``cancelled``), ``reason``,
-``exit_code``, ``started_at``, ``duration_ms``, ``lines`` (written) and ``kept_lines``.
-
-Standard library only: the thin client's ``logs`` loads it.
+Every answer ends with a terminal line (``done``, ``end``, a refusal, ``runs``), so a client
+that meets the end of the connection first knows it was cut off and never takes what it got
+for the run's whole output. Standard library only: the thin client's ``logs`` loads it.
 """
 
 from __future__ import annotations
@@ -82,8 +62,9 @@ def logs_header(
 
 
 def logs_waiting(task: str) -> dict[str, Any]:
-    """The first line when following a task that has no run yet (``task`` empty: any run);
-    the run's own ``logs`` line follows once one is queued."""
+    """The first line when following a task that has no run yet (``task`` empty: any run).
+
+    The run's own ``logs`` line follows once one is queued."""
     return {"event": EVENT_LOGS, "ok": True, "id": "", "task": task, "state": STATE_WAITING}
 
 

@@ -1,8 +1,7 @@
-"""The thin client of ``runbroker logs``: one ``logs`` request, the run's lines printed as
-``trigger`` prints them (its stdout on stdout, its stderr and runbroker's own lines on stderr),
-and the exit code.
+"""The thin client of ``runbroker logs``: one request, the run's lines printed as ``trigger``
+prints them, and the exit code.
 
-Like ``client``, standard library only and no asyncio: a cold ``docker exec`` starts it.
+Like ``client``, standard library only and no asyncio, because a cold ``docker exec`` starts it.
 """
 
 from __future__ import annotations
@@ -69,9 +68,11 @@ def logs(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Print the run's buffered lines (and, with ``request.follow``, the live ones until it
-    ends); the exit code: 0, or with ``follow`` the run's own (as ``trigger``'s); 2 when
-    there is no such run; 69 unreachable."""
+    """Print the run's buffered lines (with ``request.follow``, the live ones until it ends) and
+    return the exit code.
+
+    0, or with ``follow`` the run's own, as ``trigger``'s. 2 when there is no such run, 69 when
+    the daemon is unreachable."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     batched = ControlRequest(

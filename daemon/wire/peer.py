@@ -20,9 +20,8 @@ _PEERCRED_BYTES = 12  # pid, uid, gid: three native ints
 def peer_uid(sock: socket.socket | _socket.socket) -> int:
     """The uid of the peer of the connected unix socket ``sock``.
 
-    uvloop's transport hands out a stand-in whose every method builds a full ``socket.socket``
-    from the descriptor (three syscalls to learn what it is); a bare ``_socket.socket`` told
-    what it is, then detached, asks only the one question."""
+    uvloop's stand-in socket builds a full ``socket.socket`` for every call (three syscalls), so
+    a bare ``_socket.socket`` on the descriptor asks the one question and is detached."""
     probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, sock.fileno())
     try:
         raw = probe.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _PEERCRED_BYTES)

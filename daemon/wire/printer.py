@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 
 class Printer:
-    """A job's output lines to stdout and stderr as they arrive, a read's lines in one write,
-    flushed before the client waits for more (``flush``); a write to one stream first flushes
-    the other, so that a terminal shows them in the order they came."""
+    """A job's output lines to stdout and stderr as they arrive, a read's lines in one write.
+
+    A write to one stream first flushes the other, so that a terminal shows them in the order
+    they came."""
 
     __slots__ = ("_last", "err", "out")
 
@@ -68,8 +69,9 @@ class Printer:
             out.write(json.dumps(fields, ensure_ascii=False) + "\n")
 
     def lifecycle(self, event: dict[str, Any], failure: str) -> None:
-        """What ``trigger`` says on stderr of a run's other events; ``failure``: how a
-        ``done`` that is not ok is said."""
+        """What ``trigger`` says on stderr of a run's other events.
+
+        ``failure`` is how a ``done`` that is not ok is said."""
         kind, err = event.get("event"), self.to(self.err)
         if kind == EVENT_QUEUED:
             position = event.get("position", "?")

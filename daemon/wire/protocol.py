@@ -1,23 +1,7 @@
-"""The JSON-lines wire format: what a request and an answer may say.
+"""The JSON-lines wire format: the requests, the event kinds and the answers' constructors.
 
-One request per connection: one JSON object terminated by ``\\n``, at most 8 MiB, sent within
-30 s. A submit request is the payload itself (``{}`` runs ``default``; fields ``task``,
-``args``, ``env``); control requests carry ``op``: ``status``, ``cancel`` (with ``id``),
-``health``, ``reload`` (``dry_run``: only the plan), ``logs`` (``id`` or ``task``, ``follow``:
-``logs_answers``), ``next`` (a ``task`` or every one, ``count`` planned times each, ``after``
-an RFC 3339 instant, else now). Answers
-are JSON objects, one per line, with at least ``event`` and ``ok``.
-
-At import this module loads only the standard library's ``json`` (and ``reasons``, which loads
-nothing): the thin client loads it on every cold ``docker exec``, and encodes its request and
-decodes the answers with it. The daemon's side of the format (``decode_request``,
-``encode_fields``, ``encode_event``) is in ``codec``, with orjson.
-
-The vocabulary of the answers lives here: the event kinds, the rule that an empty ``reason``
-and a zero ``duration_ms`` are omitted (``answer_body``), and the constructors the server, the
-queue and the executor use (``queued_event`` ... ``done_event``); the control requests' answers
-are in ``control_answers``, the ``logs`` op's in ``logs_answers``; the reasons a client is told
-and the code beside each, in ``reasons``.
+Only the standard library's ``json`` at import, because the thin client loads it on every cold
+``docker exec``. The daemon's side of the format, with orjson, is ``codec``.
 """
 
 from __future__ import annotations
@@ -40,7 +24,7 @@ MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
 CONTROL_OPS = ("status", "cancel", "health", "reload", "logs", "next")
-# The fields each request takes; any other is refused, naming it (a misspelt "tsak" or "agrs"
+# The fields each request takes. Any other is refused, naming it (a misspelt "tsak" or "agrs"
 # would otherwise run the default task, or the task without its args). ``batch`` asks for
 # output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
 SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
@@ -53,8 +37,9 @@ NEXT_COUNT_MAX = 100
 
 
 class ProtocolError(ValueError):
-    """A request that cannot be served; ``reason`` is what the client is told, ``code`` its
-    code (``reasons``)."""
+    """A request that cannot be served.
+
+    ``reason`` is what the client is told, ``code`` its code (``reasons``)."""
 
     def __init__(self, reason: str, code: str = CODE_BAD_REQUEST) -> None:
         super().__init__(reason)
@@ -65,13 +50,9 @@ class ProtocolError(ValueError):
 class SubmitRequest:
     """Run ``task`` with ``args`` appended and ``env`` set (both subject to the task's policy).
 
-    A plain immutable value class: ``dataclasses`` and ``typing.NamedTuple`` cost a cold client
-    more than everything else it imports.
-
-    ``batch``: the client takes a read's output lines together (``codec.encode_output``)
-    (runbroker's own client asks for it; other clients get an ``output`` line for each line).
-    How the answer is framed, not what runs: equality leaves it out.
-    """
+    A plain class, because ``dataclasses`` and ``typing.NamedTuple`` cost a cold client more than
+    all else it imports. ``batch`` frames the answer and does not change what runs, so equality
+    leaves it out."""
 
     __slots__ = ("args", "batch", "env", "task")
 
@@ -102,12 +83,14 @@ class SubmitRequest:
 
 
 class ControlRequest:
-    """``op`` is ``status``, ``health``, ``reload`` (``dry_run``: the plan, nothing changed),
-    ``cancel`` (which names a run ``id``), ``logs`` (a run ``id`` or a ``task``, or neither:
-    the latest run; ``follow``: until the run ends; ``runs``: instead, a list of the last
-    finished runs, at most that many; ``batch``: as a ``SubmitRequest``'s, for the lines of
-    ``logs``) or ``next`` (a ``task``, or every one; ``count`` planned times each, the first
-    ones ``after`` an RFC 3339 instant, empty: now)."""
+    """A control request: ``op`` is ``status``, ``health``, ``reload``, ``cancel`` (of run ``id``),
+    ``logs`` or ``next``.
+
+    ``reload``'s ``dry_run`` asks for the plan and changes nothing. For ``logs``: a run ``id``, a
+    ``task`` or neither (the latest run), ``follow`` until the run ends, ``runs`` for a list of
+    the last finished runs instead, and ``batch`` as a ``SubmitRequest``'s. For ``next``: a
+    ``task`` or every one, ``count`` planned times each, the first ones ``after`` an RFC 3339
+    instant (empty: now)."""
 
     __slots__ = ("after", "batch", "count", "dry_run", "follow", "id", "op", "runs", "task")
 
@@ -242,11 +225,10 @@ _LEFT_OUT_WHEN_EMPTY = ("reason", "code", "duration_ms")
 
 
 def answer_body(event: str, ok: bool, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every
-    answer, as the Go framing has it: an empty ``reason`` (and ``code``) and a zero
-    ``duration_ms`` are left out. (``done_event`` applies the same rule as it builds a run's
-    result: it runs for every run a client watches, where a call to this would cost more than
-    its tests.)"""
+    """An answer line's body: ``event``, ``ok``, then ``fields`` by the field rule of every answer.
+
+    An empty ``reason`` (and ``code``) and a zero ``duration_ms`` are left out, as the Go framing
+    has it. ``done_event`` applies the same rule inline, because it runs for every watched run."""
     body: dict[str, Any] = {"event": event, "ok": ok}
     for key, value in fields.items():
         if key in _LEFT_OUT_WHEN_EMPTY and not value:

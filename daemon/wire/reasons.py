@@ -1,11 +1,7 @@
-"""The reasons a client is told and the code beside each: the vocabulary of the answers'
-``reason`` and ``code`` fields, and the one place their words are made.
+"""The reasons a client is told and the stable code beside each, made in this one place.
 
-``reason`` is for people and may be reworded; ``code`` is for programs: one of the ``CODE_*``
-below, stable, sent beside every non-empty ``reason`` (README, "The socket and its protocol").
-A client decides from ``code`` (``worth_a_retry``, ``refused_user``) and from the reason's text
-only when the daemon is older than the field and sends none. No imports: the thin client loads
-this module on every cold ``docker exec``.
+``reason`` is for people and may be reworded, ``code`` is for programs. No imports, because the
+thin client loads this module on every cold ``docker exec``.
 """
 
 from __future__ import annotations
@@ -24,6 +20,7 @@ CODE_NOT_ALLOWED = "not_allowed"  # args or env the task does not allow
 CODE_QUEUE_FULL = "queue_full"
 CODE_SHUTTING_DOWN = "shutting_down"
 CODE_BUSY = "busy"  # too many unfinished requests, or too many connections
+CODE_SKIPPED = "skipped"  # the task's run is queued or running and its ``on_busy`` is skip
 # How a run ended when it did not succeed: its ``done`` line.
 CODE_FAILED = "failed"  # exit status, signal, a handler's exception or refused output
 CODE_TIMEOUT = "timeout"  # the task's own timeout
@@ -33,6 +30,8 @@ CODE_INTERRUPTED = "interrupted"  # ``runbroker once``: a signal
 CODE_FENCED = "fenced"  # a database job's lease could not be renewed in time
 CODE_LEASE_LOST = "lease_lost"  # a database job's lease is another replica's
 CODE_JOB_REMOVED = "job_removed"  # a database job's row was deleted
+CODE_REPLACED = "replaced"  # a newer run of its task replaced it (``on_busy = "replace"``)
+CODE_MISSED = "missed"  # a scheduled run that could not start within its start deadline
 # The other answers that carry a reason.
 CODE_OVERDUE = "overdue"  # the ``overdue`` event: past the task's soft timeout
 CODE_NO_SUCH_RUN = "no_such_run"  # ``cancel`` and ``logs`` found no run to act on
@@ -57,6 +56,8 @@ REASON_INTERRUPTED = "cancelled: interrupted by a signal"
 REASON_FENCED = "cancelled: lease could not be renewed; stopped before it could expire"
 REASON_LEASE_LOST = "cancelled: lease lost to another replica"
 REASON_JOB_REMOVED = "cancelled: the job was removed"
+REASON_REPLACED = "cancelled: replaced by a newer run of its task"
+REASON_MISSED = "cancelled: not started within its start deadline"
 REASON_NOT_A_DICT = "handler returned a non-dict value"
 REASON_NOT_JSON = "handler returned output that is not JSON"
 
@@ -70,6 +71,8 @@ CANCEL_CODES = {
     REASON_FENCED: CODE_FENCED,
     REASON_LEASE_LOST: CODE_LEASE_LOST,
     REASON_JOB_REMOVED: CODE_JOB_REMOVED,
+    REASON_REPLACED: CODE_REPLACED,
+    REASON_MISSED: CODE_MISSED,
 }
 
 
@@ -107,6 +110,10 @@ def unknown_task_reason(shown_name: str, listing: str) -> str:
 
 def removed_task_reason(name: str) -> str:
     return f"task {name!r} was removed by a reload"
+
+
+def busy_skipped_reason(task: str) -> str:
+    return f"skipped: task {task!r} already has a run queued or running (on_busy = skip)"
 
 
 def args_refused_reason(task: str) -> str:

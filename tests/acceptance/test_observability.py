@@ -95,6 +95,7 @@ def test_status_json_shape(start_daemon: StartDaemon, workdir: Path) -> None:
         "waiting",
         "recent",
         "ticks",
+        "slots",
         "journal",
         "database",
         "reload",

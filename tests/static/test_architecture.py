@@ -89,6 +89,7 @@ def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> No
         "daemon.wire.protocol",
         "daemon.wire.reasons",
         "daemon.wire.control_shapes",
+        "daemon.coord.guard",  # the one flock rule: the state directory is locked with it
     }
     bad = {
         name

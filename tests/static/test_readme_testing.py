@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "tests" / "unit" / "test_testing_example.py"
+EXAMPLE = ROOT / "tests" / "unit" / "testing" / "test_handlers_readme.py"
 HEADING = "## Testing your handlers: `daemon.testing`"
 
 

@@ -14,6 +14,11 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from daemon import settings as settings_module
+
+# The repository's root, whatever the depth of the test module that reads its files.
+REPO = Path(__file__).resolve().parents[2]
+
 # Commands the tests run need only the usual binaries; nothing of the test run's environment.
 JOB_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
@@ -26,6 +31,16 @@ def short_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No ``RUNBROKER_*`` variable of the test run's own and no Docker secret file: the
+    settings read only what the test sets."""
+    for name in list(os.environ):
+        if name.upper().startswith("RUNBROKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
 
 
 def _drop(_logger: Any, _method: str, _event: Any) -> Any:

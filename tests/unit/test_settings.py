@@ -3,7 +3,6 @@ and never show a secret, unknown variables, the database URL from a file."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,12 +17,7 @@ from daemon.settings import SettingsError, load_settings, unknown_variables
 DSN = "postgres://app:hunter2@db.internal/app"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def _error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
@@ -38,73 +32,69 @@ def _error(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
     return str(error)
 
 
+# Each setting's value when nothing is set: (field, value).
+DEFAULTS = [
+    ("interval", ""),
+    ("default_interval_s", 3600.0),
+    ("jitter", 0.1),
+    ("fire_on_start", True),
+    ("socket", Path("/run/runbroker/runbroker.sock")),
+    ("tasks_file", Path("/etc/runbroker/tasks.toml")),
+    ("queue_capacity", 16),
+    ("grace_s", 5.0),
+    ("shutdown_timeout_s", 8.0),
+    ("poll_interval_s", 60.0),
+    ("batch_size", 20),
+    ("retry_attempts", 3),
+    ("retry_backoff_s", 60.0),
+    ("lease_s", 60.0),
+    ("log_format", "auto"),
+    ("log_level", "info"),
+    ("metrics_addr", None),
+    ("lock_directory", Path("/run/runbroker")),
+]
+
+# Each variable's text and the value it gives its field: (variable, text, field, value).
+FROM_THE_ENVIRONMENT = [
+    ("RUNBROKER_INTERVAL", "5m", "interval", "5m"),
+    ("RUNBROKER_JITTER", "0.25", "jitter", 0.25),
+    ("RUNBROKER_FIRE_ON_START", "false", "fire_on_start", False),
+    ("RUNBROKER_COMMAND", "backup --all", "command", "backup --all"),
+    ("RUNBROKER_TASKS_FILE", "/srv/tasks.toml", "tasks_file", Path("/srv/tasks.toml")),
+    ("RUNBROKER_SOCKET", "/tmp/rb/rb.sock", "socket", Path("/tmp/rb/rb.sock")),
+    ("RUNBROKER_QUEUE_CAPACITY", "3", "queue_capacity", 3),
+    ("RUNBROKER_GRACE", "1m30s", "grace_s", 90.0),
+    ("RUNBROKER_SHUTDOWN_TIMEOUT", "9s", "shutdown_timeout_s", 9.0),
+    ("RUNBROKER_REQUEST_TIMEOUT", "2s", "request_timeout_s", 2.0),
+    ("RUNBROKER_POLL_INTERVAL", "15s", "poll_interval_s", 15.0),
+    ("RUNBROKER_BATCH_SIZE", "7", "batch_size", 7),
+    ("RUNBROKER_RETRY_ATTEMPTS", "5", "retry_attempts", 5),
+    ("RUNBROKER_RETRY_BACKOFF", "250ms", "retry_backoff_s", 0.25),
+    ("RUNBROKER_LEASE", "2m", "lease_s", 120.0),
+    ("RUNBROKER_LOG_FORMAT", "JSON", "log_format", "json"),
+    ("RUNBROKER_LOG_LEVEL", " Debug ", "log_level", "debug"),
+    ("RUNBROKER_METRICS_ADDR", ":9464", "metrics_addr", "0.0.0.0:9464"),
+]
+
+
 def test_defaults() -> None:
     settings = load_settings()
-    assert settings.interval == ""
-    assert settings.default_interval_s == 3600.0
-    assert settings.jitter == 0.1
-    assert settings.fire_on_start is True
-    assert settings.socket == Path("/run/runbroker/runbroker.sock")
-    assert settings.tasks_file == Path("/etc/runbroker/tasks.toml")
-    assert settings.queue_capacity == 16
-    assert settings.grace_s == 5.0
-    assert settings.shutdown_timeout_s == 8.0
-    assert settings.poll_interval_s == 60.0
-    assert settings.batch_size == 20
-    assert settings.retry_attempts == 3
-    assert settings.retry_backoff_s == 60.0
-    assert settings.lease_s == 60.0
-    assert (settings.log_format, settings.log_level) == ("auto", "info")
-    assert settings.metrics_addr is None
+    assert {field: getattr(settings, field) for field, _value in DEFAULTS} == dict(DEFAULTS)
     assert settings.database_dsn() is None
-    assert settings.lock_directory == Path("/run/runbroker")
     assert "tasks_file" not in settings.model_fields_set
 
 
 def test_values_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {
-        "RUNBROKER_INTERVAL": "5m",
-        "RUNBROKER_JITTER": "0.25",
-        "RUNBROKER_FIRE_ON_START": "false",
-        "RUNBROKER_COMMAND": "backup --all",
-        "RUNBROKER_TASKS_FILE": "/srv/tasks.toml",
-        "RUNBROKER_SOCKET": "/tmp/rb/rb.sock",
-        "RUNBROKER_QUEUE_CAPACITY": "3",
-        "RUNBROKER_GRACE": "1m30s",
-        "RUNBROKER_SHUTDOWN_TIMEOUT": "9s",
-        "RUNBROKER_REQUEST_TIMEOUT": "2s",
-        "RUNBROKER_POLL_INTERVAL": "15s",
-        "RUNBROKER_BATCH_SIZE": "7",
-        "RUNBROKER_RETRY_ATTEMPTS": "5",
-        "RUNBROKER_RETRY_BACKOFF": "250ms",
-        "RUNBROKER_LEASE": "2m",
-        "RUNBROKER_LOG_FORMAT": "JSON",
-        "RUNBROKER_LOG_LEVEL": " Debug ",
-        "RUNBROKER_METRICS_ADDR": ":9464",
-        "RUNBROKER_DATABASE_URL": DSN,
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    for variable, text, _field, _value in FROM_THE_ENVIRONMENT:
+        monkeypatch.setenv(variable, text)
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", DSN)
     settings = load_settings()
-    assert settings.interval == "5m"
-    assert settings.jitter == 0.25
-    assert settings.fire_on_start is False
-    assert settings.command == "backup --all"
-    assert settings.tasks_file == Path("/srv/tasks.toml")
+    read = {
+        field: getattr(settings, field) for _variable, _text, field, _value in FROM_THE_ENVIRONMENT
+    }
+    assert read == {field: value for _variable, _text, field, value in FROM_THE_ENVIRONMENT}
     assert "tasks_file" in settings.model_fields_set
-    assert settings.socket == Path("/tmp/rb/rb.sock")
     assert settings.lock_directory == Path("/tmp/rb")
-    assert settings.queue_capacity == 3
-    assert settings.grace_s == 90.0
-    assert settings.shutdown_timeout_s == 9.0
-    assert settings.request_timeout_s == 2.0
-    assert settings.poll_interval_s == 15.0
-    assert settings.batch_size == 7
-    assert settings.retry_attempts == 5
-    assert settings.retry_backoff_s == 0.25
-    assert settings.lease_s == 120.0
-    assert (settings.log_format, settings.log_level) == ("json", "debug")
-    assert settings.metrics_addr == "0.0.0.0:9464"
     assert settings.database_dsn() == DSN
     assert "hunter2" not in repr(settings)
     assert "hunter2" not in str(settings)

@@ -1,8 +1,7 @@
 """Linux inotify through ctypes: the three calls of libc and the event records they produce.
 
-No thread and no polling: the descriptor is non-blocking and the event loop reads it when it
-is readable (``daemon.broker.reload.watcher``). ``InotifyUnavailable`` says why it cannot be
-used (no such libc function, the kernel's limit of instances or watches reached).
+The descriptor is non-blocking and read by the event loop, so there is no thread and no
+polling.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ READ_BYTES = 64 * 1024
 
 
 class InotifyUnavailable(OSError):
-    """inotify cannot be used here; the message says why."""
+    """inotify cannot be used here, and the message says why."""
 
 
 _libc: Any = None
@@ -81,7 +80,7 @@ def init() -> int:
 
 
 def add_watch(fd: int, path: str, mask: int = DIRECTORY_CHANGES) -> int:
-    """Watch ``path`` (a directory with the default mask); the watch descriptor."""
+    """Watch ``path`` (a directory, with the default mask), and return the watch descriptor."""
     wd = int(_functions().inotify_add_watch(fd, os.fsencode(path), mask))
     if wd < 0:
         raise _failed(f"inotify_add_watch {path}")

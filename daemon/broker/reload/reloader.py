@@ -1,17 +1,7 @@
 """One reload of the tasks file, all or nothing, and its record for ``status`` and ``health``.
 
-A reload reads the whole file and checks it as start-up does (TOML, every task, the fencing
-rule with a database); only when all of it is good is the shared ``TaskRegistry`` swapped and
-the ticker given the new plans (computed from the new tasks before anything is swapped). A
-file that fails in any way, an unexpected exception included (a ``RecursionError`` of a file
-nested too deeply, any ``BaseException`` a handler module raises at import), is refused with
-one log line naming the problem (the file, and the line for a TOML error), the old tasks stay, and
-``status`` and ``health`` say the last reload failed until one succeeds. ``RUNBROKER_*``
-settings are read once at start-up and never reloaded. A file the watch reports but whose
-bytes did not change is not reloaded, unless the last reload failed (its cause may lie outside
-the file: a handler module installed since); SIGHUP and ``runbroker reload`` always reload,
-and first re-arm a file watch that was lost (``resync_watch``). ``daemon.broker.reload.waking`` is
-the loop that SIGHUP and the file watch wake.
+The file is checked as start-up checks it before anything is swapped, so a bad file (any
+exception included) leaves the old tasks running and says why once.
 """
 
 from __future__ import annotations
@@ -102,8 +92,9 @@ class TaskReloader:
 
     # -- one reload ---------------------------------------------------------------------------
     def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
-        """Reload now (``source``: signal, file, request); None when ``only_if_changed`` and
-        the file's bytes are those last seen."""
+        """Reload now (``source``: signal, file, request).
+
+        None when ``only_if_changed`` and the file's bytes are those last seen."""
         if self.path is None:
             return ReloadOutcome(False, NO_TASKS_FILE)
         if self.queue.closed:
@@ -163,12 +154,12 @@ class TaskReloader:
             return str(exc)
         except BaseException as exc:  # synchronous code: never a real cancellation
             # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
-            # GeneratorExit included, refuses this file; it must never end PID 1.
+            # GeneratorExit included, refuses this file: it must never end PID 1.
             return f"{type(exc).__name__}: {exc}"
         return problem if problem is not None else (tasks, plans, warnings)
 
     def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
-        """Put the checked tasks and their plans in place; nothing here refuses."""
+        """Put the checked tasks and their plans in place. Nothing here refuses."""
         changes = self.registry.replace(tasks)
         for warning in warnings:
             log.warning("settings.interval", warning=warning)

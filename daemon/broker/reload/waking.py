@@ -1,8 +1,7 @@
-"""The loop that reloads the tasks file: woken by SIGHUP (its event, set by the signal handler)
-and by the file watch (``watcher``), debounced so that a burst of events is one reload. Without
-inotify (one log line says why) only SIGHUP and ``runbroker reload`` reload; nothing polls.
-A reload that fails in a way nobody foresaw is logged and the loop goes on: it never ends the
-daemon. The caller (``Broker.serve``) owns the watch and closes it.
+"""The loop that reloads the tasks file, woken by SIGHUP and by the file watch.
+
+A burst of events is debounced into one reload. A reload that fails in a way nobody foresaw is
+logged and the loop goes on, so it never ends the daemon.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ DEBOUNCE_MAX_S = 2.0  # ... but a directory that never goes quiet is reloaded af
 
 
 def start_watching(reloader: TaskReloader) -> TasksFileWatcher | None:
-    """The file watch, started now (before the daemon says it is ready, so that no change
-    after that is missed); None without a tasks file or without inotify (logged once)."""
+    """The file watch, started before the daemon says it is ready so that no later change is missed.
+
+    None without a tasks file or without inotify (logged once)."""
     if reloader.path is None:
         return None
     watcher = TasksFileWatcher(reloader.path, reloader.file_changed.set, reloader.watch_state)

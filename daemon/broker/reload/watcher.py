@@ -1,19 +1,8 @@
 """Watching the tasks file for changes, without polling: inotify on its directory.
 
-A watch on the file itself would be lost when the file is replaced (an editor's rename, an
-atomic ``mv`` over it, a Kubernetes ConfigMap's ``..data`` symlink swapped by a rename), so
-the watch is on the directory that holds it, and on the directory of the file it resolves to
-when it is a symlink (an edit of the target is seen too). Every event that may concern the
-file (its name, ``..data``, the target's name, an overflow of the event queue) calls
-``on_change``; the reloader debounces them and compares the content, so a burst is one reload
-and an untouched file none.
-
-Each such event (and ``resync``, which SIGHUP and ``runbroker reload`` call) adds the watches
-again: adding a directory whose inode is already watched gives the same descriptor, a
-directory swapped for another (``mv etc etc.old; mv etc.new etc``) a new one, and descriptors
-no longer given (the old inode's, one whose ``IN_IGNORED`` an overflow dropped) are removed.
-When the file's directory cannot be watched (deleted), ``on_state(False)`` says the watch is
-lost; the next ``resync`` that succeeds says ``on_state(True)``.
+A watch on the file itself is lost when the file is replaced (an editor's rename, a ConfigMap's
+``..data`` swap), so the directory is watched, and the target's too for a symlink. Every event
+that may concern the file calls ``on_change``: the reloader debounces and compares content.
 """
 
 from __future__ import annotations
@@ -41,13 +30,13 @@ class TasksFileWatcher:
     ) -> None:
         self.path = Path(os.path.abspath(path))
         self.on_change = on_change
-        self.on_state = on_state  # True: watching; False: the file's directory is not watched
+        self.on_state = on_state  # False while the file's directory is not watched
         self._fd: int | None = None
         self._watches: dict[str, int] = {}  # directory -> watch descriptor
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Watch from now on; ``inotify.InotifyUnavailable`` (an OSError) when it cannot."""
+        """Watch from now on, or raise ``inotify.InotifyUnavailable`` (an OSError)."""
         self._fd = inotify.init()
         try:
             self._sync()
@@ -74,8 +63,9 @@ class TasksFileWatcher:
             return None
 
     def _sync(self) -> None:
-        """Watch the file's directory (it must exist) and its target's (if it can), each
-        added again (the same inode: the same descriptor); descriptors not given are removed."""
+        """Add the watches of the file's directory and of its target's again, and remove the others.
+
+        The same inode gives the same descriptor, so a directory swapped for another is seen."""
         assert self._fd is not None
         home = str(self.path.parent)
         target = self._target()
@@ -95,8 +85,8 @@ class TasksFileWatcher:
             raise failure
 
     def resync(self) -> bool:
-        """Add the watches again (SIGHUP, ``runbroker reload``); whether the directory is
-        watched, also told to ``on_state``."""
+        """Add the watches again (SIGHUP, ``runbroker reload``), and return whether the directory is
+        watched, as ``on_state`` is told."""
         if self._fd is None:
             return False
         try:

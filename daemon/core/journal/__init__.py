@@ -1,9 +1,4 @@
-"""The output journal of ``runbroker logs``: every run's output lines, bounded in memory.
-
-``ring`` holds one run's lines (``RunLog``: the newest kept within a byte bound, the dropped
-ones counted), ``journal`` the running run and the history of the last finished ones
-(``Journal``: bounded in runs and in bytes).
-"""
+"""The output journal of ``runbroker logs``: every run's output lines, bounded in memory."""
 
 from daemon.core.journal.follow import FollowerHold
 from daemon.core.journal.journal import (

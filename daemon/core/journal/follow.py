@@ -1,11 +1,8 @@
 """How a follower of a run's log holds the run's output back rather than lose lines.
 
-The journal keeps a run's newest lines within a bound. A follower (a ``runbroker logs -f``
-client) whose unread lines a trim would drop holds the run's output back instead
-(``OutputFlow``: the job's pipes are not read) and the trim keeps them; once the follower has
-caught up it lets go. A follower may hold for at most the flow's bound: let go, it holds
-nothing more until it has caught up, and what the bound drops before it got there is counted
-as it always was.
+A follower whose unread lines a trim would drop holds the output back instead, within the
+flow's bound, so a follower that keeps up loses nothing and one that stopped cannot hold the
+run for long.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The output journal: the running run's lines, and the last finished runs' lines.
 
-Bounded three ways: the running run keeps its newest ``run_bytes_max`` bytes (``RunLog``); the
-history keeps at most ``history_runs_max`` finished runs, and at most ``history_bytes_max``
-bytes of their lines together (the oldest runs go first). So the journal never holds more than
-``run_bytes_max + history_bytes_max`` bytes of lines. The executor tells it when a run begins
-and ends; ``runbroker logs`` reads it (``daemon.server.logs_select``).
+Bounded in bytes for the running run and for the history together, so the journal never holds
+more than ``run_bytes_max + history_bytes_max`` bytes of lines.
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator
 
 from daemon.core.journal.ring import RunLog
@@ -30,15 +28,7 @@ def kept_result(result: RunResult) -> RunResult:
     reason = result.reason
     if len(reason) > KEPT_REASON_CHARS:
         reason = f"{reason[:KEPT_REASON_CHARS]}... ({len(reason)} characters)"
-    return RunResult(
-        ok=result.ok,
-        reason=reason,
-        exit_code=result.exit_code,
-        duration_ms=result.duration_ms,
-        cancelled=result.cancelled,
-        timed_out=result.timed_out,
-        code=result.code,
-    )
+    return dataclasses.replace(result, reason=reason, output=None)
 
 
 class Journal:
@@ -54,7 +44,7 @@ class Journal:
         self.history_runs_max = history_runs_max
         self.history_bytes_max = history_bytes_max
         self.current: RunLog | None = None
-        # Oldest first; at its length, appending drops the oldest (its bytes counted off first).
+        # Oldest first: at its length, appending drops the oldest (its bytes counted off first).
         self._history: collections.deque[RunLog] = collections.deque(maxlen=history_runs_max)
         self.history_bytes = 0
         self.evicted_runs = 0

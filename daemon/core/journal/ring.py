@@ -1,15 +1,8 @@
-"""One run's output as the journal keeps it: its lines in order, the newest kept within a bound
-in bytes, the older ones dropped and counted. Past the bound, the oldest lines are dropped
-down to seven eighths of it: a full buffer holds between 7/8 of the bound and the bound.
+"""One run's output as the journal keeps it: its newest lines within a bound in bytes.
 
-Every line has a sequence number, 0 for the run's first: the lines kept are ``first_seq`` to
-``end_seq - 1``, and ``first_seq`` is also how many earlier lines were dropped. A reader (a
-``runbroker logs`` client) keeps its own position, so a slow one holds no copy of anything:
-what the bound dropped before it got there is counted, not kept.
-
-The hot path appends the line's text and nothing else: its stream (``stdout``, ``stderr``)
-and when it was read are kept once for a run of lines, a *mark*, made when the stream changes
-or at the first line of a loop iteration (the lines of one read of the pipe share its time).
+Past the bound the oldest lines go down to seven eighths of it, so a trim is not paid at every
+line. Readers keep their own positions, so a slow one holds no copy. The hot path appends the
+text alone: a line's stream and time are kept once per run of lines (a *mark*).
 """
 
 from __future__ import annotations
@@ -74,7 +67,7 @@ class RunLog:
         self.bytes_max = bytes_max
         self.bytes = 0
         self.first_seq = 0  # the first kept line's number: as many were dropped before it
-        # The kept lines; the marks: from line _seqs[i] on, the stream _streams[i], read at
+        # The kept lines, and the marks: from line _seqs[i] on, the stream _streams[i], read at
         # _times[i]. Shared empty lists until the first line.
         self._lines: list[str] = _NONE
         self._seqs: list[int] = _NONE
@@ -120,8 +113,7 @@ class RunLog:
         self._tell(self.followers)
 
     def _tell(self, followers: list[Wake]) -> None:
-        """Wake each follower; one that raises is let go, never the executor's loop with it
-        (``end`` runs in the executor's ``finally``)."""
+        """Wake each follower. One that raises is let go, never the executor's loop with it."""
         for wake in tuple(followers):
             try:
                 wake()
@@ -144,10 +136,10 @@ class RunLog:
         self._stream = None
 
     def _trim(self) -> None:
-        """Drop the oldest lines (and marks) down to ``low_water_bytes``: an eighth of the bound
-        at a time; never lines a follower that keeps reading has not read: it holds the run's
-        output back instead (``FollowerHold``), and the log passes its bound by what was
-        already read from the pipe, until the follower has caught up or is let go."""
+        """Drop the oldest lines (and marks) down to ``low_water_bytes``.
+
+        Never lines a follower still reading has not read: it holds the run's output back instead
+        (``FollowerHold``) until it has caught up or is let go."""
         lines, seqs, target = self._lines, self._seqs, self.low_water_bytes
         readers = [reader for reader in self.readers if not reader.let_go]
         floor = min((reader.seq for reader in readers), default=None)
@@ -212,8 +204,9 @@ class RunLog:
         return [self.line_at(seq) for seq in range(self.first_seq, self.end_seq)]
 
     def follow(self, wake: Wake, reader: FollowerHold | None = None) -> None:
-        """``wake`` is called at each read and at the end (then let go); ``reader``, where the
-        follower is, keeps its unread lines from a trim while it may hold the run back."""
+        """Follow the run's lines: ``wake`` is called at each read and at the end.
+
+        ``reader`` keeps the follower's unread lines from a trim while it may hold the run back."""
         if self.followers is _NONE:
             self.followers = []
         self.followers.append(wake)

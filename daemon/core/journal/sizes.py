@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-# What the bound counts is memory held. A line: its text (a byte a character when it is ASCII),
-# its str object's header (49 bytes) and its list slot (8). A non-ASCII line: up to eight bytes
-# a character, four for its text (CPython's widest) and up to four for the UTF-8 copy that
-# orjson caches inside the str once a client has been sent the line.
+# A line counts its text, its str header and its list slot. A non-ASCII character counts eight
+# bytes at most: four in CPython's widest str and four in the UTF-8 copy orjson caches in it.
 LINE_BYTES = 57
 WIDE_CHAR_BYTES = 8
 WIDE_LINE_BYTES = 28  # what a non-ASCII str's header holds more, and its UTF-8 copy's NUL

@@ -13,10 +13,11 @@ _BLOCK = 256  # lines a trim weighs at once
 def oldest_to_drop(
     lines: list[str], seqs: list[int], first: int, size: int, target: int, floor: int | None
 ) -> tuple[int, int, int, int]:
-    """The oldest ``lines`` (numbered from ``first``; ``seqs``: where each mark's lines start)
-    to drop so that ``size`` comes down to ``target``, keeping line ``floor`` and those after
-    it (None: no such line): how many lines, the first kept line's number, the size left, and
-    how many marks go with them (all of them when no line is kept)."""
+    """The oldest lines to drop so that ``size`` comes down to ``target``, keeping line ``floor``
+    and those after it (None: no such line).
+
+    Returns how many lines, the first kept line's number, the size left, and how many marks go
+    (all of them when no line is kept)."""
     count = len(lines)
     stop = count if floor is None else max(0, min(count, floor - first))
     head = mark = 0

@@ -21,16 +21,16 @@ READ_CHUNK_BYTES = 64 * 1024
 READS_A_TURN = 2
 # A job's pipes hold this much (Linux's default is 64 KiB): a job that writes a burst goes on
 # while the daemon reads, as it would into a file. Unprivileged, Linux allows up to
-# /proc/sys/fs/pipe-max-size (1 MiB by default); a refusal keeps the default.
+# /proc/sys/fs/pipe-max-size (1 MiB by default), and a refusal keeps the default.
 PIPE_BYTES = 1024 * 1024
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class Poller:
-    """One epoll instance for every child's pidfd and pipes, which the event loop watches as a
-    single descriptor. The loop's own readers cost libuv about seven epoll_ctl calls a
-    descriptor (a probe, the add, the removes), 21 for a command's three; here a descriptor
-    costs one ``register``, and closing it is its removal."""
+    """One epoll instance for every child's pidfd and pipes, watched by the loop as one descriptor.
+
+    The loop's own readers cost libuv several epoll_ctl calls a descriptor, and here a descriptor
+    costs one ``register``."""
 
     def __init__(self) -> None:
         self._epoll: select.epoll | None = None
@@ -38,8 +38,10 @@ class Poller:
         self._callbacks: dict[int, Callable[[], None]] = {}
 
     def watch(self, fd: int, callback: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
-        """Call ``callback`` whenever ``fd`` is readable; ``loop`` is the running one (looked
-        up by the caller once for all its descriptors: on CPython 3.11 a lookup is a getpid)."""
+        """Call ``callback`` whenever ``fd`` is readable.
+
+        ``loop`` is the running one, looked up once by the caller, because on CPython 3.11 a
+        lookup costs a getpid."""
         if self._loop is not loop or self._epoll is None:
             self._start(loop)
         assert self._epoll is not None
@@ -88,7 +90,7 @@ class Child:
         self.pipes = pipes
         self.poller = poller
         self.has_exited = False
-        # Paused while a reader holds the output back (``pause_output``); a run being ended
+        # Paused while a reader holds the output back (``pause_output``). A run being ended
         # is never held (``stop_holding``).
         self.paused = False
         self.holdable = True
@@ -197,12 +199,11 @@ class Child:
         self.resume_output()
 
     async def last_words(self) -> None:
-        """What the pipes still hold once the leader is gone: read to the end while it keeps
-        coming, up to what the pipes can hold, however slowly the daemon reads it (a busy
-        machine); given up after ``DRAIN_AFTER_EXIT_S`` without a byte, after
-        ``DRAIN_AFTER_EXIT_MAX_S`` in all, or within the idle bound once more than the pipes
-        hold has come (a process left holding them must not keep the run open). A reader may
-        hold the output back meanwhile, each hold bounded, and the clocks stop while it does."""
+        """What the pipes still hold once the leader is gone, read to the end while it keeps coming.
+
+        Given up after ``DRAIN_AFTER_EXIT_S`` without a byte, after ``DRAIN_AFTER_EXIT_MAX_S`` in
+        all, or once more than the pipes hold has come, so a process left holding them cannot
+        keep the run open. The clocks stop while a reader holds the output back."""
         loop = self.loop
         held_at_most = self.read_bytes + len(self.pipes) * PIPE_BYTES
         idle_left_s, all_left_s = DRAIN_AFTER_EXIT_S, DRAIN_AFTER_EXIT_MAX_S

@@ -13,16 +13,11 @@ _UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
 
 
 class LineSplitter:
-    """Bytes of one stream in, lines out, a list for each read: a line longer than
-    ``LINE_LIMIT_BYTES`` arrives in pieces, a character cut by a piece's end is carried to the
-    next, ``\\r\\n`` counts as an end of line, and what is left at the end of the stream is a
-    last line.
+    """Bytes of one stream in, lines out, a list for each read.
 
-    Why a list a read: a chatty job's pipe gives thousands of lines a read, and everything
-    downstream (the journal, the clients, the daemon's log) takes them at C speed as a batch,
-    where a call a line would cost more than the job spends writing it. A read whose lines are
-    all under the limit is decoded and split in one go; only a read with a long line takes the
-    line-by-line path."""
+    A list a read because a chatty job's pipe gives thousands of lines a read, and a call a line
+    downstream would cost more than the job spends writing it. A line longer than
+    ``LINE_LIMIT_BYTES`` arrives in pieces, never cutting a character."""
 
     __slots__ = ("_buffer", "_cut", "_decoder", "_name", "_sink")
 

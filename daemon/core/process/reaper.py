@@ -1,11 +1,8 @@
 """The PID-1 orphan reaper: zombies that are not the daemon's own to wait for.
 
-Every child the daemon starts is recorded by pid while it lives. The reaper waits only for
-zombies that are *not* recorded, by pid: orphans reparented to the daemon at once, and a zombie
-of the daemon's own session (a Python handler's child, or one of a ``docker exec`` session)
-only once it has stayed unclaimed for ``UNCLAIMED_ZOMBIE_S``, long after the event loop would
-have collected a child it waits for (see FIELD-NOTES: a ``waitpid(-1)`` reaper makes uvloop
-hang).
+It waits only for zombies the supervisor has not recorded, by pid, because a ``waitpid(-1)``
+reaper makes uvloop hang (FIELD-NOTES). A zombie of the daemon's own session waits
+``UNCLAIMED_ZOMBIE_S`` first, long after the event loop would have collected its own child.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ class OrphanReaper:
                 self.wake()
 
     def reap(self) -> list[int]:
-        """Wait for zombie children that are not ours; returns the pids reaped."""
+        """Wait for zombie children that are not ours, and return the pids reaped."""
         first = _first_zombie_child()
         if first is None:
             self._unclaimed.clear()
@@ -85,9 +82,10 @@ def _first_zombie_child() -> int | None:
 
 
 def _children_of(parent_pid: int) -> list[str] | None:
-    """The pids of ``parent_pid``'s children, from its threads' ``children`` files (a handful
-    of reads instead of one per process on the machine); None where the kernel has no such
-    file."""
+    """The pids of ``parent_pid``'s children, from its threads' ``children`` files.
+
+    A handful of reads instead of one per process on the machine. None where the kernel has no
+    such file."""
     pids: list[str] = []
     try:
         tasks = os.listdir(f"/proc/{parent_pid}/task")

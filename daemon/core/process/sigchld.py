@@ -1,12 +1,7 @@
-"""Orphans reaped as soon as they exit: at each SIGCHLD, as tini does, and every second as
-well, since a handler that starts subprocesses through uvloop hands SIGCHLD to libuv for good
-(libuv then resets it to the default once its last child has ended).
+"""Orphans reaped as soon as they exit: at each SIGCHLD, as tini does, and every second too.
 
-uvloop refuses a SIGCHLD handler through ``add_signal_handler``; Python's own ``signal.signal``
-works beside it (uvloop's wakeup descriptor runs it on the loop's thread). The handler only
-asks the loop for a look; a look is a callback, not a task's turn, so a job's own exit (most
-SIGCHLDs) costs the loop no extra iteration, and the reaper leaves a job's own status to the
-supervisor (``reaper``).
+The timer stays because uvloop takes SIGCHLD for good once a handler starts a subprocess
+through it. The handler only asks the loop for a look, a callback rather than a task's turn.
 """
 
 from __future__ import annotations
@@ -55,8 +50,9 @@ async def reap_at_sigchld(reaper: OrphanReaper, period_s: float) -> None:
 
 
 def _take_sigchld(handler: Callable[[int, object], None]) -> signal.Handlers | None:
-    """Install ``handler`` for SIGCHLD; the disposition it replaced (None: not possible here,
-    off the main thread)."""
+    """Install ``handler`` for SIGCHLD, and return the disposition it replaced.
+
+    None when that is not possible here (off the main thread)."""
     try:
         previous = signal.signal(signal.SIGCHLD, handler)
     except ValueError:

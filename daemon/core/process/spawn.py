@@ -1,10 +1,7 @@
 """How a command starts: ``os.posix_spawn``, with only what a job should inherit.
 
-glibc implements ``posix_spawn`` with ``clone(CLONE_VFORK)``: the cost of a start does not grow
-with the daemon's memory, as a fork's (which copies the page tables) does. The child gets
-/dev/null as stdin, a pipe each for stdout and stderr, a session of its own, default
-dispositions for the signals Python ignores, and nothing else: every other descriptor of the
-daemon is close-on-exec.
+glibc's ``posix_spawn`` uses ``clone(CLONE_VFORK)``, so a start does not grow with the
+daemon's memory as a fork does. Every other descriptor of the daemon is close-on-exec.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import shutil
 import signal
 from collections.abc import Mapping, Sequence
 
-# Python starts with these ignored; an ignored disposition survives exec, a job must not
+# Python starts with these ignored, and an ignored disposition survives exec: a job must not
 # inherit it (what subprocess's restore_signals does).
 _RESTORED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, name)
@@ -40,9 +37,10 @@ class SpawnError(Exception):
 
 
 class _ProgramPaths:
-    """Where a bare program name is found in a PATH, as execvpe would search it; remembered,
-    since a search costs a stat per directory and a task runs the same program each time.
-    A remembered file that is gone is searched for again (``forget``)."""
+    """Where a bare program name is found in a PATH, as execvpe would search it, remembered.
+
+    A search costs a stat per directory and a task runs the same program each time. A remembered
+    file that is gone is searched for again."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[str, str], str] = {}
@@ -62,18 +60,15 @@ class _ProgramPaths:
         return found
 
     def forget(self, program: str, env: Mapping[str, str]) -> bool:
-        """Drop what was remembered for ``program``; whether there was anything."""
+        """Drop what was remembered for ``program``, and return whether there was anything."""
         return self._found.pop((program, env.get("PATH", os.defpath)), None) is not None
 
 
 def keep_descriptors_private() -> int:
-    """Mark every open descriptor but 0, 1 and 2 close-on-exec; returns how many were not.
+    """Mark every open descriptor but 0, 1 and 2 close-on-exec, and return how many were not.
 
-    A job must inherit only stdin, stdout and stderr. Every descriptor Python, uvloop and
-    asyncpg open is close-on-exec already (PEP 446); this covers the ones the daemon itself
-    inherited (from its parent, a test runner, an init) at start. A scan of /proc/self/fd costs
-    too much to repeat before every spawn; a handler that makes a descriptor inheritable on
-    purpose (``os.set_inheritable``) hands it to the jobs that follow."""
+    A job must inherit only stdin, stdout and stderr. Python, uvloop and asyncpg open theirs
+    close-on-exec already (PEP 446), so this covers what the daemon inherited at start."""
     changed = 0
     try:
         entries = os.listdir("/proc/self/fd")
@@ -93,12 +88,10 @@ def keep_descriptors_private() -> int:
 
 
 class Spawner:
-    """Starts commands (``spawn``); it remembers where their programs are.
+    """Starts commands (``spawn``), remembering where their programs are.
 
-    ``job_dir``: the directory commands start in, when it is not the daemon's own (the daemon
-    works in ``/``, its jobs where it was started). ``posix_spawn`` cannot change a child's
-    directory, so the daemon's own moves there for the spawn and back to ``daemon_dir``: a
-    moment in the loop's thread, between two of its steps."""
+    ``posix_spawn`` cannot change a child's directory, so for a ``job_dir`` the daemon moves
+    there for the spawn and back to ``daemon_dir``, between two steps of the loop."""
 
     def __init__(self, job_dir: str | None = None, daemon_dir: str = "/") -> None:
         keep_descriptors_private()
@@ -108,7 +101,7 @@ class Spawner:
         self.daemon_dir = daemon_dir
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, int, int]:
-        """Start ``argv``; returns its pid and the read ends of its stdout and stderr."""
+        """Start ``argv``, and return its pid and the read ends of its stdout and stderr."""
         if not argv or not argv[0]:
             raise SpawnError("cannot start an empty command")
         try:

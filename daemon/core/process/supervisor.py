@@ -1,6 +1,8 @@
-"""The child supervisor: runs a command to its end (own session and process group; SIGTERM,
-grace, SIGKILL when it is cancelled) and knows every child it started, by pid, so that the
-reaper leaves them alone."""
+"""The child supervisor: runs a command to its end and knows every child it started, by pid.
+
+The reaper leaves the recorded children alone, because a reaper that took them would hang
+uvloop's own wait.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def describe_returncode(returncode: int) -> CommandOutcome:
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
-    """Signal a whole process group; False when it no longer exists."""
+    """Signal a whole process group. False when it no longer exists."""
     try:
         os.killpg(pgid, signum)
     except ProcessLookupError:
@@ -63,7 +65,7 @@ class ChildSupervisor:
         self._poller = Poller()
         self._owned: set[int] = set()
         self._reaper = OrphanReaper(self._owned, clock)
-        self.watchdog = Watchdog()  # told of every group started; runs in ``guard_forever``
+        self.watchdog = Watchdog()  # told of every group started, runs in ``guard_forever``
 
     async def run_command(
         self,
@@ -76,17 +78,13 @@ class ChildSupervisor:
         terminated: Callable[[CommandOutcome], None] | None = None,
         key: str = "",
     ) -> CommandOutcome:
-        """Run ``argv`` to completion, streaming its lines to ``sink``; ``SpawnError`` when it
-        cannot start. ``valve``: the readers of the output that may hold it back (the pipes are
-        not read while one does), connected to the child for its life.
+        """Run ``argv`` to completion, streaming its lines to ``sink``, or raise ``SpawnError`` when
+        it cannot start.
 
-        Cancelling the calling task terminates the process group: SIGTERM, then SIGKILL after
-        ``grace_s()`` (asked at that moment, so a shutdown can shorten it); the cancellation is
-        re-raised once the group is gone, after ``terminated`` was told how the job really
-        ended (a job that catches SIGTERM may exit 0). What the leader leaves in its group when
-        it exits is terminated the same way. ``key`` (the run id) names the group to the
-        watchdog.
-        """
+        Cancelling the calling task ends the process group (SIGTERM, ``grace_s()``, SIGKILL) and
+        is raised again once the group is gone, after ``terminated`` was told how the job really
+        ended, since a job that catches SIGTERM may exit 0. ``grace_s`` is asked at that moment,
+        so that a shutdown can shorten it."""
         pid, out_read, err_read = self._spawn(argv, env)
         self._owned.add(pid)
         self.watchdog.watch(pid, key)
@@ -183,7 +181,7 @@ class ChildSupervisor:
 
     # -- the reaper ---------------------------------------------------------------------------
     def reap_orphans(self) -> list[int]:
-        """Wait for zombie children that are not ours; returns the pids reaped."""
+        """Wait for zombie children that are not ours, and return the pids reaped."""
         return self._reaper.reap()
 
     async def guard_forever(self, period_s: float = 1.0) -> None:

@@ -1,11 +1,8 @@
-"""The daemon's side of its watchdog (``watchdog_main``): a small process that ends the jobs'
-process groups when the daemon cannot, at a database run's lease deadline or at the daemon's
-own end, since a stopped or blocked daemon fires no timer of its own.
+"""The daemon's side of its watchdog (``watchdog_main``), the process that ends the jobs'
+process groups when the daemon cannot.
 
-Telling it costs one write of a line per job started (the group) and, for a database run, one
-per lease renewal (a line is shorter than PIPE_BUF: written whole or not at all); a job's end
-costs nothing (it sees the group empty itself). Should it die, it is started again and told
-every live group and deadline.
+A stopped or blocked daemon fires no timer of its own, so the deadlines live in another
+process. Each line is shorter than PIPE_BUF, so it is written whole or not at all.
 """
 
 from __future__ import annotations

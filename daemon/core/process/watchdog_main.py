@@ -1,20 +1,12 @@
 """The watchdog process: ends the jobs' process groups when the daemon itself cannot.
 
-The daemon starts it once (``python -I -S`` on this file, a pipe from the daemon as its stdin,
-one to the daemon as its stdout) and tells it, a line each, every job's process group and, for a
-database run, the monotonic time by which its lease must have been renewed. Fencing then holds
-whatever happens to the daemon process alone: a stopped daemon, a blocked event loop, a hung
-database link. Lines:
+A process of its own, so that fencing holds whatever happens to the daemon (stopped, its loop
+blocked, its database link hung). Standard library only: it imports nothing of the daemon.
+It reads a line per fact on its stdin, and kills every group it knows at the end of it:
 
 - ``W PGID [KEY]``: a job's process group was started (KEY: its run id);
-- ``D KEY AT``: the run KEY must be gone by AT (CLOCK_MONOTONIC seconds, shared by every
-  process of the machine): at AT its group is SIGKILLed, and ``K KEY PGID`` answered;
-- ``F KEY``: KEY has no deadline any more (its run is recorded).
-
-It forgets a group once the group is empty (its leader's pidfd, then a probe), so the daemon
-sends nothing at a job's end. At the end of its stdin (the daemon is gone, however it ended)
-it SIGKILLs every group it knows and exits. Only the standard library: it imports nothing of
-the daemon, and stays small.
+- ``D KEY AT``: KEY's group is SIGKILLed at AT (CLOCK_MONOTONIC s), answered ``K KEY PGID``;
+- ``F KEY``: KEY has no deadline any more.
 """
 
 from __future__ import annotations
@@ -30,7 +22,7 @@ READ_BYTES = 64 * 1024
 
 
 def _kill(pgid: int, signum: int) -> bool:
-    """Signal the group; False when it has no member left."""
+    """Signal the group. False when it has no member left."""
     try:
         os.killpg(pgid, signum)
     except ProcessLookupError:
@@ -132,7 +124,7 @@ class Watch:
 
 
 def main() -> None:
-    # Its own process group already (a terminal's ^C does not reach it); only its stdin's end
+    # Its own process group already, so a terminal's ^C does not reach it. Only its stdin's end
     # ends it: a signal meant for the daemon's group must not leave the jobs unguarded.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)

@@ -1,8 +1,6 @@
 """The run queue and the run lifecycle: every accepted run gets exactly one result.
 
-``queue`` holds the bounded FIFO (``RunQueue``), ``run`` the accepted run and its events,
-``records`` what a run is asked to do and what it came to. Submitters, the executor and the
-observers import these names from here.
+Submitters, the executor and the observers import these names from here.
 """
 
 from daemon.core.runqueue.queue import QueueStats, Rejected, RunQueue

@@ -1,11 +1,8 @@
 """A run's output flow: the readers that hold it back, each for a bounded time.
 
-A job's output is read as fast as it comes, unless a reader (the trigger that asked for the run,
-a ``runbroker logs -f``) falls behind: it then holds the output back, the job's pipes are not
-read, and the job blocks on them as it would writing into a pipe to a slow reader. A reader may
-hold it for at most ``hold_max_s`` at a time: one that has not caught up by then is let go (it
-loses lines from then on, counted and told) so that a reader that stopped reading never holds
-the executor for long.
+A reader that falls behind holds the job's pipes unread, so the job blocks as it would writing
+to a slow reader. The hold is bounded by ``hold_max_s``, so that a reader that stopped reading
+never holds the executor for long.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ LetGo = Callable[[], None]  # a holder, called when it is let go for holding too
 
 
 class OutputFlow:
-    """Who holds one run's output back; the child's pipes are paused while anyone does."""
+    """Who holds one run's output back. The child's pipes are paused while anyone does."""
 
     __slots__ = ("_holders", "_pause", "_resume", "hold_max_s")
 
@@ -49,9 +46,10 @@ class OutputFlow:
         return bool(self._holders)
 
     def hold(self, holder: LetGo) -> bool:
-        """``holder`` holds the output back until it ``release``s it, or for ``hold_max_s``
-        (then it is called, let go); False when nothing can be held (no child, or holding is
-        off)."""
+        """``holder`` holds the output back until it ``release``s it, or for ``hold_max_s``, when it
+        is called and let go.
+
+        False when nothing can be held (no child, or holding is off)."""
         if self._pause is None or self.hold_max_s <= 0:
             return False
         if holder not in self._holders:

@@ -1,11 +1,8 @@
 """The bounded FIFO run queue: every accepted run gets exactly one result.
 
-Submitting never blocks: a closed queue rejects first (``scheduler is shutting down``), then a
-full one (``run queue is full``). Capacity counts waiting runs only; the running one is not
-counted, and an idle queue (nothing waiting or running) always takes a run, since that run
-starts at once: capacity 0 means "run now or reject", never "reject everything". Listeners are
-plain callables invoked synchronously and must not block: the socket server buffers for its
-clients, so a slow client never stalls the executor.
+Submitting never blocks. Capacity counts waiting runs only, so that capacity 0 means "run now
+or reject", never "reject everything". Listeners are called synchronously and must not block,
+so that a slow client never stalls the executor.
 """
 
 from __future__ import annotations
@@ -33,7 +30,8 @@ _log = get_logger("runbroker.runqueue")
 
 
 class Rejected(Exception):
-    """A submission that was not accepted (by the queue; ``TaskRefused``: by its task);
+    """A submission the queue did not accept (``TaskRefused``: its task did not).
+
     ``reason`` is the wire reason, ``code`` the code beside it."""
 
     def __init__(self, reason: str, code: str) -> None:
@@ -82,8 +80,9 @@ class RunQueue:
         listener: Listener | None = None,
         watcher: Watcher | None = None,
     ) -> Run:
-        """Accept a run or raise ``Rejected``; never blocks. ``watcher`` hears the run's
-        "started" and "done" by kind (see ``Watcher``)."""
+        """Accept a run or raise ``Rejected``, never blocking.
+
+        ``watcher`` hears the run's "started" and "done" by kind (see ``Watcher``)."""
         if self._closed:
             self._rejected_closed += 1
             raise Rejected(REASON_CLOSED, CODE_SHUTTING_DOWN)
@@ -162,7 +161,7 @@ class RunQueue:
 
     # -- control ----------------------------------------------------------------------------
     def cancel_waiting(self, run_id: str, reason: str = REASON_USER_CANCEL) -> Run | None:
-        """Remove a waiting run and give it a cancelled result; None if it is not waiting."""
+        """Remove a waiting run and give it a cancelled result. None if it is not waiting."""
         run = self._waiting.pop(run_id, None)
         if run is None:
             return None

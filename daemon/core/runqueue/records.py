@@ -1,8 +1,7 @@
 """The records of a run: what a submitter asks for, what the run came to, what listeners hear.
 
-The per-run records are slotted and treated as immutable by convention (none is hashed or
-used as a key): a frozen dataclass sets each field through object.__setattr__, 1.5-2 us a
-record, and a run makes two to four of them.
+Slotted and immutable by convention rather than frozen, because a frozen dataclass sets each
+field through ``object.__setattr__`` and a run makes several records.
 """
 
 from __future__ import annotations
@@ -26,10 +25,9 @@ RunState = Literal["queued", "running", "done"]
 class RunRequest:
     """What a submitter asks for.
 
-    A database job's run also says which job it is: ``job`` (its name), ``attempt`` (1 for the
-    first) and ``scheduled_for`` (the occurrence, aware); the Postgres runner sets them, they
-    are None for every other run. The job sees them as ``RUNBROKER_JOB``, ``RUNBROKER_ATTEMPT``
-    and ``RUNBROKER_SCHEDULED_FOR`` (``job_context``)."""
+    A database job's run also says which job it is (``job``, ``attempt``, ``scheduled_for``),
+    set by the Postgres runner and None for every other run. The job sees them as
+    ``RUNBROKER_JOB`` and the rest (``job_context``)."""
 
     task: str = "default"
     trigger: Trigger = "external"
@@ -42,8 +40,10 @@ class RunRequest:
 
 
 def job_context(request: RunRequest) -> dict[str, str]:
-    """A job run's fields as the job sees them, as text (a handler's ``RunContext.context``;
-    ``RUNBROKER_`` before each name, a command's environment): those that are set."""
+    """A job run's fields that are set, as text, by their context names.
+
+    A handler sees them as ``RunContext.context``, a command with ``RUNBROKER_`` before each
+    name."""
     context: dict[str, str] = {}
     if request.job is not None:
         context[JOB] = request.job
@@ -69,7 +69,7 @@ class RunResult:
 
     @property
     def wire_code(self) -> str:
-        """The code the wire sends beside ``reason`` (``reasons.CODE_*``; empty: none)."""
+        """The code the wire sends beside ``reason`` (``reasons.CODE_*``, empty for none)."""
         if self.code or self.ok or not self.reason:
             return self.code
         if self.cancelled:

@@ -1,9 +1,7 @@
 """One accepted run and its lifecycle: queued, running, done, with exactly one result.
 
-``finish`` may be called any number of times; only the first counts. Listeners (a socket
-client's connection) hear every event of the run; the watcher (the run's owner, the Postgres
-runner) hears only "started" and "done". Both are plain callables invoked synchronously and
-must not block; one that raises is dropped, never lets the exception reach the executor.
+Only the first ``finish`` counts. Listeners are called synchronously and must not block, and
+one that raises is dropped, so that no listener can reach the executor.
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ def new_run_id() -> str:
 
 
 class Run:
-    """One accepted run. ``finish`` may be called any number of times; only the first counts."""
+    """One accepted run. Only the first ``finish`` counts."""
 
     def __init__(
         self, request: RunRequest, run_id: str | None = None, watcher: Watcher | None = None
@@ -94,8 +92,10 @@ class Run:
 
     def emit_fields(self, kind: str, fields: Mapping[str, Any]) -> None:
         """Tell every listener the event ``kind`` with the fields of one of ``protocol``'s
-        event constructors; a listener that raises is dropped (and logged), never lets the
-        exception reach the run's owner (the executor must outlive any listener)."""
+        constructors.
+
+        A listener that raises is dropped and logged, because the executor must outlive any
+        listener."""
         if not self._listeners:
             return
         event = Event(kind, fields)
@@ -109,7 +109,7 @@ class Run:
                 )
 
     def _tell_watcher(self, kind: str) -> None:
-        """The watcher hears "started" and "done"; like a listener, it is dropped if it raises."""
+        """Tell the watcher "started" and "done". Like a listener, it is dropped if it raises."""
         watcher = self._watcher
         if watcher is None:
             return
@@ -138,7 +138,7 @@ class Run:
         return time.monotonic() - self.started_monotonic
 
     def finish(self, result: RunResult) -> bool:
-        """Record the result and emit ``done``; returns False if the run already had one."""
+        """Record the result and emit ``done``. False if the run already had one."""
         if self.result is not None:
             return False
         self.result = result

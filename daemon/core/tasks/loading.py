@@ -16,28 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
+from daemon.core.tasks.busy_keys import busy_keys
 from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
-from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
+from daemon.core.tasks.tasks_file import TaskConfigError, duration_value, read_tasks_file
 from daemon.schedules import parse_schedule
-from daemon.schedules.interval import parse_duration
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-
-
-def _duration_field(where: str, key: str, value: Any) -> float:
-    if not isinstance(value, str):
-        raise TaskConfigError(f"{where}: {key} must be a duration string such as '30s'")
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise TaskConfigError(f"{where}: {key}: {exc}") from None
-    if seconds <= 0 and key != "grace":
-        raise TaskConfigError(f"{where}: {key} must be positive")
-    if seconds < 0:
-        raise TaskConfigError(f"{where}: {key} must not be negative")
-    return seconds
 
 
 def load_handler(ref: str, where: str) -> Handler:
@@ -73,12 +60,17 @@ _KEYS = {
     "interval",
     "schedule",
     "tz",
+    "misfire",
+    "catchup_window",
+    "on_busy",
+    "start_deadline",
     NOTIFY_TABLE,
 }
 
 
-def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
-    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake."""
+def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source: str = "") -> Task:
+    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake (with
+    the file's ``text`` and ``source``, a busy key's names its file and line)."""
     where = f"tasks.{name}"
     if not TASK_NAME.fullmatch(name):
         raise TaskConfigError(f"{where}: invalid task name")
@@ -117,8 +109,8 @@ def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
     ):
         raise TaskConfigError(f"{where}: allow_env must be a list of variable names")
     durations = {
-        key: _duration_field(where, key, table[key])
-        for key in ("timeout", "soft_timeout", "grace", "interval")
+        key: duration_value(f"{where}: {key}", table[key], zero_ok=key == "grace")
+        for key in ("timeout", "soft_timeout", "grace", "interval", "catchup_window")
         if key in table
     }
     schedule = None
@@ -134,6 +126,15 @@ def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
             raise TaskConfigError(f"{where}: set either 'interval' or 'schedule', not both")
     elif "tz" in table:
         raise TaskConfigError(f"{where}: 'tz' needs a 'schedule'")
+    misfire = table.get("misfire", MISFIRE_COALESCE)
+    if misfire not in MISFIRES:
+        raise TaskConfigError(f"{where}: misfire must be one of {', '.join(map(repr, MISFIRES))}")
+    catching_up = "misfire" in table or "catchup_window" in durations
+    if catching_up and schedule is None and "interval" not in durations:
+        raise TaskConfigError(
+            f"{where}: 'misfire' and 'catchup_window' need an interval or schedule"
+        )
+    on_busy, start_deadline_s = busy_keys(name, table, text, source)
     return Task(
         name=name,
         command=argv,
@@ -146,6 +147,10 @@ def task_from_table(name: str, table: Mapping[str, Any]) -> Task:
         grace_s=durations.get("grace"),
         interval_s=durations.get("interval"),
         schedule=schedule,
+        misfire=misfire,
+        catchup_window_s=durations.get("catchup_window"),
+        on_busy=on_busy,
+        start_deadline_s=start_deadline_s,
         notify=parse_notify_table(f"{where}.{NOTIFY_TABLE}", table.get(NOTIFY_TABLE)),
     )
 
@@ -167,7 +172,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise TaskConfigError(f"{source}: tasks.{name} must be a table")
-        tasks[name] = task_from_table(name, table)
+        tasks[name] = task_from_table(name, table, text, source)
     return with_defaults(tasks, document.get(NOTIFY_TABLE), source)
 
 
@@ -186,8 +191,9 @@ def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
 def tasks_from_bytes(
     data: bytes | None, source: str, default_command: tuple[str, ...]
 ) -> dict[str, Task]:
-    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command;
-    ``TaskConfigError`` naming ``source`` (and the line, for TOML syntax) at the first mistake."""
+    """The tasks of a tasks file's bytes (None: no file) plus ``default`` from the command.
+
+    ``TaskConfigError`` names ``source`` (and the line, for TOML syntax) at the first mistake."""
     tasks: dict[str, Task] = {}
     if data is not None:
         try:

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from daemon.core.tasks.notify_secret import SECRET_KEYS, Secret, read_secret
-from daemon.core.tasks.tasks_file import TaskConfigError
-from daemon.schedules.interval import parse_duration
+from daemon.core.tasks.tasks_file import TaskConfigError, duration_value
 
 NOTIFY_TABLE = "notify"
 KINDS = ("webhook", "ping", "command")
@@ -189,15 +188,7 @@ def _argv(where: str, value: Any) -> tuple[str, ...]:
 def _duration(where: str, key: str, value: Any, default_s: float | None = None) -> float:
     if value is None and default_s is not None:
         return default_s
-    if not isinstance(value, str):
-        raise TaskConfigError(f"{where}: {key} must be a duration string such as '30s'")
-    try:
-        seconds = parse_duration(value)
-    except ValueError as exc:
-        raise TaskConfigError(f"{where}: {key}: {exc}") from None
-    if seconds <= 0:
-        raise TaskConfigError(f"{where}: {key} must be positive")
-    return seconds
+    return duration_value(f"{where}: {key}", value)
 
 
 def merged(defaults: TaskNotify | None, own: TaskNotify | None) -> TaskNotify | None:

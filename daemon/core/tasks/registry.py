@@ -1,16 +1,8 @@
-"""What a task is and what it accepts: a command (argv) or a Python handler, the ``TaskRegistry``
-of the container's tasks, and the payload policy.
+"""What a task is and what it accepts, and the ``TaskRegistry`` of the container's tasks.
 
-A request naming an unknown task, or carrying args or env variables its task does not allow, is
-refused with a clear reason before anything runs: ``TaskRegistry.admit`` decides, for the socket
-server (before a run is queued) and for the executor (again, before it runs). The database never
-names a command: jobs name tasks, and only the container defines tasks.
-
-One registry is shared by every holder (the executor, the socket server, the Postgres runner,
-health); a reload swaps its contents at once (``replace``) and remembers the names it removed,
-so a run of such a task that is still queued ends with ``task 'X' was removed by a reload``
-when the executor reaches it. A queued run of a task the reload changed runs with the new
-definition, checked again against its policy.
+A request for an unknown task, or with args or env its task does not allow, is refused before
+anything runs. The database never names a command: jobs name tasks, and only the container
+defines tasks.
 """
 
 from __future__ import annotations
@@ -19,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.core.busy import OnBusy
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.core.tasks.notify_config import TaskNotify
@@ -77,7 +70,7 @@ Handler = Callable[[RunContext], Awaitable[dict[str, Any] | None]]
 
 
 class TaskRefused(Rejected):
-    """A request its task does not run (or no task of that name); ``reason`` says why."""
+    """A request its task does not run, or one for no such task. ``reason`` says why."""
 
     def __init__(self, reason: str, code: str = CODE_NOT_ALLOWED) -> None:
         super().__init__(reason, code)
@@ -96,6 +89,10 @@ class Task:
     grace_s: float | None = None
     interval_s: float | None = None
     schedule: Schedule | None = None
+    misfire: str = "coalesce"  # a slot planned while the daemon was down (``core.catchup``)
+    catchup_window_s: float | None = None  # older missed slots are recorded, never run
+    on_busy: OnBusy | None = None  # None: a trigger queues, a tick is skipped
+    start_deadline_s: float | None = None  # a tick not started this long after its slot: missed
     notify: TaskNotify | None = None  # who hears of its runs (``notify_config``)
 
     def refusal(self, request: RunRequest) -> str | None:
@@ -144,7 +141,7 @@ class TaskRegistry:
         return {name: task.grace_s for name, task in self.tasks.items()}
 
     def admit(self, request: RunRequest) -> Task:
-        """The task that runs ``request``; ``TaskRefused`` when there is none or it refuses."""
+        """The task that runs ``request``, or ``TaskRefused`` when there is none or it refuses."""
         task = self.tasks.get(request.task)
         if task is None:
             removed = self.removed.get(request.task)

@@ -1,11 +1,8 @@
-"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``, opened so
-that nothing about it can block the event loop.
+"""Reading the tasks file's bytes: a regular file of at most ``TASKS_FILE_MAX_BYTES``.
 
-The path is opened with ``O_NONBLOCK`` (a FIFO with no writer, a device: the open returns at
-once) and checked with ``fstat`` before a byte is read: only a regular file is read, and only
-up to the bound, so a FIFO, a device or a huge file put in its place is refused instead of
-hanging PID 1 or holding its memory. Every refusal is a ``TaskConfigError`` naming the file:
-exit 2 at start-up, a refused reload later.
+Opened with ``O_NONBLOCK`` and checked with ``fstat`` before a byte is read, so that a FIFO, a
+device or a huge file put in its place is refused instead of hanging PID 1 or filling its
+memory.
 """
 
 from __future__ import annotations
@@ -13,6 +10,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+from daemon.schedules.interval import parse_duration
 
 TASKS_FILE_MAX_BYTES = 1 << 20  # 1 MiB: hundreds of times any real tasks file
 _KINDS = {
@@ -25,12 +25,14 @@ _KINDS = {
 
 
 class TaskConfigError(ValueError):
-    """The tasks file or the default command is wrong; the message names the place."""
+    """The tasks file or the default command is wrong. The message names the place."""
 
 
 def read_tasks_file(path: Path) -> bytes:
-    """The file's bytes; ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it
-    cannot be read or is not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
+    """The file's bytes.
+
+    ``FileNotFoundError`` when there is none, ``TaskConfigError`` when it cannot be read or is
+    not a regular file of at most ``TASKS_FILE_MAX_BYTES``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
@@ -65,3 +67,18 @@ def _bounded_read(fd: int, path: Path) -> bytes:
             "tasks file may hold"
         )
     return b"".join(chunks)
+
+
+def duration_value(place: str, value: Any, *, zero_ok: bool = False) -> float:
+    """A duration key's seconds, or a ``TaskConfigError`` that starts with ``place``."""
+    if not isinstance(value, str):
+        raise TaskConfigError(f"{place} must be a duration string such as '30s'")
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise TaskConfigError(f"{place}: {exc}") from None
+    if seconds < 0 and zero_ok:
+        raise TaskConfigError(f"{place} must not be negative")
+    if seconds <= 0 and not zero_ok:
+        raise TaskConfigError(f"{place} must be positive")
+    return seconds

@@ -115,7 +115,7 @@ def schedule_spec(args: argparse.Namespace) -> str:
 
 
 def checked_add(args: argparse.Namespace) -> str:
-    """``jobs add``'s name, task and attempts, checked; returns the name as it is stored."""
+    """``jobs add``'s name, task and attempts, checked. Returns the name as it is stored."""
     name: str = args.name.strip()
     if not name or any(c.isspace() for c in name) or len(name) > 200:
         raise UsageError(f"bad job name {args.name!r}: 1-200 characters, no spaces")

@@ -1,10 +1,7 @@
 """``runbroker jobs ...`` and ``runbroker migrate``: scheduled jobs in PostgreSQL.
 
-Exit codes: 0 done; 1 it could not be done (no such job, job busy, database unreachable or
-not migrated); 2 usage error or bad input (schedule, zone, an interval below the floor, payload,
-a dependency on a job that does not exist, a name already taken, a number out of range), in
-which case nothing is written. Every subcommand
-takes ``--json``; without it the output is for people.
+Exit 1 when it could not be done (no such job, job busy, database away), 2 for a usage error
+or bad input, which writes nothing.
 """
 
 from __future__ import annotations

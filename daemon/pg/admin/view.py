@@ -1,17 +1,7 @@
 """How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables.
 
-The ``jobs list`` table shows times as wall times in each job's own zone, with the offset
-(``2027-01-01 09:00:00+01:00``; UTC jobs as ``...Z``), and so do the run times in the ``jobs
-history`` table: one job's times read the same in both. JSON stays UTC.
-
-The ``--json`` shapes are stable (times are RFC 3339 UTC or null):
-
-- ``jobs list --json``: ``{"jobs": [...]}``, each ``{name, task, schedule, tz, enabled, state,
-  next_run_at, scheduled_for, attempt, max_attempts, misfire, depends_on: [{job, policy}],
-  lease_owner, last_run_at, last_status, last_error}``.
-- ``jobs history [NAME] --json``: ``{"runs": [...]}``, newest first, each ``{id, job,
-  scheduled_for, attempt, status, owner, claimed_at, started_at, finished_at, duration_ms,
-  error, output}``.
+The tables show times in each job's own zone, so one job's times read the same in both tables.
+The ``--json`` shapes are stable and stay in UTC: scripts read them.
 """
 
 from __future__ import annotations
@@ -38,8 +28,9 @@ def _zone(tz: str) -> ZoneInfo | None:
 
 
 def local_time(value: datetime | None, tz: str) -> str:
-    """``value`` as a wall time in the zone ``tz`` with its UTC offset, for the tables
-    (``2027-01-01 09:00:00+01:00``); UTC as ``...Z``; ``-`` for none."""
+    """``value`` as a wall time in the zone ``tz`` with its UTC offset, for the tables.
+
+    ``2027-01-01 09:00:00+01:00``, UTC as ``...Z``, and ``-`` for none."""
     if value is None:
         return "-"
     if value in (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)):
@@ -51,7 +42,7 @@ def local_time(value: datetime | None, tz: str) -> str:
 
 
 def schedule_text(job: JobInfo) -> str:
-    """The schedule with its zone; a one-shot's time in that zone (it is stored in UTC)."""
+    """The schedule with its zone, a one-shot's time in that zone (it is stored in UTC)."""
     spec = job.schedule
     try:
         parsed = parse_schedule(spec, job.tz)
@@ -119,7 +110,7 @@ def jobs_table(jobs: Sequence[JobInfo]) -> str:
         return "no jobs"
     rows = []
     for job in jobs:
-        # running: the occurrence in flight; else when it next runs (for a retry: the retry)
+        # running: the occurrence in flight, else when it next runs (for a retry: the retry)
         next_run = job.scheduled_for if job.state == "running" else job.next_run_at
         last = job.last_status or "-"
         if job.state == "retrying":

@@ -1,5 +1,6 @@
-"""Job store: the runner's port (``base``), PostgreSQL (``postgres``, its SQL in ``queries``),
-a fake (``memory``); the records of the ``jobs`` commands are in ``admin_records``."""
+"""Job store: the runner's port (``base``), PostgreSQL (``postgres``, its SQL in ``queries``) and
+a fake (``memory``).
+"""
 
 from daemon.pg.store.base import (
     Claimed,

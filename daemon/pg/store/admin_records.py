@@ -1,7 +1,7 @@
-"""The records and errors of the administration (``runbroker jobs``): not the runner's port.
+"""The records and errors of the administration (``runbroker jobs``), apart from the runner's
+port.
 
-``PostgresStore.admin`` takes a ``NewJob`` and answers with ``JobInfo`` and ``RunInfo``; a command
-that cannot be carried out raises a ``JobError`` whose text is the user's message.
+A command that cannot be carried out raises a ``JobError`` whose text is the user's message.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from daemon.pg.store.base import Dependency, Misfire
 
 
 class JobError(Exception):
-    """A ``jobs`` command that cannot be carried out; ``str()`` is the user's message."""
+    """A ``jobs`` command that cannot be carried out. ``str()`` is the user's message."""
 
 
 class JobNotFound(JobError):

@@ -1,9 +1,7 @@
 """The runner's port to its job store: the records it reads and writes, and ``JobStore``.
 
-The port is narrow on purpose: claim due jobs, heartbeat leases, write run records, read the
-scheduler flags and dependency states, prune, listen. Administration (``jobs add`` and
-friends) is beside it (``PostgresStore.admin``), its records in ``admin_records``. Times are
-aware UTC datetimes; "now" is always the database's clock, which ``claim`` hands to the planner.
+Narrow on purpose: the administration of ``runbroker jobs`` is beside it, not in it. Times are
+aware UTC datetimes, and "now" is always the database's clock.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ FinalStatus = Literal["succeeded", "failed", "cancelled"]
 
 
 class StoreUnavailable(Exception):
-    """The database cannot be reached now; the caller retries with backoff."""
+    """The database cannot be reached now, and the caller retries with backoff."""
 
 
 class StoreSchemaMissing(Exception):
@@ -52,8 +50,8 @@ class DueJob:
     needs_schedule: bool
     lease_owner: str | None  # set: another replica's lease expired
     current_run_id: int | None
-    # set: why the row cannot be run as written (a payload or depends_on that cannot be read);
-    # its run fails with this reason instead of running, and every other job goes on
+    # set: why the row cannot be run as written (a payload or depends_on that cannot be read).
+    # Its run fails with this reason instead of running, and every other job goes on.
     unusable: str | None = None
 
 
@@ -99,8 +97,9 @@ class Claimed:
 
 
 class ClaimIncomplete(Exception):
-    """A claim failed after committing some runs: ``claimed`` are this replica's now (start
-    them, or release them); ``__cause__`` is what failed."""
+    """A claim failed after committing some runs.
+
+    ``claimed`` are this replica's now, to start or release. ``__cause__`` is what failed."""
 
     def __init__(self, claimed: list[Claimed]) -> None:
         super().__init__(f"the claim failed after claiming {len(claimed)} runs")
@@ -122,7 +121,7 @@ class Finish:
     retry_in_s: float | None  # a retry: next_run_at = database now + this
     scheduled_for: datetime | None  # kept for a retry, None when the occurrence is over
     attempt: int  # kept for a retry, 0 when the occurrence is over
-    # the occurrence after next_run_at (NO_OCCURRENCE: none); None: not known (a retry)
+    # the occurrence after next_run_at (NO_OCCURRENCE: none, None: not known, as for a retry)
     following_run_at: datetime | None = None
 
 
@@ -182,7 +181,7 @@ class Outlook:
     """One look at the database: the scheduler flags and how soon something is due."""
 
     flags: SchedulerFlags
-    # the earliest next_run_at or lease expiry, from now; None: none (PostgresStore: or not
+    # the earliest next_run_at or lease expiry, from now (None: none, or for PostgresStore not
     # looked at, while the scheduler is paused or disabled)
     due_in_s: float | None
 

@@ -1,11 +1,8 @@
 """What a run's record may hold, made storable: PostgreSQL's ``jsonb`` and ``text`` refuse what
 Python's strings and json allow.
 
-``jsonb`` refuses ``\\u0000`` and a lone surrogate (``\\ud800``), and NaN and the infinities are
-not JSON at all; ``text`` refuses NUL. A handler's output or a run's error holding one of them
-would fail the statement that writes it, and with it every other record of its batch. Each such
-character becomes U+FFFD (a surrogate pair stays the character it stands for) and each
-non-finite number becomes null; anything else is kept as it is.
+A NUL, a lone surrogate or a non-finite number in a handler's output would fail the statement
+that writes it, and with it every other record of its batch.
 """
 
 from __future__ import annotations
@@ -31,9 +28,10 @@ def text_safe(text: str) -> str:
 
 
 def jsonb_safe(value: Any) -> Any:
-    """``value`` (a decoded JSON value) as ``jsonb`` stores it; ``TypeError`` when it holds
-    something that is not JSON at all (a set, an object). Costs one ``json.dumps`` when there
-    is nothing to clean, the usual case."""
+    """``value`` (a decoded JSON value) as ``jsonb`` stores it.
+
+    ``TypeError`` when it holds something that is not JSON at all (a set, an object). Costs one
+    ``json.dumps`` in the usual case, when there is nothing to clean."""
     try:
         encoded = json.dumps(value, allow_nan=False)
     except ValueError:  # NaN or an infinity
@@ -45,7 +43,7 @@ def jsonb_safe(value: Any) -> Any:
     return value
 
 
-MAX_DEPTH = 400  # levels cleaned; deeper is refused as not JSON (well within the recursion limit)
+MAX_DEPTH = 400  # levels cleaned: deeper is refused as not JSON (well within the recursion limit)
 
 
 def _cleaned(value: Any, depth: int) -> Any:

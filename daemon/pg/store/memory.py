@@ -1,8 +1,7 @@
 """An in-memory ``JobStore`` for unit tests: the same rules as the SQL, on dicts, one replica.
 
-Time comes from ``clock`` (a callable returning aware UTC datetimes) so tests can move it.
-``outage`` makes every call raise ``StoreUnavailable`` until cleared; ``notify`` delivers a
-message to the listeners, as a trigger's NOTIFY would.
+Time comes from ``clock`` so that tests can move it, and ``outage`` makes every call fail until
+cleared.
 """
 
 from __future__ import annotations
@@ -67,7 +66,8 @@ class MemoryStore:
             sub.drop()
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-        """Wait (on store calls, not a timer loop) until ``predicate()``; TimeoutError if not."""
+        """Wait until ``predicate()``, checked on store calls rather than a timer. TimeoutError if
+        not."""
         async with asyncio.timeout(timeout_s):
             while not predicate():
                 changed = self._changed

@@ -1,8 +1,7 @@
 """Schema migrations: the numbered ``.sql`` files shipped in ``daemon/pg/store/migrations``.
 
-``NNNN_name.sql`` files are applied in order, each in its own transaction, and recorded in
-``runbroker_migrations``; ``store.migrator.migrate`` holds an advisory lock meanwhile, so
-several replicas may run ``runbroker migrate`` at once and the second finds nothing to do.
+Each file is applied in its own transaction under an advisory lock, so several replicas may run
+``runbroker migrate`` at once and the second finds nothing to do.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ class Migration:
 
 
 def load_migrations() -> list[Migration]:
-    """Every migration file, in version order; a duplicate version is a packaging bug."""
+    """Every migration file, in version order. A duplicate version is a packaging bug."""
     found: dict[int, Migration] = {}
     folder = resources.files("daemon.pg.store") / "migrations"
     for entry in folder.iterdir():

@@ -1,11 +1,8 @@
 """The claim's plain case, written once: when a due row runs its own occurrence as attempt 1
 with nothing else to decide.
 
-Its conditions are data that both render to SQL (the ``plain`` column of ``CLAIM_PLAIN``) and
-evaluate in Python (``plan_claim`` asks ``is_plain`` first), so the statement cannot drift from
-the planner. Only where the two read one fact differs: the occurrence after next_run_at comes
-from ``following_run_at`` in SQL (NULL, not known: the planner decides) and from the schedule
-in Python.
+Its conditions are data that both render to SQL (``CLAIM_PLAIN``) and evaluate in Python
+(``plan_claim``), so the statement cannot drift from the planner.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from daemon.pg.store.base import DueJob
 # A time a row holds outside these is out of range: BC and '-infinity' (which the claim reads as
 # the year 1, the earliest time Python holds), 'infinity' and the years after 9999 (read as the
 # last day of 9999), or a time that no zone's wall clock can hold. ``plan_claim`` takes such a
-# time as unset; the plain case never runs one.
+# time as unset, and the plain case never runs one.
 EARLIEST_USABLE = datetime(1, 1, 2, tzinfo=UTC)
 LATEST_USABLE = datetime(9999, 12, 30, tzinfo=UTC)
 
@@ -42,7 +39,7 @@ class Seen:
 
 class Condition(Protocol):
     def sql(self, grace_s: str) -> str:
-        """The condition in SQL; ``grace_s``: the statement's expression of the grace."""
+        """The condition in SQL, ``grace_s`` being the statement's expression of the grace."""
         ...
 
     def holds(self, seen: Seen) -> bool: ...

@@ -21,7 +21,7 @@ FALSE_WORDS = ("false", "0", "no", "off")
 
 
 def flag_value(value: Any, default: bool) -> bool:
-    """A settings value as a bool: JSON true/false, or the words above; else the default."""
+    """A settings value as a bool: JSON true or false, or the words above, else the default."""
     if isinstance(value, bool):
         return value
     text = str(value).strip(BLANKS).lower() if value is not None else ""

@@ -4,13 +4,11 @@ and JSON, and its exit codes."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from daemon import exits
-from daemon import settings as settings_module
 from daemon.face import cli
 from daemon.face.upcoming import render_next
 
@@ -25,11 +23,7 @@ command = ["true"]
 
 
 @pytest.fixture
-def tasks_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+def tasks_file(clean_env: None, tmp_path: Path) -> Path:
     path = tmp_path / "tasks.toml"
     path.write_text(TASKS)
     return path

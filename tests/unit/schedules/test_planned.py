@@ -151,7 +151,7 @@ class _RecordingTicker(Ticker):
         self.clock[0] += timedelta(seconds=seconds)
         await asyncio.sleep(0)
 
-    def fire(self, plan: TickPlan) -> bool:
+    def fire(self, plan: TickPlan, planned_at: float | None = None, note: str = "") -> bool:
         self.times.append(self.clock[0])
         if len(self.times) >= self.limit:
             self.done.set()

@@ -1,10 +1,7 @@
 """The job store on PostgreSQL: the only package that imports asyncpg.
 
-``PostgresStore`` (``runner_store``) is the runner's ``JobStore`` and owns the one lazily
-connecting pool (``pool``); the administration of the ``jobs`` commands (``admin_store``,
-``store.admin``) and ``migrate`` (``migrator``, ``store.migrator``) are built on that pool
-beside it; the LISTEN has a connection of its own (``listen``). Rows are decoded and batches
-encoded in ``rows``; every SQL statement is in ``daemon.pg.store.queries``.
+``PostgresStore`` owns the one pool, which the administration and the migrator share. The
+LISTEN has a connection of its own, because it is held for as long as the runner runs.
 """
 
 from daemon.pg.store.postgres.runner_store import PostgresStore

@@ -34,8 +34,10 @@ from daemon.pg.store.queries.admin import (
 
 
 class PgAdminStore:
-    """Jobs added, listed, removed, enabled, disabled and run now; the run history. Built on the
-    pool of the ``PostgresStore`` it stands beside (``store.admin``)."""
+    """The ``jobs`` commands' side of the store: jobs added, listed, removed, enabled, disabled,
+    run now, and the run history.
+
+    Built on the pool of the ``PostgresStore`` it stands beside (``store.admin``)."""
 
     def __init__(self, pool: PgPool) -> None:
         self._pool = pool
@@ -93,7 +95,7 @@ class PgAdminStore:
         return job_info(row)
 
     async def run_now(self, name: str) -> JobInfo:
-        """Make the job due now and wake every replica; refused while it runs or is disabled."""
+        """Make the job due now and wake every replica. Refused while it runs or is disabled."""
         async with self._pool.connection() as conn, conn.transaction():
             row = await conn.fetchrow(LOCK_JOB, name)
             if row is None:

@@ -15,7 +15,7 @@ from daemon.pg.store.queries.runs import PING
 
 
 class PgListening:
-    """A LISTEN on its own connection; ``lost`` once the connection closes."""
+    """A LISTEN on its own connection. ``lost`` once the connection closes."""
 
     def __init__(self, conn: asyncpg.Connection, on_message: Callable[[str], None]) -> None:
         self._conn = conn

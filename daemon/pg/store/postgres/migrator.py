@@ -15,9 +15,10 @@ from daemon.pg.store.queries.admin import (
 
 
 class PgMigrator:
-    """Applies the migration files (``daemon.pg.store.migrate`` reads them); safe from several
-    replicas at once: the second waits for the lock and finds nothing to do. Built on the pool
-    of the ``PostgresStore`` it stands beside (``store.migrator``)."""
+    """Applies the migration files (``daemon.pg.store.migrate`` reads them).
+
+    Safe from several replicas at once: the second waits for the lock and finds nothing to do.
+    Built on the pool of the ``PostgresStore`` it stands beside (``store.migrator``)."""
 
     def __init__(self, pool: PgPool) -> None:
         self._pool = pool

@@ -1,9 +1,8 @@
 """The PostgreSQL store's connections: a lazily connecting pool, and the errors it maps.
 
-A lazily connecting asyncpg pool serves the runner and the ``jobs`` commands; the LISTEN gets
-a connection of its own (``connect``). Connection trouble surfaces as ``StoreUnavailable``
-(retry later), a schema that was never migrated as ``StoreSchemaMissing``. The DSN is never
-logged or put in an error message.
+Connection trouble surfaces as ``StoreUnavailable`` and an unmigrated schema as
+``StoreSchemaMissing``, so callers retry the one and report the other. The DSN is never logged
+or put in an error message.
 """
 
 from __future__ import annotations
@@ -50,9 +49,10 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 async def _keep_session(_conn: asyncpg.Connection) -> None:
-    """The pool's reset: nothing to undo. The store never changes session state (no SET, no
-    LISTEN on pooled connections, the migration lock is released in ``finally``); asyncpg
-    still rolls back an open transaction. Saves asyncpg's reset query: a round trip per use."""
+    """The pool's reset: nothing to undo, which saves asyncpg's reset query, a round trip per use.
+
+    The store never changes session state (no SET, no LISTEN on pooled connections, the migration
+    lock released in ``finally``). asyncpg still rolls back an open transaction."""
 
 
 def transaction_if(
@@ -100,7 +100,7 @@ class PgPool:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection; maps driver errors onto the store's exceptions."""
+        """A pooled connection, with driver errors mapped onto the store's exceptions."""
         try:
             pool = await self._get_pool()
             async with pool.acquire(timeout=self._connect_timeout_s) as conn:

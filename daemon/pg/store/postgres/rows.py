@@ -1,8 +1,7 @@
 """What the PostgreSQL store's rows mean in Python, and what it sends as JSON.
 
-Rows become the port's records (``DueJob``, ``JobInfo``); a batch of plans or finishes goes
-out as one JSON text, times as integer microseconds since the epoch. Decoding never fails for
-what one row holds: a row written by hand must not fail every other row's claim or listing.
+Decoding never fails for what one row holds, because a row written by hand must not fail every
+other row's claim or listing.
 """
 
 from __future__ import annotations
@@ -135,7 +134,7 @@ def due_job(row: asyncpg.Record) -> DueJob:
 
 
 def parse_dependencies(value: Any) -> tuple[Dependency, ...]:
-    """The ``depends_on`` column; entries that are not {"job": str, ...} are ignored."""
+    """The ``depends_on`` column. Entries that are not {"job": str, ...} are ignored."""
     deps: list[Dependency] = []
     for item in value if isinstance(value, list) else []:
         if isinstance(item, dict) and isinstance(item.get("job"), str):

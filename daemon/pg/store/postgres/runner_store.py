@@ -1,7 +1,7 @@
-"""The runner's ``JobStore`` on PostgreSQL: claim, outlook, heartbeat, write, dependencies,
-prune, listen and the schema's version. It owns the one pool; the administration (``admin``)
-and the migrator (``migrator``) are built on it beside the runner's side. Its statements are in
-``queries.claim`` and ``queries.runs``."""
+"""The runner's ``JobStore`` on PostgreSQL, over the one pool it owns.
+
+Its statements are in ``queries.claim`` and ``queries.runs``.
+"""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ from daemon.pg.store.scheduler_flags import read_flags
 
 
 class PostgresStore:
-    """What the Postgres runner asks of its store (``JobStore``), over the pool it owns; the
-    ``jobs`` commands' side is ``admin``, ``runbroker migrate``'s is ``migrator``."""
+    """What the Postgres runner asks of its store (``JobStore``), over the pool it owns.
+
+    The ``jobs`` commands' side is ``admin``, ``runbroker migrate``'s is ``migrator``."""
 
     def __init__(self, dsn: str, *, max_size: int = 4, connect_timeout_s: float = 5.0) -> None:
         self._pool = PgPool(dsn, max_size=max_size, connect_timeout_s=connect_timeout_s)
@@ -66,10 +67,11 @@ class PostgresStore:
         *,
         misfire_grace_s: float = 0.0,
     ) -> list[Claimed]:
-        """The plain case in one statement (CLAIM_PLAIN); the planner's transaction only for
-        the due rows that statement left (retries, expired leases, missed occurrences, rows
-        written by hand). Two commits: when the second fails, ``ClaimIncomplete`` carries the
-        runs the first one claimed."""
+        """The plain case in one statement (``CLAIM_PLAIN``), and the planner's transaction only for
+        the rows it left (retries, expired leases, missed occurrences, rows written by hand).
+
+        Two commits: when the second fails, ``ClaimIncomplete`` carries the runs the first
+        claimed."""
         if limit <= 0:
             return []
         async with self._pool.connection() as conn:
@@ -116,7 +118,7 @@ class PostgresStore:
         )
 
     async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> Renewal:
-        """The leases renewed; for the others (rare: a lease lost), which jobs are gone."""
+        """The leases renewed, and for the others (rare: a lease lost) which jobs are gone."""
         if not job_ids:
             return Renewal(set())
         async with self._pool.connection() as conn:

@@ -1,14 +1,8 @@
 """The runner's claim: the statements that find due jobs and lease them, and the look ahead.
 
-The due condition and ORDER BY match scheduled_jobs_due_idx (partial on enabled, on
-next_run_at), so finding due rows is an index range scan whatever the table's size. An expired
-lease is due like an occurrence: a leased row keeps its occurrence (<= now) in next_run_at, and
-the lease filter skips only the runs in flight now (migration 0003).
-
-Each statement is a constant built at import from the fragments below, each written once: the
-due rows' columns and filter (shared by ``SELECT_DUE`` and ``CLAIM_PLAIN``), the scheduler's
-flags (their words are ``scheduler_flags``'s, shared with ``OUTLOOK``) and the plain case
-(``plain_case``'s, which the planner evaluates too).
+The due condition and ORDER BY match ``scheduled_jobs_due_idx``, so finding due rows is an
+index range scan whatever the table's size. Each statement is built at import from fragments
+written once, shared with the planner where it decides the same case.
 """
 
 from daemon.pg.store.plain_case import plain_sql
@@ -52,8 +46,8 @@ _DUE_COLUMNS = """id, name, task_type, payload::text AS payload, schedule, time_
     max_attempts, misfire, nullif(depends_on, '[]'::jsonb)::text AS depends_on,
     needs_schedule, lease_owner, current_run_id"""
 
-# The due rows, locked: enabled, due, not leased, the scheduler neither paused nor disabled;
-# at most $1, in the order they fell due.
+# The due rows, locked: enabled, due, not leased, the scheduler neither paused nor disabled.
+# At most $1, in the order they fell due.
 _DUE_ROWS = f"""FROM scheduled_jobs
 WHERE enabled AND next_run_at <= now()
   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
@@ -71,7 +65,7 @@ SELECT {_DUE_COLUMNS},
 
 # The plain case in one statement (``plain_case.PLAIN_CASE``, $4 the misfire grace in seconds):
 # a run for (next_run_at, attempt 1), the job leased, nothing else changed. Every due row it
-# locked comes back; those without a run_id are left to the planner's path.
+# locked comes back, and those without a run_id are left to the planner.
 CLAIM_PLAIN = f"""
 WITH due AS MATERIALIZED (
     SELECT {_DUE_COLUMNS}, next_run_at,
@@ -96,13 +90,10 @@ SELECT due.id, due.name, due.task_type, due.payload, due.schedule, due.time_zone
 FROM due LEFT JOIN runs ON runs.job_id = due.id
 """  # noqa: S608 (built from the constants above)
 
-# A claim's plans are applied in the claim's transaction, in one statement: abandon the expired
-# runs, insert the new run rows (their ids drawn up front, so the jobs' update needs no join
-# with the inserted rows), then lease or reschedule the jobs. The plans come as one JSON
-# array of arrays (``plans_json`` in ``postgres/rows.py``, times in microseconds since the
-# epoch): asyncpg encodes a JSON text far more cheaply than ten typed arrays. The jobs are
-# fetched by primary key (``s.id = ANY(ARRAY(...))``), so the plan stays linear in the batch
-# (see FINISH in ``runs``).
+# A claim's plans applied in one statement of the claim's transaction: abandon the expired runs,
+# insert the new run rows, then lease or reschedule the jobs. The plans come as one JSON array
+# of arrays (``plans_json``), because asyncpg encodes one JSON text far more cheaply than ten
+# typed arrays. The jobs are fetched by primary key, so the plan stays linear in the batch.
 CLAIM = """
 WITH p AS MATERIALIZED (
     SELECT (e->>0)::bigint AS job_id, (e->>1)::bool AS run,
@@ -143,12 +134,9 @@ WITH p AS MATERIALIZED (
 SELECT job_id, id AS run_id FROM runs
 """
 
-# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due: the
-# first unleased next_run_at (in scheduled_jobs_due_idx order, past the runs in flight) or the
-# earliest lease expiry. Leased rows have next_run_at <= now, so the second is a range scan of
-# what is due now. It is evaluated only while claiming (not paused, not disabled), and the claim
-# loop looks only after a claim that was not full: what is due now is then hardly more than the
-# runs in flight.
+# The claim loop's one look per wake-up: the flags, and how soon the earliest job is due (the
+# first unleased next_run_at, or the earliest lease expiry). The loop looks only after a claim
+# that was not full, so what it scans past is hardly more than the runs in flight.
 OUTLOOK = f"""
 SELECT
     (SELECT value FROM runbroker_settings WHERE key = {_text(PAUSED_KEY)}) AS paused,

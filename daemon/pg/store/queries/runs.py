@@ -23,18 +23,12 @@ FROM unnest($1::bigint[], $2::timestamptz[]) AS x(id, started_at)
 WHERE r.id = ANY($1::bigint[]) AND r.id = x.id AND r.status = 'queued' AND r.owner = $3
 """
 
-# A finish is written only while the job is still leased by us for this very run; a schedule
-# edited by hand meanwhile (needs_schedule) is recomputed by the next claim. It notifies when
-# it released any job (the row trigger leaves finishes to it, migration 0004; a data-modifying
-# CTE runs to the end, so its RETURNING is evaluated for every row): a released lease lets
-# dependants go on, and every replica's timer learns the new next_run_at. The batch
-# comes as one JSON array of arrays (``finishes_json`` in ``postgres/rows.py``), times as
-# integer microseconds since the epoch.
-# The plan must stay linear in the batch whatever the statistics say: the batch is
-# materialized once, its rows fetch the jobs by primary key, and the owner comes in as a
-# column of each element (one value repeated) so that it is a join condition, not a scan
-# filter whose estimate (the owner is rarely in the statistics: "1 row") once made the planner
-# rescan the batch for every row (10-20 ms per 100 finishes instead of 2-3 ms).
+# A finish is written only while the job is still leased by us for this very run. It notifies
+# when it released a job (migration 0004 leaves finishes to it), so that dependants go on and
+# every replica's timer learns the new next_run_at. The batch is one JSON array of arrays
+# (``finishes_json``). The owner comes in as a column of each element, a join condition rather
+# than a filter, because the planner's estimate of a filter on it made the plan rescan the
+# batch for every row.
 FINISH = """
 WITH f AS MATERIALIZED (
     SELECT (e->>0)::bigint AS job_id, (e->>1)::bigint AS run_id, e->>2 AS status,

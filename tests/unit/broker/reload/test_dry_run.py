@@ -3,19 +3,15 @@ next time before and after, and nothing changed."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.reload.dry_run import dry_run_answer
-from daemon.broker.signals import Signals
-from daemon.core.tasks import build_registry
-from daemon.settings import load_settings
 from daemon.wire.protocol import ControlRequest
+from tests.unit.broker.reload.conftest import MakeBroker
 
 TASKS = """
 [tasks.keep]
@@ -51,18 +47,16 @@ NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Broker:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+def tasks_file(tmp_path: Path) -> Path:
+    """This module's tasks file, in place of the reload tests' own."""
     path = tmp_path / "tasks.toml"
     path.write_text(TASKS)
-    monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
-    monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
-    monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(path))
-    settings = load_settings()
-    return Broker(settings, build_registry((), path, file_required=True), Signals())
+    return path
+
+
+@pytest.fixture
+def broker(make_broker: MakeBroker) -> Broker:
+    return make_broker()
 
 
 def test_the_plan_says_what_changes_and_how_the_next_times_move(broker: Broker) -> None:

@@ -1,0 +1,146 @@
+"""What a restart does with the slots a task's schedule planned while the daemon was down.
+
+``misfire = "coalesce"`` runs the newest slot within ``catchup_window`` once, at start, and
+records the older ones in the window as covered by it; ``"skip"`` runs none. Slots older than
+the window are recorded as missed either way: a nightly job down for a week runs once, not
+seven times, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, SKIPPED, Slot
+from daemon.core.tick_slots import TickSlots
+from daemon.schedules.base import Schedule
+from daemon.schedules.every import EverySchedule
+
+MISFIRE_COALESCE = "coalesce"
+MISFIRE_SKIP = "skip"
+MISFIRES = (MISFIRE_COALESCE, MISFIRE_SKIP)
+COVERED_AT_START = "covered by the catch-up run at start"
+SLOTS_SCANNED_MAX = 100_000  # a longer gap is counted up to this, and said to be longer
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Planned slots told by count, as the record settles them: in one entry."""
+
+    count: int = 0
+    first_at: float = 0.0  # Unix seconds, when count > 0
+    newest_at: float = 0.0  # the last one scanned: the newest unless ``more``
+    more: bool = False  # the scan stopped at SLOTS_SCANNED_MAX: there were more
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """The decision for one task at start: the slot run at once, and the slots not run."""
+
+    run_at: float | None = None  # the newest slot in the window, run at start (``caught_up``)
+    coalesced: Slots = Slots()  # the window's older slots, covered by that run
+    missed: Slots = Slots()  # beyond the window; with ``skip``, every slot of the gap
+
+
+def slots_between(
+    after: float,
+    until: float,
+    *,
+    interval_s: float | None = None,
+    schedule: Schedule | None = None,
+    anchor: float | None = None,
+) -> Slots:
+    """The slots strictly after ``after`` and not after ``until`` of an interval or schedule;
+    an interval's slots are ``anchor`` (``after`` unless given) plus a whole number of them."""
+    if until <= after:
+        return Slots()
+    if isinstance(schedule, EverySchedule):
+        interval_s = schedule.interval_s
+    if interval_s is not None:
+        grid = after if anchor is None else anchor
+        first_k = math.floor((after - grid) / interval_s) + 1
+        last_k = math.floor((until - grid) / interval_s)
+        if last_k < first_k:
+            return Slots()
+        return Slots(last_k - first_k + 1, grid + first_k * interval_s, grid + last_k * interval_s)
+    if schedule is None:
+        return Slots()
+    at = datetime.fromtimestamp(after, UTC)
+    count, first, newest = 0, 0.0, 0.0  # Unix seconds
+    while count < SLOTS_SCANNED_MAX:
+        due = schedule.next_after(at)
+        if due is None or due.timestamp() > until:
+            return Slots(count, first, newest)
+        count += 1
+        newest = due.timestamp()
+        first = first or newest
+        at = due
+    following = schedule.next_after(at)
+    more = following is not None and following.timestamp() <= until
+    return Slots(count, first, newest, more)
+
+
+def plan_catch_up(
+    *,
+    last_planned: float,
+    now: float,
+    misfire: str,
+    window_s: float,
+    interval_s: float | None = None,
+    schedule: Schedule | None = None,
+) -> CatchUp:
+    """What to do at start with the slots planned after ``last_planned``, up to ``now``."""
+    window_start = max(last_planned, now - window_s)
+    timing: dict[str, Any] = {
+        "interval_s": interval_s,
+        "schedule": schedule,
+        "anchor": last_planned,
+    }
+    beyond = slots_between(last_planned, window_start, **timing)
+    inside = slots_between(window_start, now, **timing)
+    if misfire == MISFIRE_SKIP:
+        if not beyond.count:
+            return CatchUp(missed=inside)
+        newest_at = inside.newest_at if inside.count else beyond.newest_at
+        total = beyond.count + inside.count
+        return CatchUp(missed=Slots(total, beyond.first_at, newest_at, inside.more or beyond.more))
+    if not inside.count:
+        return CatchUp(missed=beyond)
+    older = (
+        Slots(inside.count - 1, inside.first_at, 0.0, inside.more) if inside.count > 1 else Slots()
+    )
+    return CatchUp(run_at=inside.newest_at, coalesced=older, missed=beyond)
+
+
+def down_reason(window_s: float | None, beyond_window: bool) -> str:
+    """Why slots planned while the daemon was down were not run."""
+    if beyond_window and window_s is not None:
+        return f"the daemon was down; older than its catchup_window of {window_s:g}s"
+    return "the daemon was down (misfire: skip)"
+
+
+def settle_catch_up(
+    ticks: TickSlots,
+    task: str,
+    decision: CatchUp,
+    *,
+    misfire: str,
+    window_s: float | None,
+) -> Slot | None:
+    """Record the gap's slots in the slot record and submit the catch-up run, if any."""
+    record = ticks.record
+    if decision.missed.count:
+        missed = record.open(task, decision.missed.first_at, count=decision.missed.count)
+        record.settle(missed, MISSED, reason=down_reason(window_s, misfire == MISFIRE_COALESCE))
+    if decision.run_at is None:
+        return None
+    slot = ticks.fire(task, decision.run_at, outcome=CAUGHT_UP)
+    if decision.coalesced.count:
+        covered = record.open(task, decision.coalesced.first_at, count=decision.coalesced.count)
+        if slot.outcome in (SKIPPED, MISSED):
+            record.settle(covered, slot.outcome, reason=slot.reason)
+        else:
+            record.settle(covered, COALESCED, run_id=slot.run_id, reason=COVERED_AT_START)
+    return slot

@@ -1,0 +1,128 @@
+"""The composition root's control ops (daemon/broker/app.py): status, health and cancel of a
+queued run and of a running one, in process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from daemon.core.runqueue import RunRequest
+from daemon.core.tasks import Task
+from daemon.wire.protocol import ControlRequest
+from daemon.wire.reasons import REASON_USER_CANCEL
+from tests.unit.broker.conftest import DEFAULT, MakeSettings, broker_of
+from tests.unit.core.executing import waits_forever
+
+
+def _op(op: str, run_id: str = "") -> ControlRequest:
+    return ControlRequest(op, run_id)
+
+
+async def test_status_health_and_cancel_of_a_queued_run(
+    make_settings: MakeSettings, short_dir: Path
+) -> None:
+    broker = broker_of(
+        make_settings(SOCKET=str(short_dir / "rb.sock"), QUEUE_CAPACITY="3"), DEFAULT
+    )
+    first = broker.queue.submit(RunRequest(task="default"))
+    second = broker.queue.submit(RunRequest(task="default", trigger="tick"))
+    status = broker.control(_op("status"))
+    assert status["event"] == "status"
+    assert status["ok"] is True
+    assert status["pid"] == os.getpid()
+    assert status["reaper"] == broker.reaper_mode == "none"  # nobody called adopt_orphans
+    assert status["current"] is None
+    assert status["queue"]["capacity"] == 3
+    assert status["queue"]["waiting"] == 2
+    assert status["queue"]["accepted"] == 2
+    assert status["waiting"] == [
+        {"id": first.id, "task": "default", "trigger": "external", "position": 1},
+        {"id": second.id, "task": "default", "trigger": "tick", "position": 2},
+    ]
+    assert [tick["task"] for tick in status["ticks"]] == ["default"]
+    assert status["database"] is None
+    json.dumps(status)  # the answer goes on the wire as it is
+
+    assert broker.control(_op("health")) == {
+        "event": "health",
+        "ok": True,
+        "reason": "",
+        "ready": True,
+        "ready_reason": "",
+    }
+
+    assert broker.control(_op("cancel", first.id)) == {
+        "event": "cancel",
+        "ok": True,
+        "id": first.id,
+        "state": "queued",
+    }
+    assert first.result is not None
+    assert (first.result.reason, first.result.cancelled) == (REASON_USER_CANCEL, True)
+    after = broker.control(_op("status"))
+    assert [item["id"] for item in after["waiting"]] == [second.id]
+    assert [item["id"] for item in after["recent"]] == [first.id]
+    assert (after["recent"][0]["reason"], after["recent"][0]["code"]) == (
+        REASON_USER_CANCEL,
+        "cancelled",
+    )
+    unknown = broker.control(_op("cancel", "r-nope"))
+    assert unknown == {
+        "event": "cancel",
+        "ok": False,
+        "id": "r-nope",
+        "reason": "no queued or running run 'r-nope'",
+        "code": "no_such_run",
+    }
+    broker.queue.close()
+    assert broker.control(_op("health")) == {
+        "event": "health",
+        "ok": False,
+        "reason": "shutting down",
+        "code": "unhealthy",
+        "ready": False,
+        "ready_reason": "shutting down",
+    }
+
+
+async def test_cancel_and_health_of_a_running_run(
+    make_settings: MakeSettings, short_dir: Path
+) -> None:
+    entered = asyncio.Event()
+
+    forever = waits_forever(entered)
+
+    stuck = Task(name="stuck", handler=forever, handler_ref="tests:forever", timeout_s=5.0)
+    broker = broker_of(make_settings(SOCKET=str(short_dir / "rb.sock"), GRACE="1s"), stuck)
+    consumer = asyncio.create_task(broker.executor.run_forever())
+    try:
+        async with asyncio.timeout(10):
+            run = broker.queue.submit(RunRequest(task="stuck"))
+            await entered.wait()
+            status = broker.control(_op("status"))
+            assert status["current"]["id"] == run.id
+            assert status["current"]["task"] == "stuck"
+            assert broker.control(_op("health"))["ok"] is True
+            # Wedged: well past timeout (5 s) + grace (1 s) + the margin.
+            assert run.started_monotonic is not None
+            run.started_monotonic -= 100
+            health = broker.control(_op("health"))
+            assert health["ok"] is False
+            assert health["reason"].startswith(f"executor wedged: run {run.id}")
+            answer = broker.control(_op("cancel", run.id))
+            assert answer == {
+                "event": "cancel",
+                "ok": True,
+                "id": run.id,
+                "state": "running",
+                "detail": "cancel requested; the run is being terminated and is still running",
+            }
+            again = broker.control(_op("cancel", run.id))
+            assert again["detail"] == "cancel already requested; the run is still being terminated"
+            result = await run.wait()
+    finally:
+        broker.queue.close()
+        consumer.cancel()
+    assert (result.reason, result.cancelled) == (REASON_USER_CANCEL, True)

@@ -1,0 +1,123 @@
+"""The watchdog process: it SIGKILLs a group whose deadline passes without a renewal, every
+group it knows when the daemon's end of its socket closes, and it is started again (and told
+everything again) when it dies."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator, MutableMapping
+from typing import Any
+
+import pytest
+
+from daemon.core.process.watchdog import Watchdog
+from tests.support.eventually import eventually_async
+from tests.unit.conftest import wait_readable
+
+Groups = list[subprocess.Popen[bytes]]
+Logs = list[MutableMapping[str, Any]]
+
+
+@pytest.fixture
+def groups() -> Iterator[Groups]:
+    """Jobs in process groups of their own, as the supervisor starts them."""
+    started: Groups = []
+    try:
+        yield started
+    finally:
+        for job in started:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
+def _start(groups: Groups) -> tuple[int, int]:
+    """A TERM-ignoring job in a group of its own: its pid (and group id), and a pidfd."""
+    job = subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 60"], start_new_session=True)
+    groups.append(job)
+    return job.pid, os.pidfd_open(job.pid)
+
+
+@pytest.fixture
+async def watchdog() -> AsyncIterator[Watchdog]:
+    dog = Watchdog()
+    dog.start(asyncio.get_running_loop())
+    try:
+        yield dog
+    finally:
+        await dog.close()
+
+
+async def test_a_group_is_killed_when_its_deadline_passes_without_renewal(
+    watchdog: Watchdog, groups: Groups, logs: Logs
+) -> None:
+    renewed_pid, renewed_fd = _start(groups)
+    overdue_pid, overdue_fd = _start(groups)
+    watchdog.watch(renewed_pid, "r-renewed")
+    watchdog.watch(overdue_pid, "r-overdue")
+    watchdog.deadline("r-renewed", time.monotonic() + 0.5)
+    watchdog.deadline("r-renewed", time.monotonic() + 600)  # a renewal moves it on
+    watchdog.deadline("r-overdue", time.monotonic() + 0.8)
+    await wait_readable(overdue_fd)
+    assert groups[1].wait() == -signal.SIGKILL
+    assert groups[0].poll() is None, "a renewed deadline was kept"
+    await eventually_async(
+        lambda: [line for line in logs if line["event"] == "job.watchdog_killed"],
+        "the kill to be reported",
+    )
+    assert [(line["run_id"], line["pgid"]) for line in logs if "pgid" in line] == [
+        ("r-overdue", overdue_pid)
+    ]
+    os.close(renewed_fd)
+    os.close(overdue_fd)
+
+
+async def test_a_forgotten_deadline_kills_nothing(watchdog: Watchdog, groups: Groups) -> None:
+    kept_pid, kept_fd = _start(groups)
+    clock_pid, clock_fd = _start(groups)
+    watchdog.watch(kept_pid, "r-recorded")
+    watchdog.watch(clock_pid, "r-clock")
+    watchdog.deadline("r-recorded", time.monotonic() + 0.5)
+    watchdog.forget("r-recorded")  # its record was written: it is not guarded any more
+    watchdog.deadline("r-clock", time.monotonic() + 0.8)
+    await wait_readable(clock_fd)
+    assert groups[0].poll() is None
+    os.close(kept_fd)
+    os.close(clock_fd)
+
+
+async def test_every_group_it_knows_is_killed_when_the_daemon_ends(groups: Groups) -> None:
+    dog = Watchdog()
+    dog.start(asyncio.get_running_loop())
+    pids_fds = [_start(groups) for _ in range(2)]
+    for pid, _fd in pids_fds:
+        dog.watch(pid, "")
+    await dog.close()  # its end of file, as at the daemon's death
+    for _pid, fd in pids_fds:
+        await wait_readable(fd)
+        os.close(fd)
+    assert [job.wait() for job in groups] == [-signal.SIGKILL, -signal.SIGKILL]
+
+
+async def test_a_dead_watchdog_is_started_again_and_told_everything(
+    watchdog: Watchdog, groups: Groups, logs: Logs
+) -> None:
+    pid, fd = _start(groups)
+    watchdog.watch(pid, "r-1")
+    watchdog.deadline("r-1", time.monotonic() + 3600)
+    first = watchdog.pid
+    os.kill(first, signal.SIGKILL)
+    await eventually_async(lambda: watchdog.pid != first, "the watchdog to be started again")
+    assert [line["event"] for line in logs if line["event"].startswith("watchdog.")] == [
+        "watchdog.lost",
+        "watchdog.started",
+    ]
+    assert groups[0].poll() is None
+    watchdog.deadline("r-1", time.monotonic() + 0.2)  # the new one knows the group
+    await wait_readable(fd)
+    os.close(fd)
+    assert groups[0].wait() == -signal.SIGKILL

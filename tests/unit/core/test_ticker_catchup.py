@@ -1,0 +1,122 @@
+"""The ticker at start with a state directory: the slots planned while the daemon was down are
+settled once (the newest in the window caught up, older ones coalesced or missed), an interval's
+grid goes on where it was, and every slot planned is written down for the next start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from daemon.core.catchup import MISFIRE_COALESCE, MISFIRE_SKIP
+from daemon.core.runqueue import RunQueue, RunResult
+from daemon.core.slot_state import SlotState
+from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, SlotRecord
+from daemon.core.ticker import Ticker, TickPlan
+from daemon.schedules import parse_schedule
+from daemon.testing import ManualClock
+
+NOW = datetime(2026, 6, 8, 12, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+async def _never(_seconds: float) -> None:
+    await asyncio.Event().wait()  # the loops wait; this test looks at what start-up did
+
+
+@asynccontextmanager
+async def _started(
+    tmp_path: Path, plan: TickPlan, last_planned: datetime | None
+) -> AsyncIterator[tuple[Ticker, RunQueue, SlotRecord, SlotState]]:
+    earlier = SlotState(tmp_path)
+    earlier.open()
+    if last_planned is not None:
+        earlier.planned(plan.task, last_planned.timestamp())
+    earlier.close()
+    state = SlotState(tmp_path)
+    state.open()
+    queue = RunQueue(4)
+    record = SlotRecord()
+    clock = ManualClock(NOW)
+    ticker = Ticker(queue, [plan], jitter=0.0, sleep=_never, now=clock, slots=record, state=state)
+    running = asyncio.create_task(ticker.run())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    try:
+        yield ticker, queue, record, state
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        state.close()
+
+
+def _daily(**options: object) -> TickPlan:
+    return TickPlan("nightly", schedule=parse_schedule("daily 02:30", "UTC"), **options)  # type: ignore[arg-type]
+
+
+async def test_a_week_down_runs_the_newest_slot_once_and_accounts_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    plan = _daily(catchup_window_s=3 * 86400.0)
+    async with _started(tmp_path, plan, NOW - 7 * DAY) as (_ticker, queue, record, state):
+        assert queue.waiting_count() == 1  # one run, not seven
+        on_disk = json.loads((tmp_path / "slots.json").read_text())  # written before the run:
+        assert (
+            on_disk["tasks"]["nightly"]["last_planned"]
+            == NOW.replace(hour=2, minute=30).timestamp()
+        )
+        run = await queue.take()
+        assert run is not None
+        assert run.request.task == "nightly"
+        assert run.request.trigger == "tick"
+        run.mark_started()
+        run.finish(RunResult(ok=True))
+        queue.release(run)
+        outcomes = {slot.outcome: slot for slot in record.last("nightly")}
+        assert outcomes[MISSED].count == 4  # the 2nd to the 5th: beyond the window
+        assert "catchup_window" in outcomes[MISSED].reason
+        assert outcomes[COALESCED].count == 2  # the 6th and the 7th, covered by the run
+        assert outcomes[COALESCED].run_id == run.id
+        caught_up = outcomes[CAUGHT_UP]
+        assert caught_up.planned_at == datetime(2026, 6, 8, 2, 30, tzinfo=UTC).timestamp()
+        assert caught_up.run_id == run.id
+        assert caught_up.result == "succeeded"
+        assert state.last_planned["nightly"] == caught_up.planned_at
+
+
+async def test_skip_runs_nothing_and_records_the_gap_missed(tmp_path: Path) -> None:
+    plan = _daily(misfire=MISFIRE_SKIP)
+    async with _started(tmp_path, plan, NOW - 3 * DAY) as (_ticker, queue, record, state):
+        assert queue.waiting_count() == 0
+        (missed,) = record.last("nightly")
+        assert (missed.outcome, missed.count) == (MISSED, 3)
+        assert "misfire: skip" in missed.reason
+        assert state.last_planned["nightly"] == datetime(2026, 6, 8, 2, 30, tzinfo=UTC).timestamp()
+
+
+async def test_a_restart_between_two_slots_runs_nothing_at_start(tmp_path: Path) -> None:
+    last = datetime(2026, 6, 8, 2, 30, tzinfo=UTC)
+    async with _started(tmp_path, _daily(), last) as (_ticker, queue, record, _state):
+        assert queue.waiting_count() == 0
+        assert record.last("nightly") == []
+
+
+async def test_without_state_for_the_task_nothing_is_caught_up(tmp_path: Path) -> None:
+    async with _started(tmp_path, _daily(), None) as (_ticker, queue, record, _state):
+        assert queue.waiting_count() == 0
+        assert record.last("nightly") == []
+
+
+async def test_an_interval_goes_on_on_its_grid_instead_of_firing_at_start(tmp_path: Path) -> None:
+    plan = TickPlan("hourly", interval_s=3600.0, fire_on_start=True, misfire=MISFIRE_COALESCE)
+    last = NOW - timedelta(minutes=20)
+    async with _started(tmp_path, plan, last) as (_ticker, queue, record, _state):
+        assert queue.waiting_count() == 0  # the state says the next slot is 40 minutes away
+        assert record.last("hourly") == []
+        assert plan.next_fire_at is not None
+        waits_s = plan.next_fire_at - time.time()  # the ticker says it on the host's clock
+        assert abs(waits_s - 40 * 60) < 5.0

@@ -1,0 +1,206 @@
+"""The ticker's slots: every planned time of every ticking task gets exactly one outcome, over
+random schedules, clocks (late wake-ups, a suspended host) and busy patterns, on the manual
+clock of ``daemon.testing``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemon.core.busy import ON_BUSY, BusyPolicy, OnBusy
+from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
+from daemon.core.slots import MISSED, RAN, Slot, SlotRecord
+from daemon.core.ticker import Ticker, TickPlan
+from daemon.schedules import parse_schedule
+from daemon.testing import ManualClock
+from tests.unit.core.virtual_time import START, VirtualTime
+
+
+class FakeExecutor:
+    """The executor's part, step by step: finish the running run, start the next waiting."""
+
+    def __init__(self, queue: RunQueue, clock: ManualClock) -> None:
+        self.queue = queue
+        self.clock = clock
+        self.started: dict[str, datetime] = {}
+        self.runs: dict[str, Run] = {}
+
+    async def step(self, finish: bool) -> None:
+        current = self.queue.current
+        if current is not None and finish:
+            current.finish(RunResult(ok=True))
+            self.queue.release(current)
+            current = None
+        if current is None and self.queue.waiting_count():
+            run = await self.queue.take()
+            assert run is not None
+            run.mark_started()
+            self.started[run.id] = self.clock()
+            self.runs[run.id] = run
+
+    def cancel_running(self, run_id: str, reason: str) -> str:
+        current = self.queue.current
+        if current is None or current.id != run_id:
+            return ""
+        current.finish(RunResult(ok=False, reason=reason, cancelled=True))
+        self.queue.release(current)
+        return "requested"
+
+
+SPECS = [
+    ("every 7m", "UTC"),
+    ("cron */5 * * * *", "UTC"),
+    ("cron 30 2 * * *", "Europe/Berlin"),  # 02:30 does not exist on the 29th
+    ("daily 02:30", "Europe/Berlin"),
+    ("cron 0 * * * *", "Australia/Lord_Howe"),
+]
+
+plan_strategy = st.tuples(
+    st.one_of(
+        st.sampled_from(SPECS),
+        st.floats(min_value=30.0, max_value=3600.0),  # an interval, seconds
+    ),
+    st.sampled_from([None, *ON_BUSY]),
+    st.one_of(st.none(), st.floats(min_value=1.0, max_value=1800.0)),
+    st.booleans(),  # fire on start
+)
+
+
+def _plan(
+    name: str, spec: object, on_busy: OnBusy | None, deadline: float | None, fire_on_start: bool
+) -> TickPlan:
+    if isinstance(spec, tuple):
+        return TickPlan(
+            name,
+            schedule=parse_schedule(spec[0], spec[1]),
+            on_busy=on_busy,
+            start_deadline_s=deadline,
+        )
+    assert isinstance(spec, float)
+    return TickPlan(
+        name,
+        interval_s=spec,
+        fire_on_start=fire_on_start,
+        on_busy=on_busy,
+        start_deadline_s=deadline,
+    )
+
+
+def _covered(plan: TickPlan, slot: Slot, start: float) -> list[float]:
+    """The planned times ``slot`` stands for: its own and the ``count - 1`` after it."""
+    times = [slot.planned_at]
+    for _ in range(slot.count - 1):
+        if plan.schedule is not None:
+            after = plan.schedule.next_after(datetime.fromtimestamp(times[-1], UTC))
+            assert after is not None
+            times.append(after.timestamp())
+        else:
+            assert plan.interval_s is not None
+            times.append(times[-1] + plan.interval_s)
+    return times
+
+
+def _assert_one_each(plan: TickPlan, times: list[float], start: float) -> None:
+    """``times`` (sorted) are the planned times of ``plan`` from ``start`` on, each once and
+    none left out: a schedule's chain of ``next_after`` (``every DUR`` counts its time from a
+    late tick's, so only its gaps are held), an interval's grid."""
+    if not times:
+        return
+    if plan.schedule is not None:
+        chain = [
+            datetime.fromtimestamp(start, UTC),
+            *(datetime.fromtimestamp(t, UTC) for t in times),
+        ]
+        for earlier, later in itertools.pairwise(chain):
+            after = plan.schedule.next_after(earlier)
+            assert after is not None
+            if plan.schedule.text.startswith("every"):
+                assert later >= after - timedelta(milliseconds=1), (earlier, later)
+            else:
+                assert abs((later - after).total_seconds()) < 1e-3, (earlier, later)
+        return
+    assert plan.interval_s is not None
+    first = 0 if plan.fire_on_start else 1
+    expected = [start + (first + k) * plan.interval_s for k in range(len(times))]
+    assert max(abs(t - e) for t, e in zip(times, expected, strict=True)) < 1e-3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plans=st.lists(plan_strategy, min_size=1, max_size=3),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.0, 0.0, 0.5, 90.0, 1800.0, 20000.0]),  # a late wake-up
+            st.booleans(),  # the running run ends at this step
+            st.booleans(),  # someone triggers a long run of another task
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+)
+async def test_every_planned_time_has_exactly_one_outcome(
+    plans: list[tuple[object, OnBusy | None, float | None, bool]],
+    steps: list[tuple[float, bool, bool]],
+) -> None:
+    clock = ManualClock(START)
+    time_ = VirtualTime(clock)
+    queue = RunQueue(8)
+    executor = FakeExecutor(queue, clock)
+    record = SlotRecord(10_000)
+    settled: list[Slot] = []
+    record.listeners.append(settled.append)
+    ticker_plans = [_plan(f"t{i}", *spec) for i, spec in enumerate(plans)]
+    ticker = Ticker(
+        queue,
+        ticker_plans,
+        jitter=0.0,
+        sleep=time_.sleep,
+        now=clock,
+        monotonic=time_.monotonic,
+        slots=record,
+        busy=BusyPolicy(queue, executor.cancel_running),
+    )
+    start = clock().timestamp()
+    runner = asyncio.create_task(ticker.run())
+    try:
+        for stall_s, finish, blocker in steps:
+            if blocker:
+                with contextlib.suppress(Exception):
+                    queue.submit(RunRequest("long"))
+            await executor.step(finish)
+            if not await time_.step(stall_s):
+                break
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+    # What was left: the running run ends, the queued ones are cancelled (a shutdown's way).
+    if queue.current is not None:
+        executor.runs.setdefault(queue.current.id, queue.current)
+        queue.current.finish(RunResult(ok=True))
+        queue.release(queue.current)
+    queue.cancel_all()
+    assert record.open_slots == 0
+    by_task: dict[str, list[Slot]] = {}
+    for slot in settled:
+        by_task.setdefault(slot.task, []).append(slot)
+    for plan in ticker_plans:
+        mine = by_task.get(plan.task, [])
+        times = sorted(t for slot in mine for t in _covered(plan, slot, start))
+        _assert_one_each(plan, times, start)  # none twice, none left out before the last
+        for slot in mine:
+            if slot.outcome == RAN:
+                assert slot.run_id
+                run = executor.runs.get(slot.run_id)
+                started = executor.started.get(slot.run_id)
+                if plan.start_deadline_s is not None and started is not None:
+                    late_s = started.timestamp() - slot.planned_at
+                    assert late_s <= plan.start_deadline_s + 1e-6, "ran past its deadline"
+                assert run is None or run.result is not None
+            if slot.outcome == MISSED and slot.run_id:
+                assert slot.run_id not in executor.started  # missed runs never start

@@ -1,0 +1,106 @@
+"""The latest missed occurrence: the same as walking every occurrence, in bounded work."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daemon.pg.missed import Occurrences, latest_missed
+from daemon.pg.plan import plan_claim, schedule_for
+from tests.unit.pg.conftest import due_job
+
+T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+
+SPECS = [
+    "every 1s",
+    "every 7s",
+    "every 90s",
+    "every 1h",
+    "every 1.5s",
+    "cron * * * * *",
+    "cron */5 * * * *",
+    "cron 0 * * * *",
+    "cron 30 2 * * *",
+    "cron * 3 * * *",
+    "cron 0 9 * * 1-5",
+    "cron 0 0 1 * *",
+    "cron 0 0 29 2 *",
+    "daily 02:30",
+    "weekly sun 04:00",
+]
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"]
+
+
+def walked(sched: Occurrences, start: datetime, now: datetime) -> tuple[datetime, datetime | None]:
+    """The reference: walk every occurrence from ``start`` (only for small gaps)."""
+    latest = start
+    while True:
+        following = sched.next_after(latest)
+        if following is None or following > now:
+            return latest, following
+        latest = following
+
+
+class Counting:
+    """A schedule that counts its ``next_after`` calls."""
+
+    def __init__(self, sched: Occurrences) -> None:
+        self.sched = sched
+        self.calls = 0
+
+    def next_after(self, t: datetime, /) -> datetime | None:
+        self.calls += 1
+        return self.sched.next_after(t)
+
+    def __getattr__(self, name: str) -> object:  # ``interval_s`` of an ``every``
+        return getattr(self.sched, name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    spec=st.sampled_from(SPECS),
+    tz=st.sampled_from(ZONES),
+    offset_s=st.integers(min_value=0, max_value=3 * 365 * 86400),
+    occurrences=st.integers(min_value=0, max_value=300),
+    extra_s=st.floats(min_value=0, max_value=1.0),
+)
+def test_the_jump_finds_what_walking_finds(
+    spec: str, tz: str, offset_s: int, occurrences: int, extra_s: float
+) -> None:
+    sched = schedule_for(spec, tz)
+    first = sched.next_after(T0 + timedelta(seconds=offset_s))
+    assert first is not None
+    now = first  # a gap of ``occurrences`` occurrences, and a little more
+    for _ in range(occurrences):
+        following = sched.next_after(now)
+        assert following is not None
+        now = following
+    now += (sched.next_after(now) - now) * extra_s  # type: ignore[operator]
+    assert latest_missed(sched, first, now) == walked(sched, first, now)
+
+
+def test_sixty_rows_ten_years_behind_take_a_bounded_number_of_steps() -> None:
+    now = datetime(2036, 6, 1, 12, 0, 30, tzinfo=UTC)
+    behind = now - timedelta(days=3653)
+    total = 0
+    for index in range(60):
+        spec = ["cron * * * * *", "every 1s", "cron */5 * * * *", "daily 02:30"][index % 4]
+        counting = Counting(schedule_for(spec, "Europe/Berlin"))
+        start = counting.next_after(behind + timedelta(minutes=index))
+        assert start is not None
+        latest, following = latest_missed(counting, start, now)
+        assert latest <= now < following  # type: ignore[operator]
+        assert counting.calls <= 120, (spec, counting.calls)  # walking: up to 315 million
+        total += counting.calls
+    assert total <= 60 * 120
+
+
+def test_the_planner_runs_a_row_ten_years_behind_once_at_its_latest_occurrence() -> None:
+    now = datetime(2036, 6, 1, 12, 0, 30, tzinfo=UTC)
+    job = due_job(
+        schedule="cron * * * * *", next_run_at=now - timedelta(days=3653), misfire="coalesce"
+    )
+    plan = plan_claim(job, now, default_max_attempts=3, misfire_grace_s=60.0)
+    assert (plan.run, plan.scheduled_for, plan.attempt) == (True, now.replace(second=0), 1)

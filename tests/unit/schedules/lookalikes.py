@@ -1,0 +1,43 @@
+"""Characters that look like the ASCII of a duration or a sentinel and must never count as it: what
+the duration's, the interval's and the schedules' tests share."""
+
+from __future__ import annotations
+
+MICRO = "\N{MICRO SIGN}"
+
+
+GREEK_MU = "\N{GREEK SMALL LETTER MU}"
+
+
+FF_LIGATURE = "\N{LATIN SMALL LIGATURE FF}"
+
+
+LONG_S = "\N{LATIN SMALL LETTER LONG S}"
+
+
+DOTTED_I = "\N{LATIN CAPITAL LETTER I WITH DOT ABOVE}"
+
+
+FULLWIDTH_OFF = (
+    "\N{FULLWIDTH LATIN CAPITAL LETTER O}"
+    "\N{FULLWIDTH LATIN CAPITAL LETTER F}"
+    "\N{FULLWIDTH LATIN CAPITAL LETTER F}"
+)
+
+
+FULLWIDTH_ZERO = "\N{FULLWIDTH DIGIT ZERO}"
+
+
+FULLWIDTH_ONE = "\N{FULLWIDTH DIGIT ONE}"
+
+
+FULLWIDTH_S = "\N{FULLWIDTH LATIN SMALL LETTER S}"
+
+
+ARABIC_INDIC_FIVE = "\N{ARABIC-INDIC DIGIT FIVE}"
+
+
+DEVANAGARI_ONE = "\N{DEVANAGARI DIGIT ONE}"
+
+
+CYRILLIC_O = "\N{CYRILLIC SMALL LETTER O}"
