@@ -32,6 +32,7 @@ from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
 from daemon.log.logs import get_logger
+from daemon.notify.notifier import Notifier
 from daemon.observe import status
 from daemon.observe.upcoming import next_answer
 from daemon.server.server import SocketServer
@@ -99,6 +100,10 @@ class Broker:
         self.started_at = time.time()
         self.pgrunner: PgRunner | None = None  # with a database, from serve() on
         self.queue.on_finish(self._finished)
+        self.notifier = Notifier(tasks, self.journal, self.children)
+        self.queue.on_finish(self.notifier.run_finished)
+        self.queue.on_submit(self.notifier.run_submitted)
+        self.reloader.listeners.append(self.notifier.refresh)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:
             from daemon.observe.metrics import Metrics  # prometheus only when asked
@@ -109,6 +114,7 @@ class Broker:
                 lambda: self.pgrunner,
                 tasks=sorted(tasks.names()),
                 plans=lambda: self.ticker.plans,
+                notify=self.notifier,
             )
             self.queue.on_finish(metrics.run_finished)
             self.slots.listeners.append(metrics.slot_settled)
@@ -211,6 +217,7 @@ class Broker:
             ticker_task = group.create_task(self.ticker.run())
             reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
             reaper_task = group.create_task(self.children.guard_forever())
+            group.create_task(self.notifier.run())  # ends in shutdown's notify_drain
             pg_task = None
             if self.pgrunner is not None:
                 pg_task = group.create_task(self.pgrunner.run(pg_stopping))
@@ -238,6 +245,7 @@ class Broker:
                 others=[ticker_task] + ([pg_task] if pg_task is not None else []),
                 close_more=None if self.metrics_server is None else self.metrics_server.close,
                 stop_producers=stop_producers,
+                notify_drain=self.notifier.drain,
             )
             for task in (reaper_task, force_task, signals_task):
                 task.cancel()

@@ -1,7 +1,8 @@
 """The broker's ordered shutdown, held to ``RUNBROKER_SHUTDOWN_TIMEOUT`` end to end.
 
-The last ``reserve_s`` of the budget is kept for a run that would not stop, the socket and the
-exit, so a handler that ignores cancellation still cannot hold the exit past the budget.
+Pending notifications get ``NOTIFY_DRAIN_MAX_S`` at most once the runs are drained. The last
+``reserve_s`` of the budget is kept for a run that would not stop, the socket and the exit, so
+a handler that ignores cancellation still cannot hold the exit past the budget.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ log = get_logger("runbroker.app")
 RESERVE_MAX_S = 0.5  # the end of the budget kept for a stuck run, the socket and the exit
 GRACE_MARGIN_S = 0.5  # a SIGKILLed job ends, and its result is told, within this
 SOCKET_CLOSE_MAX_S = 1.0  # clients still reading their last lines, at most
+NOTIFY_DRAIN_MAX_S = 3.0  # pending notifications, once the runs are drained, at most
 
 
 def reserve_s(budget_s: float) -> float:
@@ -48,6 +50,7 @@ async def shutdown(
     others: list[asyncio.Task[None]],
     close_more: Callable[[], Awaitable[None]] | None = None,
     stop_producers: Callable[[], None] = lambda: None,
+    notify_drain: Callable[[float], Awaitable[None]] | None = None,
 ) -> int:
     """Drain within ``budget_s`` and return the exit code, or end the process for a run stuck
     past the budget.
@@ -82,6 +85,8 @@ async def shutdown(
             log.error("broker.stuck", pending=sum(not task.done() for task in pending))
             executor.abandon_running()
             stuck = True
+    if notify_drain is not None and not stuck:  # the last runs' notices, within the budget
+        await notify_drain(min(NOTIFY_DRAIN_MAX_S, _left(deadline) - reserve_s(budget_s)))
     # Clients still reading their last lines get a second at most, within the budget.
     await server.close(timeout_s=min(SOCKET_CLOSE_MAX_S, _left(deadline)))
     if stuck:

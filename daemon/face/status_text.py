@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from daemon.core.subreaper import MODE_TEXT
+from daemon.face.notify_text import notify_lines
 
 # The fields of the runner's answer (PgRunner.status, the source: a test keeps them in step) that
 # _database_lines renders. Any other is shown as it is.
@@ -295,4 +296,7 @@ def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
     database = answer.get("database")
     if database is not None:
         lines.extend(_database_lines(database))
+    notify = answer.get("notify")  # only when a task has notifications
+    if notify:
+        lines.extend(notify_lines(notify, lambda iso: human_time(iso, now), human_duration))
     return "\n".join(lines)

@@ -19,7 +19,8 @@ from daemon.core.runqueue import Run, RunQueue
 from daemon.core.slots import OUTCOMES as SLOT_OUTCOMES
 from daemon.core.slots import Slot
 from daemon.core.ticker import TickPlan
-from daemon.observe.sources import RunnerFigures
+from daemon.observe.notify_metrics import NotifyCollector
+from daemon.observe.sources import NotifyRecord, RunnerFigures
 from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
@@ -144,6 +145,7 @@ class Metrics:
         *,
         tasks: Iterable[str] = (),
         plans: Callable[[], Sequence[TickPlan]] = tuple,
+        notify: NotifyRecord | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.runs = Counter(
@@ -194,6 +196,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_LiveCollector(queue, database, plans))
+        self.registry.register(NotifyCollector(notify))  # at zero without notifications
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
         self.add_tasks(tasks)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from daemon.wire.control_shapes import DatabaseStatus, ReloadStatus
+from daemon.wire.control_shapes import DatabaseStatus, NotifyStatus, ReloadStatus
 
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
@@ -38,6 +38,15 @@ class ReloadRecord(Protocol):
     """What ``status`` and ``health`` read of the tasks file's reloads."""
 
     def status(self) -> ReloadStatus: ...
+
+    def health_warnings(self) -> list[str]: ...
+
+
+class NotifyRecord(Protocol):
+    """What ``status``, ``health`` and the metrics read of the notifications
+    (``daemon.notify.notifier.Notifier``)."""
+
+    def status(self) -> NotifyStatus | None: ...
 
     def health_warnings(self) -> list[str]: ...
 
@@ -82,6 +91,9 @@ class BrokerState(Protocol):
 
     @property
     def reloader(self) -> ReloadRecord: ...
+
+    @property
+    def notifier(self) -> NotifyRecord: ...
 
     @property
     def pgrunner(self) -> RunnerStatus | None:

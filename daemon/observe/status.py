@@ -121,7 +121,7 @@ def status_answer(broker: BrokerState) -> StatusAnswer:
     if current is not None:
         current_info = {**_run_summary(current), "elapsed_ms": round(current.elapsed_s() * 1000)}
     database = broker.pgrunner.status() if broker.pgrunner is not None else None
-    return {
+    answer: StatusAnswer = {
         "event": answers.EVENT_STATUS,
         "ok": True,
         "pid": os.getpid(),
@@ -148,6 +148,10 @@ def status_answer(broker: BrokerState) -> StatusAnswer:
         "journal": broker.journal.figures(),
         "database": database,
     }
+    notify = broker.notifier.status()
+    if notify is not None:
+        answer["notify"] = notify
+    return answer
 
 
 def health_problem(broker: BrokerState) -> str | None:
@@ -196,8 +200,8 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
 
 def health_warnings(broker: BrokerState) -> list[str]:
     """What is wrong without making the daemon unhealthy: a refused reload of the tasks file,
-    database job rows it cannot use."""
-    warnings = broker.reloader.health_warnings()
+    a task past its ``max_silence``, database job rows it cannot use."""
+    warnings = broker.reloader.health_warnings() + broker.notifier.health_warnings()
     return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
 
 

@@ -113,6 +113,41 @@ class DatabaseStatus(TypedDict):
     unusable_jobs: list[UnusableJob]
 
 
+class SilentTask(TypedDict):
+    """A task past its ``max_silence`` without a success."""
+
+    task: str
+    silent_for_s: float
+    max_silence_s: float
+    last_success_at: str | None  # RFC 3339; None: none since the daemon started
+
+
+class NotifyKindFigures(TypedDict):
+    sent: int
+    failed: int  # given up, after its attempts
+
+
+class NotifyFailure(TypedDict):
+    task: str
+    kind: str  # webhook, ping or command
+    event: str
+    error: str  # its kind and status: never a URL
+    at: str  # RFC 3339
+
+
+class NotifyStatus(TypedDict):
+    """The notifications (``[notify]`` in the tasks file): no URL is ever shown."""
+
+    tasks: int  # tasks with notifications
+    capacity: int
+    pending: int
+    dropped: int  # dropped from a full queue, or at the end of a shutdown's time for them
+    retries: int
+    kinds: dict[str, NotifyKindFigures]
+    last_failure: NotifyFailure | None
+    silent: list[SilentTask]
+
+
 class StatusAnswer(TypedDict):
     event: Literal["status"]
     ok: Literal[True]
@@ -128,6 +163,7 @@ class StatusAnswer(TypedDict):
     reload: ReloadStatus
     journal: JournalFigures
     database: DatabaseStatus | None
+    notify: NotRequired[NotifyStatus]  # only when a task has notifications, or had
 
 
 class HealthAnswer(TypedDict):

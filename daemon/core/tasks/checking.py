@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.core.tasks.loading import task_from_table
+from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table
 from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
 
 _TOML_LINE = re.compile(r"\(at line ([0-9]+), column [0-9]+\)")
@@ -69,8 +70,14 @@ def check_tasks_text(text: str) -> list[Problem]:
     problems = [
         Problem(_table_line(lines, name), f"unknown table {name!r}")
         for name in document
-        if name != "tasks"
+        if name not in ("tasks", NOTIFY_TABLE)
     ]
+    try:
+        parse_notify_table(NOTIFY_TABLE, document.get(NOTIFY_TABLE))
+    except TaskConfigError as exc:
+        table = str(exc).partition(":")[0].split(".")  # notify.webhook: ... -> its header
+        line = _table_line(lines, *table) or _table_line(lines, NOTIFY_TABLE)
+        problems.append(Problem(line, str(exc)))
     tables = document.get("tasks", {})
     if not isinstance(tables, dict):
         return [*problems, Problem(_table_line(lines, "tasks"), "'tasks' must be a table")]

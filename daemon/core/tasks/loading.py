@@ -18,6 +18,7 @@ from typing import Any
 
 from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.core.tasks.busy_keys import busy_keys
+from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
 from daemon.core.tasks.tasks_file import TaskConfigError, duration_value, read_tasks_file
 from daemon.schedules import parse_schedule
@@ -63,6 +64,7 @@ _KEYS = {
     "catchup_window",
     "on_busy",
     "start_deadline",
+    NOTIFY_TABLE,
 }
 
 
@@ -149,6 +151,7 @@ def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source:
         catchup_window_s=durations.get("catchup_window"),
         on_busy=on_busy,
         start_deadline_s=start_deadline_s,
+        notify=parse_notify_table(f"{where}.{NOTIFY_TABLE}", table.get(NOTIFY_TABLE)),
     )
 
 
@@ -159,7 +162,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         raise TaskConfigError(f"{source}: {exc}") from None
     except RecursionError:  # arrays or tables nested thousands deep: tomllib recurses
         raise TaskConfigError(f"{source}: nested too deeply (RecursionError)") from None
-    unknown = sorted(set(document) - {"tasks"})
+    unknown = sorted(set(document) - {"tasks", NOTIFY_TABLE})
     if unknown:
         raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}")
     tables = document.get("tasks", {})
@@ -170,7 +173,7 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         if not isinstance(table, dict):
             raise TaskConfigError(f"{source}: tasks.{name} must be a table")
         tasks[name] = task_from_table(name, table, text, source)
-    return tasks
+    return with_defaults(tasks, document.get(NOTIFY_TABLE), source)
 
 
 def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:

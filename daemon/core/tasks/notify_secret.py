@@ -1,0 +1,94 @@
+"""A notification's URL, which may carry a token: read from the tasks file, a file or an
+environment variable, and never shown.
+
+``Secret`` keeps its value out of every ``repr`` and ``str`` (so out of a log line, a
+``status`` answer or an error message): only where it came from (``source``) is said. A value
+read from a file or the environment is read when the tasks file is loaded, so a missing file
+or variable is a refused start or reload, not a failure at the first notification.
+
+The environment is read here, beside ``daemon/settings.py``: the variable's name is the tasks
+file's own (not a ``RUNBROKER_`` setting) and is read again at each reload.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from typing import Any
+
+from daemon.core.tasks.tasks_file import TaskConfigError
+
+SECRET_FILE_MAX_BYTES = 4096  # a URL with a token is far shorter
+SECRET_KEYS = ("url", "url_file", "url_env")
+
+
+class Secret:
+    """A text that is never shown: ``reveal()`` gives it to the one sender that needs it."""
+
+    __slots__ = ("_value", "source")
+
+    def __init__(self, value: str, source: str) -> None:
+        self._value = value
+        self.source = source  # "tasks file", "file /run/secrets/x", "env HOOK_URL"
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret(from {self.source})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def read_secret(where: str, table: Mapping[str, Any]) -> Secret:
+    """The URL of ``table``: exactly one of ``url``, ``url_file`` or ``url_env``; an http(s)
+    URL, else a ``TaskConfigError`` that names the key and never the value."""
+    given = [key for key in SECRET_KEYS if key in table]
+    if len(given) != 1:
+        raise TaskConfigError(f"{where}: set exactly one of 'url', 'url_file' or 'url_env'")
+    key = given[0]
+    name = table[key]
+    if not isinstance(name, str) or not name:
+        raise TaskConfigError(f"{where}: {key} must be a non-empty string")
+    if key == "url":
+        value, source = name, "tasks file"
+    elif key == "url_file":
+        value, source = _file_text(where, name), f"file {name}"
+    else:
+        found = os.environ.get(name)
+        if not found:
+            raise TaskConfigError(f"{where}: url_env: environment variable {name} is not set")
+        value, source = found.strip(), f"env {name}"
+    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+        raise TaskConfigError(f"{where}: {key}: the URL (from {source}) must be http(s)://...")
+    return Secret(value, source)
+
+
+def _file_text(where: str, path: str) -> str:
+    """The stripped text of the secret file ``path``: a regular file (opened without blocking,
+    so a FIFO put there cannot hang PID 1) of at most ``SECRET_FILE_MAX_BYTES``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise TaskConfigError(f"{where}: url_file: cannot read {path}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TaskConfigError(f"{where}: url_file: {path} is not a regular file")
+        data = os.read(fd, SECRET_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise TaskConfigError(f"{where}: url_file: cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > SECRET_FILE_MAX_BYTES:
+        raise TaskConfigError(f"{where}: url_file: {path} is over {SECRET_FILE_MAX_BYTES} bytes")
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise TaskConfigError(f"{where}: url_file: {path} is not UTF-8 text") from None

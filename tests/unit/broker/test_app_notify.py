@@ -1,0 +1,82 @@
+"""The broker wires the notifier: status shows it only when a task notifies, a reload gives
+it the new tables at once, and a silent task is a health warning, never unhealthy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from daemon import settings as settings_module
+from daemon.broker.app import Broker
+from daemon.broker.shutdown import NOTIFY_DRAIN_MAX_S, shutdown
+from daemon.broker.signals import Signals
+from daemon.core.tasks import build_registry
+from daemon.observe.status import health_answer, status_answer
+from daemon.settings import load_settings
+
+PLAIN = '[tasks.a]\ncommand = "true"\n'
+NOTIFIED = PLAIN + '[tasks.a.notify]\nmax_silence = "1h"\n'
+
+
+@pytest.fixture
+def broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Broker:
+    for name in list(os.environ):
+        if name.upper().startswith("RUNBROKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+    monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
+    monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
+    tasks_file = tmp_path / "tasks.toml"
+    tasks_file.write_text(PLAIN)
+    monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(tasks_file))
+    settings = load_settings()
+    return Broker(settings, build_registry((), settings.tasks_file), Signals())
+
+
+def test_status_says_nothing_of_notifications_until_a_reload_adds_them(broker: Broker) -> None:
+    assert "notify" not in status_answer(broker)
+    assert broker.settings.tasks_file is not None
+    broker.settings.tasks_file.write_text(NOTIFIED)
+    outcome = broker.reloader.reload("test")
+    assert outcome is not None
+    notify = status_answer(broker).get("notify")
+    assert notify is not None
+    assert notify["tasks"] == 1
+    assert notify["silent"] == []
+
+
+def test_a_silent_task_is_a_warning_of_a_healthy_daemon(broker: Broker) -> None:
+    assert broker.settings.tasks_file is not None
+    broker.settings.tasks_file.write_text(NOTIFIED)
+    broker.reloader.reload("test")
+    broker.notifier.silence.silent["a"] = 0.0  # as if an hour had passed without a success
+    answer = health_answer(broker)
+    assert answer["ok"] is True
+    assert any("task 'a' has not succeeded" in warning for warning in answer.get("warnings", []))
+
+
+async def test_a_stop_gives_pending_notifications_at_most_their_share_of_the_budget(
+    broker: Broker,
+) -> None:
+    given: list[float] = []
+
+    async def drain(timeout_s: float) -> None:
+        given.append(timeout_s)
+
+    executor_task = asyncio.get_running_loop().create_task(broker.executor.run_forever())
+    code = await shutdown(
+        broker.settings.shutdown_timeout_s,
+        server=broker.server,
+        queue=broker.queue,
+        executor=broker.executor,
+        children=broker.children,
+        executor_task=executor_task,
+        others=[],
+        notify_drain=drain,
+    )
+    assert code == 0
+    assert len(given) == 1
+    assert 0 < given[0] <= NOTIFY_DRAIN_MAX_S

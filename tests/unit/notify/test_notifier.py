@@ -1,0 +1,269 @@
+"""The notifications end to end in one process: the real queue, executor and child supervisor,
+the real notifier, and a real HTTP receiver on 127.0.0.1. Every outcome reaches it with the
+documented body; a dead, slow, failing or silent endpoint never holds a run back, retries are
+as documented, and nothing grows past its bound."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, MutableMapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.core.executor import Executor
+from daemon.core.journal import Journal
+from daemon.core.process import ChildSupervisor
+from daemon.core.runqueue import Run, RunQueue, RunRequest
+from daemon.core.tasks import TaskRegistry, parse_tasks_toml
+from daemon.notify.notice import SCHEMA
+from daemon.notify.notifier import Notifier
+from tests.support.eventually import eventually_async
+from tests.support.http_receiver import Receiver, closed_port_url, receiving
+
+HANDLERS = "tests.unit.notify.handlers"
+
+
+@dataclass
+class Parts:
+    queue: RunQueue
+    notifier: Notifier
+
+    async def run(self, task: str) -> Run:
+        run = self.queue.submit(RunRequest(task=task))
+        await run.wait()
+        return run
+
+
+@asynccontextmanager
+async def running(text: str, capacity: int = 100) -> AsyncIterator[Parts]:
+    """The queue, its executor and the notifier of a tasks file, running; at the end the queue
+    drains and the notifier gets a second for what is left."""
+    tasks = TaskRegistry(parse_tasks_toml(text))
+    queue, children, journal = RunQueue(1000), ChildSupervisor(), Journal()
+    executor = Executor(
+        queue, tasks, children, default_grace_s=1.0, output_log_mode=None, journal=journal
+    )
+    notifier = Notifier(tasks, journal, children, capacity)
+    queue.on_finish(notifier.run_finished)
+    queue.on_submit(notifier.run_submitted)
+    async with asyncio.TaskGroup() as group:
+        runs = group.create_task(executor.run_forever())
+        group.create_task(notifier.run())
+        try:
+            yield Parts(queue, notifier)
+        finally:
+            queue.close()
+            await runs
+            await notifier.drain(1.0)
+
+
+def _tasks(url: str, webhook: str = "", ping: str = "") -> str:
+    return f"""
+[tasks.flaky]
+command = ["sh", "-c", "echo line one; echo line two; exit $(cat $FLAKY_EXIT || echo 0)"]
+allow_env = ["FLAKY_EXIT"]
+[tasks.flaky.notify.webhook]
+url = "{url}/hook?token=s3cr3t"
+on = ["start", "success", "failure", "recovery"]
+attempts = 1
+{webhook}
+[tasks.flaky.notify.ping]
+url = "{url}/ping/abc?token=s3cr3t"
+attempts = 1
+{ping}
+"""
+
+
+async def _wait(receiver: Receiver, count: int) -> list[Any]:
+    return await asyncio.to_thread(receiver.wait_for, count)
+
+
+async def test_every_outcome_reaches_the_receiver_with_the_documented_body(
+    tmp_path: Any,
+) -> None:
+    exit_file = tmp_path / "exit"
+    with receiving() as receiver:
+        text = _tasks(receiver.url).replace("$FLAKY_EXIT", str(exit_file))
+        async with running(text) as parts:
+            exit_file.write_text("3")
+            failed = await parts.run("flaky")
+            got = await _wait(receiver, 4)  # start: webhook + ping; failure: webhook + ping
+            exit_file.write_text("0")
+            recovered = await parts.run("flaky")
+            got = await _wait(receiver, 8)
+            succeeded = await parts.run("flaky")
+            got = await _wait(receiver, 12)
+    hooks = [json.loads(r.body) for r in got if r.path.startswith("/hook")]
+    pings = [(r.path, r.body) for r in got if r.path.startswith("/ping")]
+    assert [hook["event"] for hook in hooks] == [
+        "start", "failure", "start", "recovery", "start", "success"
+    ]  # fmt: skip
+    failure = hooks[1]
+    assert failure["schema"] == SCHEMA
+    assert failure["task"] == "flaky"
+    assert failure["run_id"] == failed.id
+    assert failure["trigger"] == "external"
+    assert failure["outcome"] == "failed"
+    assert failure["exit_code"] == 3
+    assert failure["code"] == "failed"
+    assert "3" in failure["reason"]
+    assert isinstance(failure["duration_ms"], int)
+    assert failure["output_tail"] == ["line one", "line two"]
+    assert failure["output_lines_before_tail"] == 0
+    assert failure["started_at"].endswith("Z")
+    assert failure["finished_at"].endswith("Z")
+    assert failure["scheduled_for"] is None
+    assert hooks[3]["run_id"] == recovered.id
+    assert hooks[3]["outcome"] == "succeeded"
+    assert hooks[5]["run_id"] == succeeded.id
+    assert all(r.headers["content-type"] == "application/json" for r in got if "hook" in r.path)
+    # pings: healthchecks.io's paths, the output tail as the body of each end
+    assert [path for path, _ in pings] == [
+        "/ping/abc/start?token=s3cr3t", "/ping/abc/fail?token=s3cr3t",
+        "/ping/abc/start?token=s3cr3t", "/ping/abc?token=s3cr3t",
+        "/ping/abc/start?token=s3cr3t", "/ping/abc?token=s3cr3t",
+    ]  # fmt: skip
+    assert pings[1][1].decode().startswith("line one\nline two")
+    status = parts.notifier.status()
+    assert status is not None
+    assert status["kinds"]["webhook"] == {"sent": 6, "failed": 0}
+    assert status["kinds"]["ping"] == {"sent": 6, "failed": 0}
+    assert "s3cr3t" not in json.dumps(status)
+
+
+async def test_a_dead_endpoint_holds_no_run_back_and_is_logged_once(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    text = f"""
+[tasks.fails]
+handler = "{HANDLERS}:fails"
+[tasks.fails.notify.webhook]
+url = "{closed_port_url()}/hook?token=s3cr3t"
+attempts = 2
+backoff = "10ms"
+"""
+    async with running(text) as parts:
+        for _ in range(5):
+            run = await parts.run("fails")
+            assert run.result is not None
+            assert not run.result.ok
+        await _settled(parts.notifier, 5)
+    status = parts.notifier.status()
+    assert status is not None
+    assert status["kinds"]["webhook"] == {"sent": 0, "failed": 5}
+    assert status["retries"] == 5  # one retry a notice: attempts = 2
+    assert status["last_failure"] is not None
+    assert status["last_failure"]["error"] == "ConnectError"
+    failed_lines = [line for line in logs if line["event"] == "notify.failed"]
+    assert len(failed_lines) == 1  # one incident, one line
+    assert "s3cr3t" not in repr(logs)
+
+
+async def _settled(notifier: Notifier, count: int) -> None:
+    """Until ``count`` notices have an end at the webhook: sent or given up."""
+
+    def ended() -> bool:
+        figures = notifier.record.kinds["webhook"]
+        return figures["sent"] + figures["failed"] >= count
+
+    await eventually_async(ended, f"{count} webhook notices sent or given up")
+
+
+async def test_a_500_is_tried_again_after_the_backoff_doubled_each_time() -> None:
+    with receiving() as receiver:
+        receiver.status = 500
+        text = f"""
+[tasks.fails]
+handler = "{HANDLERS}:fails"
+[tasks.fails.notify.webhook]
+url = "{receiver.url}/hook"
+attempts = 3
+backoff = "100ms"
+"""
+        async with running(text) as parts:
+            await parts.run("fails")
+            got = await _wait(receiver, 3)
+            await _settled(parts.notifier, 1)
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(got)]
+    assert gaps[0] >= 0.1
+    assert gaps[1] >= 0.2
+    assert len(receiver.requests) == 3  # attempts = 3, then given up
+    assert parts.notifier.record.kinds["webhook"] == {"sent": 0, "failed": 1}
+
+
+async def test_a_4xx_is_given_up_at_once() -> None:
+    with receiving() as receiver:
+        receiver.status = 404
+        text = f"""
+[tasks.fails]
+handler = "{HANDLERS}:fails"
+[tasks.fails.notify.webhook]
+url = "{receiver.url}/hook"
+attempts = 5
+backoff = "10ms"
+"""
+        async with running(text) as parts:
+            await parts.run("fails")
+            await _settled(parts.notifier, 1)
+    assert len(receiver.requests) == 1
+    assert parts.notifier.record.last_failure is not None
+    assert parts.notifier.record.last_failure["error"] == "HTTP 404"
+
+
+async def test_an_endpoint_that_never_answers_holds_no_run_back_and_the_queue_stays_bounded(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    with receiving() as receiver:
+        receiver.hang = True
+        text = f"""
+[tasks.fails]
+handler = "{HANDLERS}:fails"
+[tasks.fails.notify.webhook]
+url = "{receiver.url}/hook"
+timeout = "30s"
+attempts = 1
+"""
+        async with running(text, capacity=5) as parts:
+            started = time.monotonic()
+            runs = [parts.queue.submit(RunRequest(task="fails")) for _ in range(40)]
+            await asyncio.gather(*(run.wait() for run in runs))
+            elapsed_s = time.monotonic() - started
+            await _wait(receiver, 1)  # the first notice hangs at the endpoint
+            status = parts.notifier.status()
+            assert status is not None
+            assert status["pending"] == 5  # the bound
+            assert status["dropped"] == 40 - 5 - 1
+            assert len(receiver.requests) == 1
+            assert elapsed_s < 5.0  # 40 handler runs; the endpoint's 30 s timeout is not waited
+            drain_started = time.monotonic()
+            await parts.notifier.drain(0.2)
+            assert time.monotonic() - drain_started < 0.2 + 1.5
+    assert len([line for line in logs if line["event"] == "notify.dropped"]) == 1
+    assert any(line["event"] == "notify.shutdown_dropped" for line in logs)
+
+
+async def test_a_slow_endpoint_is_cut_at_its_timeout_each_attempt() -> None:
+    with receiving() as receiver:
+        receiver.delay_s = 5.0
+        text = f"""
+[tasks.fails]
+handler = "{HANDLERS}:fails"
+[tasks.fails.notify.webhook]
+url = "{receiver.url}/hook"
+timeout = "200ms"
+attempts = 2
+backoff = "10ms"
+"""
+        async with running(text) as parts:
+            started = time.monotonic()
+            await parts.run("fails")
+            await _settled(parts.notifier, 1)
+            took_s = time.monotonic() - started
+    assert len(receiver.requests) == 2
+    assert parts.notifier.record.last_failure is not None
+    assert parts.notifier.record.last_failure["error"] == "no answer within 0.2s"
+    assert took_s < 2 * 0.2 + 0.01 + 2.0  # the bound, and slack for a loaded machine
