@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from daemon.core.tasks import TaskRegistry
+from daemon.core.tasks import Task, TaskRegistry
 from daemon.core.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
@@ -44,34 +44,41 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         elif decision.mode == "once":
             plans.append(TickPlan("default", once=True))
     for task in tasks.tasks.values():
-        if task.schedule is not None:
-            plans.append(
-                TickPlan(
-                    task.name,
-                    schedule=task.schedule,
-                    misfire=task.misfire,
-                    catchup_window_s=task.catchup_window_s,
-                    on_busy=task.on_busy,
-                    start_deadline_s=task.start_deadline_s,
-                )
-            )
-        elif task.interval_s is not None:
-            own = clamp_interval(
-                task.interval_s,
-                subject=f"tasks.{task.name}: interval",
-                min_s=MIN_INTERVAL_S,
-                max_s=MAX_INTERVAL_S,
-            )
-            warnings.extend(own.warnings)
-            plans.append(
-                TickPlan(
-                    task.name,
-                    interval_s=own.interval_s,
-                    fire_on_start=settings.fire_on_start,
-                    misfire=task.misfire,
-                    catchup_window_s=task.catchup_window_s,
-                    on_busy=task.on_busy,
-                    start_deadline_s=task.start_deadline_s,
-                )
-            )
+        plan, own_warnings = task_tick_plan(task, fire_on_start=settings.fire_on_start)
+        warnings.extend(own_warnings)
+        if plan is not None:
+            plans.append(plan)
     return plans, warnings
+
+
+def task_tick_plan(task: Task, *, fire_on_start: bool) -> tuple[TickPlan | None, list[str]]:
+    """The ticker's plan of a task's own ``interval`` or ``schedule`` (None: it has neither)
+    and the warnings about its interval; ``daemon.testing`` plans a user's task with it too."""
+    if task.schedule is not None:
+        plan = TickPlan(
+            task.name,
+            schedule=task.schedule,
+            misfire=task.misfire,
+            catchup_window_s=task.catchup_window_s,
+            on_busy=task.on_busy,
+            start_deadline_s=task.start_deadline_s,
+        )
+        return plan, []
+    if task.interval_s is None:
+        return None, []
+    own = clamp_interval(
+        task.interval_s,
+        subject=f"tasks.{task.name}: interval",
+        min_s=MIN_INTERVAL_S,
+        max_s=MAX_INTERVAL_S,
+    )
+    plan = TickPlan(
+        task.name,
+        interval_s=own.interval_s,
+        fire_on_start=fire_on_start,
+        misfire=task.misfire,
+        catchup_window_s=task.catchup_window_s,
+        on_busy=task.on_busy,
+        start_deadline_s=task.start_deadline_s,
+    )
+    return plan, list(own.warnings)

@@ -21,6 +21,7 @@ from daemon.testing.handlers import (
     start_handler,
 )
 from daemon.testing.jobs import Firing, JobBoard, Outcome
+from daemon.testing.virtual_time import VirtualTime
 
 __all__ = [
     "Firing",
@@ -31,6 +32,7 @@ __all__ = [
     "ManualClock",
     "Outcome",
     "RunContext",
+    "VirtualTime",
     "run_handler",
     "start_handler",
 ]

@@ -17,8 +17,9 @@ from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
 from daemon.core.slots import MISSED, RAN, Slot, SlotRecord
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
-from daemon.testing import ManualClock
-from tests.unit.core.virtual_time import START, VirtualTime
+from daemon.testing import ManualClock, VirtualTime
+
+START = datetime(2026, 3, 27, 22, 0, tzinfo=UTC)  # Europe/Berlin springs forward on the 29th
 
 
 class FakeExecutor:
