@@ -42,9 +42,13 @@ class VirtualTime:
         await future
 
     async def quiet(self) -> None:
-        """Let every task run until it waits again (nothing here does real I/O)."""
+        """Let every task run until it waits again (nothing here does real I/O): until no
+        callback is ready on asyncio's own loop, or ``QUIET_TURNS`` turns on another."""
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)  # asyncio's run queue
         for _ in range(QUIET_TURNS):
             await asyncio.sleep(0)
+            if ready is not None and not ready:
+                return
 
     def next_wake(self) -> datetime | None:
         """When the next sleeper wakes (None: nobody sleeps)."""
