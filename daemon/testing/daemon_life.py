@@ -49,6 +49,7 @@ class Recorder:
         self.triggers: list[TriggerAnswer] = []
         self.queued_at: dict[str, datetime] = {}
         self.started_at: dict[str, datetime] = {}
+        self.started: dict[str, int] = {}  # task: how many of its runs started
 
     def settled(self, slot: Slot) -> None:
         self.slots.append(
@@ -114,7 +115,9 @@ class DaemonLife:
         self.recorder = recorder
         self.queue = queue = RunQueue(queue_capacity)
         timeouts_s = {name: task.timeout_s for name, task in tasks.items()}
-        self.executor = VirtualExecutor(queue, time, run_s, timeouts_s, recorder.started_at)
+        self.executor = VirtualExecutor(
+            queue, time, run_s, timeouts_s, recorder.started_at, recorder.started
+        )
         self.busy = BusyPolicy(queue, self.executor.cancel_running)
         record = SlotRecord(KEPT_PER_TASK, clock=lambda: time.clock().timestamp())
         record.listeners.append(recorder.settled)

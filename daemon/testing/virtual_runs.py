@@ -43,7 +43,8 @@ def _seconds(duration: Duration) -> float:
 
 class VirtualExecutor:
     """Runs of ``queue`` one at a time, each ``run_s`` of ``time`` long; ``timeouts_s`` holds
-    each task's ``timeout`` (absent or None: none), ``started_at`` when each run started.
+    each task's ``timeout`` (absent or None: none), ``started_at`` when each run started,
+    ``started`` how many runs of each task started (shared across a simulation's lives).
     ``cancel_running`` is the daemon executor's ``cancel_current`` for a ``BusyPolicy``."""
 
     def __init__(
@@ -53,12 +54,13 @@ class VirtualExecutor:
         run_s: RunDuration,
         timeouts_s: Mapping[str, float | None],
         started_at: dict[str, datetime] | None = None,
+        started: dict[str, int] | None = None,
     ) -> None:
         self.queue = queue
         self.time = time
         self.run_s = run_s
         self.timeouts_s = timeouts_s
-        self.started: dict[str, int] = {}  # task: how many of its runs have started
+        self.started = {} if started is None else started  # task: how many runs started
         self.started_at = {} if started_at is None else started_at  # run id: when it started
         self._attempt: asyncio.Task[None] | None = None  # the running run's virtual sleep
         self._cancel_reason = ""
