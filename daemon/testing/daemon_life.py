@@ -182,9 +182,10 @@ class DaemonLife:
         if self.queue.current is not None:
             owed.add(self.queue.current.id)
         self.queue.on_finish(lambda run: ended.add(run.id))
-        while owed - ended:
+        executing = self._executing
+        while owed - ended and executing is not None and not executing.done():
             if not await self.time.step():
-                return
+                return  # a ``run_s`` that raised ended the executor: ``stop`` raises it
 
     async def stop(self) -> None:
         """A clean stop, in the shutdown's order: no new runs, the ticker stopped, the queued

@@ -250,3 +250,11 @@ async def test_what_cannot_be_simulated_is_refused(kwargs: dict[str, object], me
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         await simulate_slots(NIGHTLY, **arguments)  # type: ignore[arg-type]
+
+
+async def test_a_run_length_that_raises_ends_the_simulation_with_its_error() -> None:
+    def run_s(run: RunStart) -> float:
+        raise ZeroDivisionError("no length")
+
+    with pytest.raises(ZeroDivisionError, match="no length"):
+        await simulate_slots(NIGHTLY, "nightly", start=T0, until=T0 + DAY, run_s=run_s)
