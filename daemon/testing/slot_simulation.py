@@ -95,7 +95,7 @@ async def simulate_slots(
     triggers: Iterable[Trigger | datetime] = (),
     down: Iterable[DownTime] = (),
     fire_on_start: bool = True,
-    state_dir: bool = True,
+    with_state_dir: bool = True,
     queue_capacity: int = QUEUE_CAPACITY,
     jitter: float = 0.0,
     seed: int = 0,
@@ -108,7 +108,7 @@ async def simulate_slots(
     run lasts (seconds, a ``timedelta``, or a callable given each ``RunStart``). ``triggers``:
     times (or ``Trigger``s, of any task) at which ``runbroker trigger`` is called. ``down``:
     ``(stop, restart)`` pairs, a clean stop and a start with the state directory
-    (``state_dir=False``: without one). ``fire_on_start``, ``queue_capacity`` and ``jitter``
+    (``with_state_dir=False``: without one). ``fire_on_start``, ``queue_capacity`` and ``jitter``
     are ``RUNBROKER_FIRE_ON_START``, ``RUNBROKER_QUEUE_CAPACITY`` and ``RUNBROKER_JITTER`` (0
     here: the same times every run; ``seed`` picks the jitter). After ``until`` time goes on
     without triggers until the runs queued by then have ended, so that each slot planned by
@@ -149,7 +149,7 @@ async def simulate_slots(
                 recorder,
                 run_s=run_s,
                 queue_capacity=queue_capacity,
-                state_path=Path(directory) if state_dir else None,
+                state_path=Path(directory) if with_state_dir else None,
                 jitter=jitter,
                 rng=random.Random(seed * 1000 + index),
             )

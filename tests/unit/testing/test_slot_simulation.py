@@ -161,7 +161,13 @@ async def test_the_catch_up_of_a_down_time(
 
 async def test_without_a_state_directory_a_down_time_is_recorded_nowhere() -> None:
     simulation = await simulate_slots(
-        NIGHTLY, "nightly", start=T0, until=T0 + 5 * DAY, run_s=600, down=[DOWN], state_dir=False
+        NIGHTLY,
+        "nightly",
+        start=T0,
+        until=T0 + 5 * DAY,
+        run_s=600,
+        down=[DOWN],
+        with_state_dir=False,
     )
     assert simulation.outcomes() == [(T0 + timedelta(hours=2, minutes=30), "ran")]
     assert simulation.totals()["missed"] == 0

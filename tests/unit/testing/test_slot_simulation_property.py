@@ -75,7 +75,7 @@ down_times = st.lists(
     window=st.sampled_from([None, "3h", "30h"]),
     durations_min=st.lists(st.sampled_from([0, 1, 10, 30, 50, 120, 300]), min_size=1, max_size=4),
     down=down_times,
-    state_dir=st.booleans(),
+    with_state_dir=st.booleans(),
 )
 async def test_every_planned_time_has_exactly_one_outcome(
     timing: str,
@@ -85,7 +85,7 @@ async def test_every_planned_time_has_exactly_one_outcome(
     window: str | None,
     durations_min: list[int],
     down: list[tuple[int, int]],
-    state_dir: bool,
+    with_state_dir: bool,
 ) -> None:
     windows: list[tuple[datetime, datetime]] = []
     after = START
@@ -106,14 +106,14 @@ async def test_every_planned_time_has_exactly_one_outcome(
         until=UNTIL,
         run_s=run_s,
         down=windows,
-        state_dir=state_dir,
+        with_state_dir=with_state_dir,
     )
     times = [at for at, _slot in simulation.each_planned_time()]
     assert len(times) == len(set(times)), "a planned time has two outcomes"
     assert all(slot.outcome in OUTCOMES for slot in simulation.slots)
     assert sum(simulation.totals().values()) == len(times)
     planned = _planned_times(timing)
-    if state_dir or not windows:  # none left out from the first slot on, none invented
+    if with_state_dir or not windows:  # none left out from the first slot on, none invented
         first = times[0] if times else UNTIL + timedelta(seconds=1)
         assert times == [at for at in planned if at >= first]
         # Before the task's first slot the state holds nothing of it: a down-time then loses
