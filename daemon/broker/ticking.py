@@ -45,25 +45,30 @@ def tick_plans(settings: Settings, tasks: TaskRegistry) -> tuple[list[TickPlan],
         elif decision.mode == "once":
             plans.append(TickPlan("default", once=True))
     for task in tasks.tasks.values():
-        if task.schedule is not None:
-            plans.append(TickPlan(task.name, schedule=task.schedule, **_slot_policy(task)))
-        elif task.interval_s is not None:
-            own = clamp_interval(
-                task.interval_s,
-                subject=f"tasks.{task.name}: interval",
-                min_s=MIN_INTERVAL_S,
-                max_s=MAX_INTERVAL_S,
-            )
-            warnings.extend(own.warnings)
-            plans.append(
-                TickPlan(
-                    task.name,
-                    interval_s=own.interval_s,
-                    fire_on_start=settings.fire_on_start,
-                    **_slot_policy(task),
-                )
-            )
+        plan, own_warnings = task_tick_plan(task, fire_on_start=settings.fire_on_start)
+        warnings.extend(own_warnings)
+        if plan is not None:
+            plans.append(plan)
     return plans, warnings
+
+
+def task_tick_plan(task: Task, *, fire_on_start: bool) -> tuple[TickPlan | None, list[str]]:
+    """The ticker's plan of a task's own ``interval`` or ``schedule`` (None: it has neither)
+    and the warnings about its interval; ``daemon.testing`` plans a user's task with it too."""
+    if task.schedule is not None:
+        return TickPlan(task.name, schedule=task.schedule, **_slot_policy(task)), []
+    if task.interval_s is None:
+        return None, []
+    own = clamp_interval(
+        task.interval_s,
+        subject=f"tasks.{task.name}: interval",
+        min_s=MIN_INTERVAL_S,
+        max_s=MAX_INTERVAL_S,
+    )
+    plan = TickPlan(
+        task.name, interval_s=own.interval_s, fire_on_start=fire_on_start, **_slot_policy(task)
+    )
+    return plan, list(own.warnings)
 
 
 def _slot_policy(task: Task) -> dict[str, Any]:

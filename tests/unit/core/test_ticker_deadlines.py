@@ -12,9 +12,10 @@ from daemon.core.runqueue import RunQueue, RunRequest, RunResult
 from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
-from daemon.testing import ManualClock
+from daemon.testing import ManualClock, VirtualTime
 from daemon.wire.reasons import REASON_MISSED, REASON_REPLACED
-from tests.unit.core.virtual_time import START, VirtualTime
+
+START = datetime(2026, 3, 27, 22, 0, tzinfo=UTC)  # Europe/Berlin springs forward on the 29th
 
 
 def _tick_queue() -> tuple[RunQueue, SlotRecord, list[Slot]]:
@@ -42,11 +43,11 @@ async def test_a_long_job_makes_the_next_slot_miss_its_start_deadline() -> None:
     assert await queue.take() is long_job  # the executor is busy with it throughout
     runner = asyncio.create_task(ticker.run())
     try:
-        await time_.until(START + timedelta(minutes=10))  # the slot is queued behind the job
+        await time_.advance_to(START + timedelta(minutes=10))  # the slot is queued behind the job
         waiting = list(queue.waiting())
         assert [run.request.task for run in waiting] == ["report"]
         assert settled == []
-        await time_.until(START + timedelta(minutes=11))  # its deadline
+        await time_.advance_to(START + timedelta(minutes=11))  # its deadline
     finally:
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -76,11 +77,11 @@ async def test_a_slot_that_starts_in_time_ran_with_its_result() -> None:
     )
     runner = asyncio.create_task(ticker.run())
     try:
-        await time_.until(START + timedelta(minutes=10))
+        await time_.advance_to(START + timedelta(minutes=10))
         run = await queue.take()
         assert run is not None
         run.mark_started()  # its deadline's watch stops here
-        await time_.until(START + timedelta(minutes=12))
+        await time_.advance_to(START + timedelta(minutes=12))
         run.finish(RunResult(ok=False, reason="exit status 4", exit_code=4))
     finally:
         runner.cancel()
@@ -199,7 +200,7 @@ async def test_a_slot_moved_by_a_dst_gap_says_so() -> None:
     )
     runner = asyncio.create_task(ticker.run())
     try:  # the run of the 28th stays queued: the slot of the 29th is skipped, and says why
-        await time_.until(datetime(2026, 3, 29, 1, 0, tzinfo=UTC))
+        await time_.advance_to(datetime(2026, 3, 29, 1, 0, tzinfo=UTC))
     finally:
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):

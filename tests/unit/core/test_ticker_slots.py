@@ -13,43 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.core.busy import ON_BUSY, BusyPolicy, OnBusy
-from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
+from daemon.core.runqueue import Run, RunQueue, RunRequest
 from daemon.core.slots import MISSED, RAN, Slot, SlotRecord
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
-from daemon.testing import ManualClock
-from tests.unit.core.virtual_time import START, VirtualTime
+from daemon.testing import ManualClock, VirtualTime
+from daemon.testing.virtual_runs import VirtualExecutor
 
-
-class FakeExecutor:
-    """The executor's part, step by step: finish the running run, start the next waiting."""
-
-    def __init__(self, queue: RunQueue, clock: ManualClock) -> None:
-        self.queue = queue
-        self.clock = clock
-        self.started: dict[str, datetime] = {}
-        self.runs: dict[str, Run] = {}
-
-    async def step(self, finish: bool) -> None:
-        current = self.queue.current
-        if current is not None and finish:
-            current.finish(RunResult(ok=True))
-            self.queue.release(current)
-            current = None
-        if current is None and self.queue.waiting_count():
-            run = await self.queue.take()
-            assert run is not None
-            run.mark_started()
-            self.started[run.id] = self.clock()
-            self.runs[run.id] = run
-
-    def cancel_running(self, run_id: str, reason: str) -> str:
-        current = self.queue.current
-        if current is None or current.id != run_id:
-            return ""
-        current.finish(RunResult(ok=False, reason=reason, cancelled=True))
-        self.queue.release(current)
-        return "requested"
+START = datetime(2026, 3, 27, 22, 0, tzinfo=UTC)  # Europe/Berlin springs forward on the 29th
 
 
 SPECS = [
@@ -136,21 +107,27 @@ def _assert_one_each(plan: TickPlan, times: list[float], start: float) -> None:
     steps=st.lists(
         st.tuples(
             st.sampled_from([0.0, 0.0, 0.0, 0.5, 90.0, 1800.0, 20000.0]),  # a late wake-up
-            st.booleans(),  # the running run ends at this step
             st.booleans(),  # someone triggers a long run of another task
         ),
         min_size=1,
         max_size=60,
     ),
+    durations_s=st.lists(
+        st.sampled_from([0.0, 30.0, 400.0, 3600.0, 20000.0]), min_size=1, max_size=6
+    ),
 )
 async def test_every_planned_time_has_exactly_one_outcome(
     plans: list[tuple[object, OnBusy | None, float | None, bool]],
-    steps: list[tuple[float, bool, bool]],
+    steps: list[tuple[float, bool]],
+    durations_s: list[float],
 ) -> None:
     clock = ManualClock(START)
     time_ = VirtualTime(clock)
     queue = RunQueue(8)
-    executor = FakeExecutor(queue, clock)
+    runs: dict[str, Run] = {}
+    queue.on_submit(lambda run: runs.update({run.id: run}))
+    lengths = itertools.cycle(durations_s)  # each run lasts the next of these
+    executor = VirtualExecutor(queue, time_, lambda _start: next(lengths), {})
     record = SlotRecord(10_000)
     settled: list[Slot] = []
     record.listeners.append(settled.append)
@@ -166,25 +143,25 @@ async def test_every_planned_time_has_exactly_one_outcome(
         busy=BusyPolicy(queue, executor.cancel_running),
     )
     start = clock().timestamp()
+    executing = asyncio.create_task(executor.run_forever())
     runner = asyncio.create_task(ticker.run())
     try:
-        for stall_s, finish, blocker in steps:
+        for stall_s, blocker in steps:
             if blocker:
                 with contextlib.suppress(Exception):
                     queue.submit(RunRequest("long"))
-            await executor.step(finish)
             if not await time_.step(stall_s):
                 break
     finally:
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await runner
-    # What was left: the running run ends, the queued ones are cancelled (a shutdown's way).
-    if queue.current is not None:
-        executor.runs.setdefault(queue.current.id, queue.current)
-        queue.current.finish(RunResult(ok=True))
-        queue.release(queue.current)
-    queue.cancel_all()
+        # What was left: the queued runs are cancelled, the running one stopped (a shutdown's).
+        queue.close()
+        queue.cancel_all()
+        if queue.current is not None:
+            executor.cancel_running(queue.current.id, "shutting down")
+        await executing
     assert record.open_slots == 0
     by_task: dict[str, list[Slot]] = {}
     for slot in settled:
@@ -196,11 +173,10 @@ async def test_every_planned_time_has_exactly_one_outcome(
         for slot in mine:
             if slot.outcome == RAN:
                 assert slot.run_id
-                run = executor.runs.get(slot.run_id)
-                started = executor.started.get(slot.run_id)
+                started = executor.started_at.get(slot.run_id)
                 if plan.start_deadline_s is not None and started is not None:
                     late_s = started.timestamp() - slot.planned_at
                     assert late_s <= plan.start_deadline_s + 1e-6, "ran past its deadline"
-                assert run is None or run.result is not None
+                assert runs[slot.run_id].result is not None
             if slot.outcome == MISSED and slot.run_id:
-                assert slot.run_id not in executor.started  # missed runs never start
+                assert slot.run_id not in executor.started_at  # missed runs never start
