@@ -154,10 +154,14 @@ class Ticker:
                 self.fire(plan)
             return
         last_planned = None
-        if at_start_up and self.state is not None:
+        if self.state is not None:
             last_planned = self.state.last_planned.get(plan.task)
-        if last_planned is not None:
-            last_planned = self._catch_up(plan, last_planned)
+            if last_planned is None:  # from now on its slots are accounted for, fired or not
+                self.state.planned(plan.task, self._wall_s())
+            elif at_start_up:
+                last_planned = self._catch_up(plan, last_planned)
+            else:
+                last_planned = None
         loop = None
         if plan.schedule is not None:
             loop = self._schedule_loop(plan, plan.schedule)

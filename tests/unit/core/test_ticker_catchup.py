@@ -120,3 +120,30 @@ async def test_an_interval_goes_on_on_its_grid_instead_of_firing_at_start(tmp_pa
         assert plan.next_fire_at is not None
         waits_s = plan.next_fire_at - time.time()  # the ticker says it on the host's clock
         assert abs(waits_s - 40 * 60) < 5.0
+
+
+async def test_a_task_is_accounted_for_from_its_first_start_not_its_first_slot(
+    tmp_path: Path,
+) -> None:
+    """Started at noon, stopped before its 02:30 slot, back two days later: both slots missed
+    while down are settled (the newer caught up), though none had fired before."""
+    async with _started(tmp_path, _daily(), None) as (_ticker, queue, record, state):
+        assert queue.waiting_count() == 0
+        assert state.last_planned["nightly"] == NOW.timestamp()
+    later = SlotState(tmp_path)
+    later.open()
+    queue = RunQueue(4)
+    record = SlotRecord()
+    clock = ManualClock(NOW + 2 * DAY)
+    ticker = Ticker(
+        queue, [_daily()], jitter=0.0, sleep=_never, now=clock, slots=record, state=later
+    )
+    running = asyncio.create_task(ticker.run())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    later.close()
+    assert queue.waiting_count() == 1
+    (coalesced,) = record.last("nightly")  # the caught-up slot settles when its run ends
+    assert (coalesced.outcome, coalesced.count) == (COALESCED, 1)
