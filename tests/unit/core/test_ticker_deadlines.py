@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from daemon.core.busy import BusyPolicy
@@ -18,18 +19,13 @@ from daemon.wire.reasons import REASON_MISSED, REASON_REPLACED
 START = datetime(2026, 3, 27, 22, 0, tzinfo=UTC)  # Europe/Berlin springs forward on the 29th
 
 
-def _tick_queue() -> tuple[RunQueue, SlotRecord, list[Slot]]:
-    record = SlotRecord()
-    settled: list[Slot] = []
-    record.listeners.append(settled.append)
-    return RunQueue(8), record, settled
-
-
-async def test_a_long_job_makes_the_next_slot_miss_its_start_deadline() -> None:
+@contextlib.asynccontextmanager
+async def _ticking(
+    plan: TickPlan, queue: RunQueue, record: SlotRecord
+) -> AsyncIterator[VirtualTime]:
+    """``plan`` ticking from ``START`` on the virtual clock for the length of the block."""
     clock = ManualClock(START)
     time_ = VirtualTime(clock)
-    queue, record, settled = _tick_queue()
-    plan = TickPlan("report", schedule=parse_schedule("every 10m"), start_deadline_s=60.0)
     ticker = Ticker(
         queue,
         [plan],
@@ -39,19 +35,33 @@ async def test_a_long_job_makes_the_next_slot_miss_its_start_deadline() -> None:
         monotonic=time_.monotonic,
         slots=record,
     )
-    long_job = queue.submit(RunRequest("backup"))
-    assert await queue.take() is long_job  # the executor is busy with it throughout
     runner = asyncio.create_task(ticker.run())
     try:
+        yield time_
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
+def _tick_queue() -> tuple[RunQueue, SlotRecord, list[Slot]]:
+    record = SlotRecord()
+    settled: list[Slot] = []
+    record.listeners.append(settled.append)
+    return RunQueue(8), record, settled
+
+
+async def test_a_long_job_makes_the_next_slot_miss_its_start_deadline() -> None:
+    queue, record, settled = _tick_queue()
+    plan = TickPlan("report", schedule=parse_schedule("every 10m"), start_deadline_s=60.0)
+    long_job = queue.submit(RunRequest("backup"))
+    assert await queue.take() is long_job  # the executor is busy with it throughout
+    async with _ticking(plan, queue, record) as time_:
         await time_.advance_to(START + timedelta(minutes=10))  # the slot is queued behind the job
         waiting = list(queue.waiting())
         assert [run.request.task for run in waiting] == ["report"]
         assert settled == []
         await time_.advance_to(START + timedelta(minutes=11))  # its deadline
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
     assert [(s.outcome, s.run_id) for s in settled] == [(MISSED, waiting[0].id)]
     assert "start deadline" in settled[0].reason
     assert settled[0].planned_at == (START + timedelta(minutes=10)).timestamp()
@@ -62,31 +72,15 @@ async def test_a_long_job_makes_the_next_slot_miss_its_start_deadline() -> None:
 
 
 async def test_a_slot_that_starts_in_time_ran_with_its_result() -> None:
-    clock = ManualClock(START)
-    time_ = VirtualTime(clock)
     queue, record, settled = _tick_queue()
     plan = TickPlan("report", schedule=parse_schedule("every 10m"), start_deadline_s=60.0)
-    ticker = Ticker(
-        queue,
-        [plan],
-        jitter=0.0,
-        sleep=time_.sleep,
-        now=clock,
-        monotonic=time_.monotonic,
-        slots=record,
-    )
-    runner = asyncio.create_task(ticker.run())
-    try:
+    async with _ticking(plan, queue, record) as time_:
         await time_.advance_to(START + timedelta(minutes=10))
         run = await queue.take()
         assert run is not None
         run.mark_started()  # its deadline's watch stops here
         await time_.advance_to(START + timedelta(minutes=12))
         run.finish(RunResult(ok=False, reason="exit status 4", exit_code=4))
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
     assert [(s.outcome, s.run_id, s.result) for s in settled] == [(RAN, run.id, "failed")]
 
 
@@ -102,27 +96,11 @@ def test_a_tick_fired_past_its_deadline_is_missed_and_runs_nothing() -> None:
 
 
 async def test_a_late_tick_stands_for_the_slots_it_covers() -> None:
-    clock = ManualClock(START)
-    time_ = VirtualTime(clock)
     queue, record, settled = _tick_queue()
     plan = TickPlan("report", schedule=parse_schedule("cron */10 * * * *"))
-    ticker = Ticker(
-        queue,
-        [plan],
-        jitter=0.0,
-        sleep=time_.sleep,
-        now=clock,
-        monotonic=time_.monotonic,
-        slots=record,
-    )
-    runner = asyncio.create_task(ticker.run())
-    try:
+    async with _ticking(plan, queue, record) as time_:
         # Its first wait (one minute at most) ends at 22:45, not 22:01: a suspended host.
         await time_.step(44 * 60.0)
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
     run = next(queue.waiting())
     assert [(s.outcome, s.count, s.run_id) for s in settled] == [(COALESCED, 3, run.id)]
     assert settled[0].planned_at == (START + timedelta(minutes=10)).timestamp()
@@ -185,26 +163,11 @@ def test_a_reload_keeps_the_loop_and_takes_the_new_policy() -> None:
 
 
 async def test_a_slot_moved_by_a_dst_gap_says_so() -> None:
-    clock = ManualClock(START)
-    time_ = VirtualTime(clock)
     queue, record, settled = _tick_queue()
     plan = TickPlan("nightly", schedule=parse_schedule("daily 02:30", "Europe/Berlin"))
-    ticker = Ticker(
-        queue,
-        [plan],
-        jitter=0.0,
-        sleep=time_.sleep,
-        now=clock,
-        monotonic=time_.monotonic,
-        slots=record,
-    )
-    runner = asyncio.create_task(ticker.run())
-    try:  # the run of the 28th stays queued: the slot of the 29th is skipped, and says why
+    # the run of the 28th stays queued: the slot of the 29th is skipped, and says why
+    async with _ticking(plan, queue, record) as time_:
         await time_.advance_to(datetime(2026, 3, 29, 1, 0, tzinfo=UTC))
-    finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
     assert [(s.outcome, s.planned_at) for s in settled] == [
         (SKIPPED, datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp())
     ]
