@@ -1,8 +1,10 @@
 """An example notification receiver for the compose stack: it prints every webhook and ping it
 gets (its path and body) as one JSON line, and answers 204. See what a task's notifications
-send with ``docker compose logs -f notify-receiver``. Standard library only."""
+send with ``docker compose logs -f notify-receiver``. Standard library only; ``--check PORT`` is
+its health check."""
 
 import json
+import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -26,5 +28,8 @@ class Receiver(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8080
+    port = int(sys.argv[-1]) if len(sys.argv) > 1 else 8080
+    if sys.argv[1:2] == ["--check"]:  # the health check: is the receiver listening?
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        sys.exit(0)
     ThreadingHTTPServer(("0.0.0.0", port), Receiver).serve_forever()

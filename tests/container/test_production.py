@@ -65,7 +65,7 @@ class Prod:
 def prod(engine: Engine) -> Iterator[Prod]:
     work = Path(tempfile.mkdtemp(prefix="rbprod-", dir="/tmp"))
     try:
-        for name in ("docker-compose.yml", "tasks.toml"):
+        for name in ("docker-compose.yml", "tasks.toml", "notify_receiver.py"):
             shutil.copyfile(PROD_DIR / name, work / name)
         # As the file's header says: owner-only secrets, the URL readable by the daemon's uid.
         store = work / "secrets"
