@@ -82,7 +82,7 @@ def _search_latest(sched: Occurrences, known: datetime, now: datetime) -> dateti
     return known if latest is None or latest > now else latest
 
 
-COUNT_WALK_MAX = 10_000  # occurrences walked to count those passed over (~0.6 s at the most)
+COUNT_WALK_MAX = 1_000  # occurrences walked to count those passed over: 0.1 s at the most
 
 
 def count_occurrences(sched: Occurrences, first: datetime, last: datetime) -> tuple[int, bool]:
