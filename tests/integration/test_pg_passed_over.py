@@ -14,6 +14,7 @@ from daemon.core.rfc3339 import rfc3339_utc
 from daemon.pg.plan import plan_claim
 from daemon.pg.store.base import Claimed, ClaimPlan, DueJob, Misfire, Release, WriteBatch
 from daemon.pg.store.memory import MemoryStore
+from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 from tests.integration.jobrows import add
 
@@ -155,3 +156,27 @@ async def test_jobs_history_shows_how_many_occurrences_a_row_stands_for(
         ("coalesced", 0, 10),
         ("queued", 1, 1),
     ]
+
+
+async def test_migration_0005_keeps_the_runs_recorded_before_it(empty_dsn: str) -> None:
+    migrations = as_tuples(load_migrations())
+    assert migrations[4][1] == "0005_passed_over_slots"
+    store = PostgresStore(empty_dsn)
+    sql = await asyncpg.connect(empty_dsn)
+    try:
+        await store.migrator.migrate(migrations[:4])
+        job_id = await sql.fetchval(
+            "INSERT INTO scheduled_jobs (name, task_type, schedule) VALUES ('old', 'default',"
+            " 'every 1h') RETURNING id"
+        )
+        await sql.execute(
+            "INSERT INTO job_runs (job_id, scheduled_for, attempt, status)"
+            " VALUES ($1, now(), 2, 'failed')",
+            job_id,
+        )
+        assert len(await store.migrator.migrate(migrations)) == len(migrations) - 4
+        (run,) = await store.admin.history("old", 10)
+        assert (run.status, run.attempt, run.occurrences) == ("failed", 2, 1)
+    finally:
+        await sql.close()
+        await store.close()

@@ -11,10 +11,9 @@
 -- can meet no run's. A claim made again for the same occurrences (its run released at a
 -- shutdown before it started) replaces the row instead of adding one.
 --
--- The checks replaced are wider than the ones they replace, so every row already satisfies
--- them: NOT VALID spares a scan of a large job_runs, and PostgreSQL still checks every row
--- written from now on. The new column has a constant default: no rewrite either. Run rows
--- stand for one occurrence each.
+-- Every row already there satisfies the new checks (the old statuses, attempt 1 and up, one
+-- occurrence each): NOT VALID spares a scan of a large job_runs, and PostgreSQL still checks
+-- every row written from now on. The new column has a constant default: no rewrite either.
 ALTER TABLE job_runs
     DROP CONSTRAINT job_runs_status_check,
     DROP CONSTRAINT job_runs_attempt_check,
