@@ -200,10 +200,8 @@ def _count_text(count: int, at_least: bool) -> str:
 def _missed(sched: Occurrences, first: datetime, last: datetime) -> PassedOver:
     """The occurrences from ``first`` through ``last`` a misfire = skip job does not run."""
     count, at_least = count_occurrences(sched, first, last)
-    note = (
-        f"{_count_text(count, at_least)} from {rfc3339_utc(first)} through {rfc3339_utc(last)}"
-        " missed (misfire = skip)"
-    )
+    counted = _count_text(count, at_least)
+    note = f"{counted} from {rfc3339_utc(first)} to {rfc3339_utc(last)} not run"
     return PassedOver("missed", first, count, note)
 
 
@@ -212,10 +210,8 @@ def _coalesced(sched: Occurrences, first: datetime, run_for: datetime) -> Passed
     count, at_least = count_occurrences(sched, first, run_for)
     if not at_least:  # the run's own occurrence, counted last, is not passed over
         count -= 1
-    note = (
-        f"{_count_text(count, at_least)} from {rfc3339_utc(first)} coalesced"
-        f" into the run for {rfc3339_utc(run_for)}"
-    )
+    counted = _count_text(count, at_least)
+    note = f"{counted} from {rfc3339_utc(first)} run once as {rfc3339_utc(run_for)}"
     return PassedOver("coalesced", first, count, note)
 
 

@@ -53,7 +53,7 @@ async def both_behind(
 
 def note_coalesced(first: datetime, run_for: datetime) -> str:
     z = rfc3339_utc
-    return f"10 occurrences from {z(first)} coalesced into the run for {z(run_for)}"
+    return f"10 occurrences from {z(first)} run once as {z(run_for)}"
 
 
 async def test_coalesce_runs_once_and_records_the_occurrences_it_passed_over(

@@ -22,7 +22,7 @@ def test_coalesce_counts_the_occurrences_before_the_one_it_runs() -> None:
         "coalesced",
         T0,
         30,
-        "30 occurrences from 2024-06-01T12:00:00Z coalesced into the run for 2024-06-01T12:30:00Z",
+        "30 occurrences from 2024-06-01T12:00:00Z run once as 2024-06-01T12:30:00Z",
     )
 
 
@@ -33,8 +33,7 @@ def test_skip_counts_every_occurrence_it_does_not_run() -> None:
         "missed",
         T0,
         31,
-        "31 occurrences from 2024-06-01T12:00:00Z through 2024-06-01T12:30:00Z missed"
-        " (misfire = skip)",
+        "31 occurrences from 2024-06-01T12:00:00Z to 2024-06-01T12:30:00Z not run",
     )
 
 
