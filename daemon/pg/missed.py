@@ -83,6 +83,7 @@ def _search_latest(sched: Occurrences, known: datetime, now: datetime) -> dateti
 
 
 COUNT_WALK_MAX = 1_000  # occurrences walked to count those passed over: 0.1 s at the most
+COUNT_MAX = 2**31 - 1  # the most job_runs.occurrences (an integer) holds
 
 
 def count_occurrences(sched: Occurrences, first: datetime, last: datetime) -> tuple[int, bool]:
@@ -93,7 +94,8 @@ def count_occurrences(sched: Occurrences, first: datetime, last: datetime) -> tu
     occurrences as a rule, and the walk's bound keeps a row years behind from holding the loop."""
     interval_s = getattr(sched, "interval_s", None)
     if isinstance(interval_s, float | int):
-        return (last - first) // timedelta(seconds=interval_s) + 1, False
+        count = (last - first) // timedelta(seconds=interval_s) + 1
+        return min(count, COUNT_MAX), count > COUNT_MAX
     count, at = 1, first
     while at < last:
         if count >= COUNT_WALK_MAX:

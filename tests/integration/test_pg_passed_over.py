@@ -180,3 +180,17 @@ async def test_migration_0005_keeps_the_runs_recorded_before_it(empty_dsn: str) 
     finally:
         await sql.close()
         await store.close()
+
+
+async def test_a_row_written_by_hand_ages_behind_is_claimed_and_says_at_least(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
+    await sql.execute(
+        "INSERT INTO scheduled_jobs (name, task_type, schedule, next_run_at)"
+        " VALUES ('ancient', 'default', 'every 1s', '0002-01-01 00:00:00+00')"
+    )
+    (claimed,) = await store.claim("me", 5, 30.0, planner)
+    passed = await sql.fetchrow("SELECT status, occurrences, error FROM job_runs WHERE attempt = 0")
+    assert (passed["status"], passed["occurrences"]) == ("coalesced", 2**31 - 1)
+    assert passed["error"].startswith(f"at least {2**31 - 1} occurrences from 0002-01-01T00:00:00Z")
+    assert claimed.attempt == 1

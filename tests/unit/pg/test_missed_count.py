@@ -7,7 +7,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.pg.missed import COUNT_WALK_MAX, count_occurrences
+from daemon.pg.missed import COUNT_MAX, COUNT_WALK_MAX, count_occurrences
 from daemon.pg.plan import schedule_for
 from tests.unit.pg.conftest import T0
 from tests.unit.pg.test_missed import SPECS, ZONES, Counting
@@ -48,3 +48,8 @@ def test_a_walk_stops_at_its_bound_and_says_at_least() -> None:
     assert counting.calls < COUNT_WALK_MAX
     exactly = T0 + timedelta(minutes=COUNT_WALK_MAX - 1)
     assert count_occurrences(counting, T0, exactly) == (COUNT_WALK_MAX, False)
+
+
+def test_an_every_count_beyond_what_the_column_holds_says_at_least() -> None:
+    sched = schedule_for("every 1ms", "UTC")
+    assert count_occurrences(sched, T0, T0 + timedelta(days=30)) == (COUNT_MAX, True)
