@@ -1,4 +1,5 @@
-"""The latest missed occurrence of a schedule, in bounded work however far behind a row is.
+"""The latest missed occurrence of a schedule and how many were missed, in bounded work however
+far behind a row is.
 
 The planner runs on the event loop inside the claim's transaction, and walking every missed
 occurrence (millions for a minutely row years behind) would hold the loop long enough to miss
@@ -79,3 +80,28 @@ def _search_latest(sched: Occurrences, known: datetime, now: datetime) -> dateti
             lo = max(mid, found - _MICROSECOND)
     latest = sched.next_after(lo)
     return known if latest is None or latest > now else latest
+
+
+COUNT_WALK_MAX = 1_000  # occurrences walked to count those passed over: 0.1 s at the most
+COUNT_MAX = 2**31 - 1  # the most job_runs.occurrences (an integer) holds
+
+
+def count_occurrences(sched: Occurrences, first: datetime, last: datetime) -> tuple[int, bool]:
+    """How many occurrences from ``first`` through ``last`` (both occurrences, first <= last),
+    and whether the count stopped at ``COUNT_WALK_MAX`` (then there are at least that many).
+
+    ``every`` counts by arithmetic, any other schedule walks: the claim passes over few
+    occurrences as a rule, and the walk's bound keeps a row years behind from holding the loop."""
+    interval_s = getattr(sched, "interval_s", None)
+    if isinstance(interval_s, float | int):
+        count = (last - first) // timedelta(seconds=interval_s) + 1
+        return min(count, COUNT_MAX), count > COUNT_MAX
+    count, at = 1, first
+    while at < last:
+        if count >= COUNT_WALK_MAX:
+            return count, True
+        following = sched.next_after(at)
+        if following is None or following > last:
+            break
+        count, at = count + 1, following
+    return count, False

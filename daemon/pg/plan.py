@@ -12,8 +12,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from daemon.core.rfc3339 import rfc3339_utc as rfc3339_utc  # the one text form of a time
-from daemon.pg.missed import Occurrences, latest_missed
-from daemon.pg.store.base import NO_OCCURRENCE, Claimed, ClaimPlan, DueJob, FinalStatus, Finish
+from daemon.pg.missed import Occurrences, count_occurrences, latest_missed
+from daemon.pg.store.base import (
+    NO_OCCURRENCE,
+    Claimed,
+    ClaimPlan,
+    DueJob,
+    FinalStatus,
+    Finish,
+    PassedOver,
+)
 from daemon.pg.store.plain_case import EARLIEST_USABLE, LATEST_USABLE, is_plain
 from daemon.schedules import parse_schedule
 
@@ -175,8 +183,36 @@ def _plan_claim(
     latest, following = latest_missed(sched, occurrence, now)
     late_s = (now - occurrence).total_seconds()
     if job.misfire == "skip" and (latest != occurrence or late_s > misfire_grace_s):
-        return _advance(following)
-    return ClaimPlan(run=True, scheduled_for=latest, attempt=1)
+        skipped = _advance(following)
+        skipped.passed_over = _missed(sched, occurrence, latest)
+        return skipped
+    plan = ClaimPlan(run=True, scheduled_for=latest, attempt=1)
+    if latest != occurrence:
+        plan.passed_over = _coalesced(sched, occurrence, latest)
+    return plan
+
+
+def _count_text(count: int, at_least: bool) -> str:
+    word = "occurrence" if count == 1 else "occurrences"
+    return f"{'at least ' if at_least else ''}{count} {word}"
+
+
+def _missed(sched: Occurrences, first: datetime, last: datetime) -> PassedOver:
+    """The occurrences from ``first`` through ``last`` a misfire = skip job does not run."""
+    count, at_least = count_occurrences(sched, first, last)
+    counted = _count_text(count, at_least)
+    note = f"{counted} from {rfc3339_utc(first)} to {rfc3339_utc(last)} not run"
+    return PassedOver("missed", first, count, note)
+
+
+def _coalesced(sched: Occurrences, first: datetime, run_for: datetime) -> PassedOver:
+    """The occurrences from ``first`` up to the one run (``run_for``), run as that one."""
+    count, at_least = count_occurrences(sched, first, run_for)
+    if not at_least:  # the run's own occurrence, counted last, is not passed over
+        count -= 1
+    counted = _count_text(count, at_least)
+    note = f"{counted} from {rfc3339_utc(first)} run once as {rfc3339_utc(run_for)}"
+    return PassedOver("coalesced", first, count, note)
 
 
 def backoff_s(attempt: int, base_s: float, rng: random.Random | None = None) -> float:

@@ -85,6 +85,25 @@ def mirror(rows: list[dict[str, object]], now: datetime) -> MemoryStore:
 
 
 Batch = list[tuple[str, datetime, int]]
+PassedRows = list[tuple[str, datetime, str, int, str | None]]
+
+
+def passed_over_in(memory: MemoryStore) -> PassedRows:
+    """The rows of occurrences passed over (attempt 0) the claims wrote, by job name."""
+    names = {job.id: job.name for job in memory.jobs.values()}
+    return sorted(
+        (names[r.job_id], r.scheduled_for, r.status, r.occurrences, r.error)
+        for r in memory.runs.values()
+        if r.attempt == 0
+    )
+
+
+async def passed_over_in_postgres(sql: asyncpg.Connection) -> PassedRows:
+    rows = await sql.fetch(
+        "SELECT j.name, r.scheduled_for, r.status, r.occurrences, r.error"
+        " FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id WHERE r.attempt = 0"
+    )
+    return sorted(tuple(r) for r in rows)
 
 
 def batch_of(claimed: list[Claimed]) -> Batch:
@@ -110,6 +129,9 @@ async def test_memory_claims_what_postgres_claims(
         if not pg_batch and not mem_batch:
             break
     assert from_memory == from_postgres
+    passed_over = passed_over_in(memory)
+    assert passed_over == await passed_over_in_postgres(sql)
+    assert passed_over  # the draw has rows far enough behind to pass over an occurrence
     claimed = sum(len(b) for b in from_postgres)
     # the draw has rows of every kind: some claimed, some left (future, disabled, live lease)
     assert 0 < claimed < len(rows)

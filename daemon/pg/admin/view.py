@@ -84,6 +84,7 @@ def run_dict(run: RunInfo) -> dict[str, Any]:
         "scheduled_for": _t(run.scheduled_for),
         "attempt": run.attempt,
         "status": run.status,
+        "occurrences": run.occurrences,
         "owner": run.owner,
         "claimed_at": _t(run.claimed_at),
         "started_at": _t(run.started_at),

@@ -94,3 +94,4 @@ class RunInfo:
     error: str | None
     output: Any
     tz: str = "UTC"  # the job's zone: the history table shows times in it
+    occurrences: int = 1  # more for a row of occurrences coalesced or missed (attempt 0)

@@ -13,7 +13,10 @@ from typing import Any, Literal, Protocol
 
 Policy = Literal["stop", "skip"]
 Misfire = Literal["coalesce", "skip"]
-RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "abandoned"]
+RunStatus = Literal[
+    "queued", "running", "succeeded", "failed", "cancelled", "abandoned", "coalesced", "missed"
+]
+SlotStatus = Literal["coalesced", "missed"]  # a job_runs row of occurrences that did not run
 FinalStatus = Literal["succeeded", "failed", "cancelled"]
 
 
@@ -56,6 +59,19 @@ class DueJob:
 
 
 @dataclass(slots=True)
+class PassedOver:
+    """Occurrences a claim passes over, recorded as one ``job_runs`` row in its transaction:
+    ``coalesced`` into the run it makes, or ``missed`` (misfire = skip). The row's key is
+    (job, ``first``, attempt 0): no run has attempt 0, and a claim made again after a release
+    replaces it."""
+
+    status: SlotStatus
+    first: datetime  # the first occurrence passed over
+    count: int  # how many (at least this many when ``note`` says so)
+    note: str  # what the row says to people, in its error column
+
+
+@dataclass(slots=True)
 class ClaimPlan:
     """What ``claim`` does with one due job, decided by the planner inside the transaction.
 
@@ -73,6 +89,7 @@ class ClaimPlan:
     last_error: str | None = None
     abandon_error: str | None = None
     unusable: str | None = None  # why the row cannot be used as written (reported as such)
+    passed_over: PassedOver | None = None  # occurrences this claim neither runs nor leaves due
 
 
 Planner = Callable[[DueJob, datetime], ClaimPlan]

@@ -14,6 +14,7 @@ from typing import Any
 
 from daemon.pg.store.base import (
     Claimed,
+    ClaimPlan,
     DependencyState,
     DueJob,
     Outlook,
@@ -119,6 +120,7 @@ class MemoryStore:
                 job.lease_owner = job.lease_expires_at = job.current_run_id = None
                 job.last_status = plan.last_status or job.last_status
                 job.last_error = plan.last_error
+                self._record_passed_over(job.id, plan, owner, now)
                 continue
             self._ids += 1
             run = MemRun(self._ids, job.id, plan.scheduled_for, plan.attempt, owner)
@@ -126,7 +128,24 @@ class MemoryStore:
             job.lease_owner, job.current_run_id = owner, run.id
             job.lease_expires_at = now + timedelta(seconds=lease_s)
             claimed.append(Claimed(self._due_job(job), run.id, plan.scheduled_for, plan.attempt))
+            self._record_passed_over(job.id, plan, owner, now)
         return claimed
+
+    def _record_passed_over(self, job_id: int, plan: ClaimPlan, owner: str, now: datetime) -> None:
+        """CLAIM's row of the occurrences a plan passes over: attempt 0, replaced when the key
+        (job, first occurrence, 0) is there already."""
+        passed = plan.passed_over
+        if passed is None:
+            return
+        key = (job_id, passed.first, 0)
+        row = next(
+            (r for r in self.runs.values() if (r.job_id, r.scheduled_for, r.attempt) == key), None
+        )
+        if row is None:
+            self._ids += 1
+            row = self.runs[self._ids] = MemRun(self._ids, job_id, passed.first, 0, owner)
+        row.status, row.occurrences, row.owner = passed.status, passed.count, owner
+        row.finished_at, row.error = now, passed.note
 
     def _due_job(self, job: MemJob) -> DueJob:
         assert job.next_run_at is not None or job.lease_owner is not None

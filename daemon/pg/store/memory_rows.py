@@ -54,6 +54,7 @@ class MemRun:
     finished_at: datetime | None = None
     output: Any = None
     error: str | None = None
+    occurrences: int = 1  # more for a row of occurrences passed over (attempt 0)
 
 
 class MemSubscription:

@@ -181,8 +181,11 @@ async def test_missed_occurrences_coalesce_into_one_run() -> None:
     store.add("catchup", "default", "every 1m", start)
     async with running(store):
         await store.wait_for(lambda: store.job("catchup").last_status == "succeeded")
-    (run,) = store.runs_of("catchup")
-    assert run.scheduled_for == start + timedelta(minutes=10)
+    passed, run = sorted(store.runs_of("catchup"), key=lambda r: r.attempt)
+    assert (run.scheduled_for, run.status) == (start + timedelta(minutes=10), "succeeded")
+    assert (passed.status, passed.attempt, passed.scheduled_for) == ("coalesced", 0, start)
+    assert passed.occurrences == 10
+    assert (passed.error or "").startswith("10 occurrences from")
     next_run = store.job("catchup").next_run_at
     assert next_run == start + timedelta(minutes=11)
     assert next_run > now()
@@ -194,7 +197,9 @@ async def test_missed_occurrences_with_skip_do_not_run() -> None:
     store.add("skipper", "default", "every 1m", start, misfire="skip")
     async with running(store):
         await store.wait_for(lambda: (store.job("skipper").next_run_at or start) > now())
-    assert store.runs_of("skipper") == []
+    (missed,) = store.runs_of("skipper")
+    assert (missed.status, missed.attempt, missed.scheduled_for) == ("missed", 0, start)
+    assert (missed.occurrences, missed.started_at) == (11, None)
     assert store.job("skipper").next_run_at == start + timedelta(minutes=11)
 
 

@@ -66,11 +66,20 @@ def plans_json(jobs: Sequence[DueJob], plans: Sequence[ClaimPlan]) -> str:
                 p.last_error,
                 j.current_run_id if p.abandon_error else None,
                 p.abandon_error,
+                *_passed_over(p),
             )
             for j, p in zip(jobs, plans, strict=True)
         ],
         separators=(",", ":"),
     )
+
+
+def _passed_over(plan: ClaimPlan) -> tuple[str | None, int | None, int | None, str | None]:
+    """The plan's row of occurrences passed over, as CLAIM's elements 10 to 13 (nulls: none)."""
+    passed = plan.passed_over
+    if passed is None:
+        return None, None, None, None
+    return passed.status, as_us(passed.first), passed.count, passed.note
 
 
 def finishes_json(owner: str, finishes: Sequence[Finish]) -> str:

@@ -63,7 +63,8 @@ JOB_ID = "SELECT id FROM scheduled_jobs WHERE name = $1"
 HISTORY = f"""
 SELECT r.id, j.name AS job, {_time("r.scheduled_for", "scheduled_for")}, r.attempt, r.status,
        r.owner, {_time("r.claimed_at", "claimed_at")}, {_time("r.started_at", "started_at")},
-       {_time("r.finished_at", "finished_at")}, r.error, r.output, j.time_zone AS tz
+       {_time("r.finished_at", "finished_at")}, r.error, r.output, j.time_zone AS tz,
+       r.occurrences
 FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id
 WHERE $1::text IS NULL OR j.name = $1
 ORDER BY r.id DESC

@@ -90,10 +90,12 @@ SELECT due.id, due.name, due.task_type, due.payload, due.schedule, due.time_zone
 FROM due LEFT JOIN runs ON runs.job_id = due.id
 """  # noqa: S608 (built from the constants above)
 
-# A claim's plans applied in one statement of the claim's transaction: abandon the expired runs,
-# insert the new run rows, then lease or reschedule the jobs. The plans come as one JSON array
-# of arrays (``plans_json``), because asyncpg encodes one JSON text far more cheaply than ten
-# typed arrays. The jobs are fetched by primary key, so the plan stays linear in the batch.
+# A claim's plans applied in one statement of the claim's transaction: record the occurrences
+# passed over (a row of attempt 0 per plan that passes some: a claim made again after a release
+# replaces it), abandon the expired runs, insert the new run rows, then lease or reschedule the
+# jobs. The plans come as one JSON array of arrays (``plans_json``), because asyncpg encodes one
+# JSON text far more cheaply than ten typed arrays. The jobs are fetched by primary key, so the
+# plan stays linear in the batch.
 CLAIM = """
 WITH p AS MATERIALIZED (
     SELECT (e->>0)::bigint AS job_id, (e->>1)::bool AS run,
@@ -102,8 +104,19 @@ WITH p AS MATERIALIZED (
            timestamptz 'epoch' + (e->>4)::bigint * interval '1 microsecond' AS next_run_at,
            (e->>5)::bool AS enabled, e->>6 AS last_status, e->>7 AS last_error,
            (e->>8)::bigint AS abandon_run_id, e->>9 AS abandon_error,
-           CASE WHEN (e->>1)::bool THEN nextval('job_runs_id_seq'::regclass) END AS run_id
+           CASE WHEN (e->>1)::bool THEN nextval('job_runs_id_seq'::regclass) END AS run_id,
+           e->>10 AS passed_status,
+           timestamptz 'epoch' + (e->>11)::bigint * interval '1 microsecond' AS passed_first,
+           (e->>12)::int AS passed_count, e->>13 AS passed_note
     FROM jsonb_array_elements($1::text::jsonb) AS e
+), passed AS (
+    INSERT INTO job_runs AS r (job_id, scheduled_for, attempt, status, occurrences, owner,
+                               finished_at, error)
+    SELECT p.job_id, p.passed_first, 0, p.passed_status, p.passed_count, $2, now(), p.passed_note
+    FROM p WHERE p.passed_status IS NOT NULL
+    ON CONFLICT (job_id, scheduled_for, attempt) DO UPDATE SET
+        status = excluded.status, occurrences = excluded.occurrences, owner = excluded.owner,
+        claimed_at = now(), finished_at = now(), error = excluded.error
 ), abandoned AS (
     UPDATE job_runs r SET status = 'abandoned', finished_at = now(), error = p.abandon_error
     FROM p
