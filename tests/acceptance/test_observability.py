@@ -202,10 +202,11 @@ def test_database_metrics_move_with_claims(
     assert len(history) == 1
     assert set(history[0]) == {
         "id", "job", "scheduled_for", "attempt", "status", "owner", "claimed_at",
-        "started_at", "finished_at", "duration_ms", "error", "output",
+        "started_at", "finished_at", "duration_ms", "error", "output", "occurrences",
     }  # fmt: skip
     assert history[0]["status"] == "succeeded"
     assert history[0]["attempt"] == 1
+    assert history[0]["occurrences"] == 1
     table = cli(dsn, "jobs", "history", "once").stdout.splitlines()
     assert table[0].split() == ["ID", "JOB", "STATUS", "ATTEMPT", "STARTED", "DURATION", "ERROR"]
     assert table[1].split()[1:4] == ["once", "succeeded", "1"]

@@ -8,6 +8,7 @@ event instead of sleeping.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -152,11 +153,17 @@ class LogTail:
         count: int = 1,
     ) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout_s
+        found: list[dict[str, Any]] = []
+        seen = 0  # lines already looked at: each wake-up looks only at the new ones
         with self.cond:
             while True:
-                found = [
-                    line for line in self.lines if line.get("event") == event and predicate(line)
-                ]
+                lines = self.lines
+                found.extend(
+                    line
+                    for line in itertools.islice(lines, seen, None)
+                    if line.get("event") == event and predicate(line)
+                )
+                seen = len(lines)
                 if len(found) >= count:
                     return found
                 remaining = deadline - time.monotonic()
