@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, SKIPPED, Slot
+from daemon.core.slots import CAUGHT_UP, MISSED, Slot
 from daemon.core.tick_slots import TickSlots
 from daemon.schedules.base import Schedule
 from daemon.schedules.every import EverySchedule
@@ -137,10 +137,6 @@ def settle_catch_up(
     if decision.run_at is None:
         return None
     slot = ticks.fire(task, decision.run_at, outcome=CAUGHT_UP)
-    if decision.coalesced.count:
-        covered = record.open(task, decision.coalesced.first_at, count=decision.coalesced.count)
-        if slot.outcome in (SKIPPED, MISSED):
-            record.settle(covered, slot.outcome, reason=slot.reason)
-        else:
-            record.settle(covered, COALESCED, run_id=slot.run_id, reason=COVERED_AT_START)
+    coalesced = decision.coalesced
+    ticks.cover(slot, coalesced.first_at, coalesced.count, reason=COVERED_AT_START)
     return slot

@@ -121,13 +121,20 @@ class TickSlots:
         except Exception as exc:  # a listener's bug must not end the ticker's task group
             log.error("slot.deadline_failed", task=slot.task, error=type(exc).__name__)
 
-    def cover(self, fired: Slot, first_planned_at: float, count: int) -> None:
-        """``count`` slots from ``first_planned_at`` on, passed while a tick was late, stand
-        with the tick's slot ``fired``: coalesced into its run, or as it was (skipped, missed)."""
+    def cover(
+        self,
+        fired: Slot,
+        first_planned_at: float,
+        count: int,
+        reason: str = "a late tick stood for it",
+    ) -> None:
+        """``count`` slots from ``first_planned_at`` on, passed while a tick was late (or the
+        daemon down), stand with the tick's slot ``fired``: coalesced into its run for
+        ``reason``, or as it was (skipped, missed)."""
         if count < 1:
             return
         slot = self.record.open(fired.task, first_planned_at, count=count)
         if fired.outcome in (SKIPPED, MISSED):
             self.record.settle(slot, fired.outcome, reason=fired.reason)
             return
-        self.record.settle(slot, COALESCED, run_id=fired.run_id, reason="a late tick stood for it")
+        self.record.settle(slot, COALESCED, run_id=fired.run_id, reason=reason)
