@@ -94,7 +94,7 @@ class Broker:
             busy=busy,
             state=self.slot_state,
         )
-        self.reloader = TaskReloader(settings, tasks, self.ticker, self.queue, default_command)
+        self.reloader = TaskReloader(settings, tasks, self.ticker, default_command)
         self.recent: collections.deque[Run] = collections.deque(maxlen=RECENT_RESULTS)
         self.journal.recent = self.recent  # what `logs` says of runs without lines
         self.started_at = time.time()

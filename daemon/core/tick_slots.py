@@ -13,12 +13,13 @@ its run, or skipped or missed as it was.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from daemon.core.busy import BusyPolicy, OnBusy
 from daemon.core.runqueue import Rejected, Run, RunQueue, RunRequest
 from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
+from daemon.core.tick_clock import TickClock
 from daemon.log.logs import get_logger
 from daemon.wire.reasons import REASON_MISSED
 
@@ -27,7 +28,6 @@ log = get_logger("runbroker.ticker")
 TICK_ON_BUSY: OnBusy = "skip"  # a tick's way when its task sets no ``on_busy``
 REASON_PENDING = "previous run still queued or running"
 
-Sleep = Callable[[float], Awaitable[None]]
 Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None] | None"]
 
 
@@ -48,14 +48,12 @@ class TickSlots:
         queue: RunQueue,
         record: SlotRecord,
         busy: BusyPolicy,
-        sleep: Sleep,
-        wall_s: Callable[[], float],
+        clock: TickClock,
     ) -> None:
         self.queue = queue
         self.record = record
         self.busy = busy
-        self._sleep = sleep
-        self._wall_s = wall_s
+        self.clock = clock
         self.spawn: Spawn | None = None
 
     def fire(
@@ -73,7 +71,7 @@ class TickSlots:
         record = self.record
         slot = record.open(task, planned_at, note)
         if start_deadline_s is not None:
-            late_s = self._wall_s() - planned_at
+            late_s = self.clock.wall_s() - planned_at
             if late_s > start_deadline_s:
                 record.settle(slot, MISSED, reason=late_reason(late_s, start_deadline_s))
                 return slot
@@ -104,14 +102,14 @@ class TickSlots:
         log.info("tick.fired", task=task, run_id=run.id)
         slot.run_id = run.id
         if start_deadline_s is not None and self.spawn is not None and not run.is_done:
-            wait_s = planned_at + start_deadline_s - self._wall_s()
+            wait_s = planned_at + start_deadline_s - self.clock.wall_s()
             watch[0] = self.spawn(self._deadline(slot, run, wait_s, start_deadline_s))
         return slot
 
     async def _deadline(self, slot: Slot, run: Run, wait_s: float, deadline_s: float) -> None:
         """At the deadline: the run, if still queued, leaves the queue and its slot is missed."""
         if wait_s > 0:
-            await self._sleep(wait_s)
+            await self.clock.sleep(wait_s)
         if run.state != "queued":
             return
         reason = queued_too_long_reason(deadline_s)

@@ -14,15 +14,15 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from daemon.core.busy import BusyPolicy, OnBusy
 from daemon.core.catchup import MISFIRE_COALESCE, plan_catch_up, settle_catch_up
 from daemon.core.runqueue import RunQueue
 from daemon.core.slot_state import SlotState
 from daemon.core.slots import RAN, Slot, SlotRecord
+from daemon.core.tick_clock import TickClock
 from daemon.core.tick_slots import TickSlots
 from daemon.log.logs import get_logger
 from daemon.schedules import Schedule
@@ -31,15 +31,8 @@ log = get_logger("runbroker.ticker")
 
 MAX_SLEEP_S = 60.0  # re-read the wall clock at least this often while waiting for a schedule
 
-Sleep = Callable[[float], Awaitable[None]]
-WallClock = Callable[[], datetime]
-Monotonic = Callable[[], float]
 MIN_GAP = 0.01  # two interval ticks are never closer than this fraction of the interval
 COUNT_TURN = 1024  # slots a late schedule counts between two turns of the loop
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -73,9 +66,7 @@ class Ticker:
         plans: list[TickPlan],
         *,
         jitter: float = 0.1,
-        sleep: Sleep = asyncio.sleep,
-        now: WallClock = _utc_now,
-        monotonic: Monotonic = time.monotonic,
+        clock: TickClock | None = None,
         rng: random.Random | None = None,
         slots: SlotRecord | None = None,
         busy: BusyPolicy | None = None,
@@ -84,9 +75,7 @@ class Ticker:
         self.queue = queue
         self.plans = plans
         self.jitter = jitter
-        self._sleep = sleep
-        self._now = now
-        self._monotonic = monotonic
+        self.clock = clock = TickClock() if clock is None else clock
         self._rng = rng or random.Random()
         self.fired = 0
         self.skipped = 0
@@ -94,12 +83,9 @@ class Ticker:
         self._loops: dict[int, asyncio.Task[None]] = {}  # by id() of their plan
         self.slots = SlotRecord() if slots is None else slots
         policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
-        self.ticks = TickSlots(queue, self.slots, policy, sleep, self._wall_s)
+        self.ticks = TickSlots(queue, self.slots, policy, clock)
         self.state = state  # each task's last planned slot, kept across restarts
         self._fired: Slot | None = None  # the slot of the tick ``fire`` just submitted
-
-    def _wall_s(self) -> float:
-        return self._now().timestamp()
 
     def offset(self, interval_s: float) -> float:
         """How far a tick moves from its planned time: ``interval * uniform(-jitter, jitter)``."""
@@ -112,7 +98,7 @@ class Ticker:
         now; ``note``: what the schedule did to that time, a DST gap or fold); False when its
         slot was skipped, missed or coalesced. Every tick of the loops comes through here."""
         plan.last_fired_at = time.time()
-        planned = self._wall_s() if planned_at is None else planned_at
+        planned = self.clock.wall_s() if planned_at is None else planned_at
         slot = self.ticks.fire(plan.task, planned, plan.on_busy, plan.start_deadline_s, note)
         if self.state is not None:
             self.state.planned(plan.task, planned)
@@ -157,7 +143,7 @@ class Ticker:
         if self.state is not None:
             last_planned = self.state.last_planned.get(plan.task)
             if last_planned is None:  # from now on its slots are accounted for, fired or not
-                self.state.planned(plan.task, self._wall_s())
+                self.state.planned(plan.task, self.clock.wall_s())
             elif at_start_up:
                 last_planned = self._catch_up(plan, last_planned)
             else:
@@ -178,7 +164,7 @@ class Ticker:
         the newest slot accounted for, where an interval's grid goes on from."""
         decision = plan_catch_up(
             last_planned=last_planned,
-            now=self._wall_s(),
+            now=self.clock.wall_s(),
             misfire=plan.misfire,
             window_s=math.inf if plan.catchup_window_s is None else plan.catchup_window_s,
             interval_s=plan.interval_s,
@@ -225,9 +211,9 @@ class Ticker:
         self, plan: TickPlan, interval_s: float, fire_now: bool, anchor: float | None = None
     ) -> None:
         """Tick on a grid from now, or from ``anchor`` (a slot of the last life, Unix seconds)."""
-        start = self._monotonic()
+        start = self.clock.monotonic()
         if anchor is not None:  # the grid goes on where the state left it, not from the restart
-            start -= max(0.0, self._wall_s() - anchor)
+            start -= max(0.0, self.clock.wall_s() - anchor)
         if fire_now:
             self.fire(plan)
         last_fired = start  # without a tick at start, the first still waits a little
@@ -236,33 +222,33 @@ class Ticker:
             target = start + slot * interval_s + self.offset(interval_s)
             # A large jitter never piles two ticks together (nor ticks at once at start).
             target = max(target, last_fired + MIN_GAP * interval_s)
-            wait_s = target - self._monotonic()
+            wait_s = target - self.clock.monotonic()
             plan.next_fire_at = time.time() + max(wait_s, 0.0)
             if wait_s > 0:
-                await self._sleep(wait_s)
-            now = self._monotonic()
+                await self.clock.sleep(wait_s)
+            now = self.clock.monotonic()
             # The tick stands for the latest slot that has passed: those that passed while it
             # was late are covered by it (coalesced), not fired one after another.
             latest = max(slot, math.floor((now - start) / interval_s))
-            wall_at = self._wall_s() - now  # a monotonic time plus this is a wall time
+            wall_at = self.clock.wall_s() - now  # a monotonic time plus this is a wall time
             planned = start + latest * interval_s  # its slot on the grid, not the jittered time
             self._tick(plan, wall_at + planned, wall_at + start + slot * interval_s, latest - slot)
-            last_fired = self._monotonic()
+            last_fired = self.clock.monotonic()
             slot = max(latest + 1, math.floor((last_fired - start) / interval_s) + 1)
 
     async def _schedule_loop(self, plan: TickPlan, schedule: Schedule) -> None:
-        after = self._now()
+        after = self.clock.now()
         while True:
             due = schedule.next_after(after)
             if due is None:
                 plan.next_fire_at = None
                 return
             plan.next_fire_at = due.timestamp()
-            while (remaining_s := (due - self._now()).total_seconds()) > 0:
-                await self._sleep(min(remaining_s, MAX_SLEEP_S))
+            while (remaining_s := (due - self.clock.now()).total_seconds()) > 0:
+                await self.clock.sleep(min(remaining_s, MAX_SLEEP_S))
             # Slots missed while the tick was late (a suspended host) coalesce into one: the
             # tick stands for the latest of them.
-            now = self._now()
+            now = self.clock.now()
             passed = [due]
             while (later := schedule.next_after(passed[-1])) is not None and later <= now:
                 passed.append(later)

@@ -17,6 +17,13 @@ from daemon.face.help_texts import (
 )
 
 
+def socket_option(command: argparse.ArgumentParser) -> None:
+    """``--socket PATH``, with one help text for every command that talks to the daemon."""
+    command.add_argument(
+        "--socket", metavar="PATH", help="the daemon's socket (default: $RUNBROKER_SOCKET)"
+    )
+
+
 def duration_arg(text: str) -> float:
     """``--timeout DUR``: a positive duration, or argparse's usage error with the reason."""
     from daemon.face.fastargs import positive_duration  # the rule both parsers apply
@@ -126,21 +133,21 @@ def build_parser(
     trig.add_argument("--detach", action="store_true", help="return once the run is queued")
     trig.add_argument("--json", action="store_true", help="print the raw event lines")
     trig.add_argument("--timeout", type=duration_arg, metavar="DUR", help="stop waiting after DUR")
-    trig.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+    socket_option(trig)
 
     stat = sub.add_parser("status", help="queue, current run and recent results")
     stat.add_argument("--json", action="store_true")
-    stat.add_argument("--socket")
+    socket_option(stat)
 
     health = sub.add_parser("health", help="liveness: exit 0 when this daemon works, 1 when not")
     health.add_argument(
         "--ready", action="store_true", help="readiness: exit 1 also while its database does not"
     )
-    health.add_argument("--socket")
+    socket_option(health)
 
     cancel = sub.add_parser("cancel", help="cancel a queued or running run")
     cancel.add_argument("id")
-    cancel.add_argument("--socket")
+    socket_option(cancel)
 
     reload = documented(
         "reload",
@@ -151,7 +158,7 @@ def build_parser(
     reload.add_argument(
         "--dry-run", action="store_true", help="print the plan of a reload; change nothing"
     )
-    reload.add_argument("--socket")
+    socket_option(reload)
 
     upcoming = documented(
         "next",
@@ -173,7 +180,7 @@ def build_parser(
     upcoming.add_argument(
         "--file", metavar="PATH", help="plan from this tasks file, without a daemon"
     )
-    upcoming.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+    socket_option(upcoming)
 
     check = documented(
         "check",
@@ -200,7 +207,7 @@ def build_parser(
         "--runs", type=runs_arg, default=0, metavar="N", help="list the last N finished runs"
     )
     logs.add_argument("--json", action="store_true", help="print the raw answer lines")
-    logs.add_argument("--socket", help="socket path (default: $RUNBROKER_SOCKET)")
+    socket_option(logs)
 
     once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
     once.add_argument("task", nargs="?", default="default")

@@ -17,6 +17,7 @@ from daemon.core.runqueue import Rejected, Run, RunQueue, RunRequest
 from daemon.core.slot_state import SlotState
 from daemon.core.slots import Slot, SlotRecord
 from daemon.core.tasks import Task
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.testing.clock import ManualClock
 from daemon.testing.slot_results import (
@@ -128,13 +129,11 @@ class DaemonLife:
             queue,
             plans,
             jitter=jitter,
-            sleep=time.sleep,
-            now=time.clock,
-            monotonic=time.monotonic,
             rng=rng,
             slots=record,
             busy=self.busy,
             state=self.state,
+            clock=TickClock(sleep=time.sleep, now=time.clock, monotonic=time.monotonic),
         )
         self._ticking: asyncio.Task[None] | None = None
         self._executing: asyncio.Task[None] | None = None

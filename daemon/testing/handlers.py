@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
@@ -18,7 +18,15 @@ from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult, Trigger
 from daemon.core.tasks import Handler, RunContext, Task, TaskRegistry
 from daemon.testing.logs import plain_tracebacks
 
-__all__ = ["Handler", "HandlerResult", "HandlerRun", "RunContext", "run_handler", "start_handler"]
+__all__ = [
+    "Handler",
+    "HandlerOptions",
+    "HandlerResult",
+    "HandlerRun",
+    "RunContext",
+    "run_handler",
+    "start_handler",
+]
 
 
 @dataclass(frozen=True)
@@ -90,52 +98,37 @@ class HandlerRun:
         return _result_of(self._run)
 
 
-def _request(
-    task: str,
-    trigger: Trigger,
-    args: tuple[str, ...],
-    env: Mapping[str, str],
-    payload: Any,
-    job: str | None,
-    attempt: int | None,
-    scheduled_for: datetime | None,
-) -> RunRequest:
-    return RunRequest(
-        task=task,
-        trigger=trigger,
-        args=args,
-        env=dict(env),
-        payload=payload,
-        job=job,
-        attempt=attempt,
-        scheduled_for=scheduled_for,
-    )
+class HandlerOptions(TypedDict, total=False):
+    """The keywords of ``start_handler`` and ``run_handler``: one list, so the two agree."""
+
+    task: str  # the task's name (default ``"handler"``)
+    args: tuple[str, ...]
+    env: Mapping[str, str] | None
+    payload: Any
+    timeout_s: float | None  # the task's ``timeout``
+    trigger: Trigger  # default ``"external"``
+    job: str | None  # a database job's run: its name, attempt and occurrence
+    attempt: int | None
+    scheduled_for: datetime | None
 
 
-def start_handler(
-    handler: Handler,
-    *,
-    task: str = "handler",
-    args: tuple[str, ...] = (),
-    env: Mapping[str, str] | None = None,
-    payload: Any = None,
-    timeout_s: float | None = None,
-    trigger: Trigger = "external",
-    job: str | None = None,
-    attempt: int | None = None,
-    scheduled_for: datetime | None = None,
-) -> HandlerRun:
+def start_handler(handler: Handler, **options: Unpack[HandlerOptions]) -> HandlerRun:
     """Start ``handler``'s run on the daemon's executor and return it running.
 
-    The arguments are ``run_handler``'s. Call from a running event loop."""
+    The options are ``run_handler``'s. Call from a running event loop."""
+    unknown = sorted(options.keys() - HandlerOptions.__optional_keys__)
+    if unknown:  # what a signature of named keywords would refuse, for callers without mypy
+        raise TypeError(f"start_handler() got unexpected keyword arguments: {', '.join(unknown)}")
     plain_tracebacks()
-    env = dict(env or {})
+    task = options.get("task", "handler")
+    args = tuple(options.get("args", ()))
+    env = dict(options.get("env") or {})
     definition = Task(
         name=task,
         handler=handler,
         allow_args=bool(args),
         allow_env=frozenset(env),
-        timeout_s=timeout_s,
+        timeout_s=options.get("timeout_s"),
     )
     queue = RunQueue(1)
     executor = Executor(
@@ -146,23 +139,20 @@ def start_handler(
         base_env={},
         output_log_mode=None,
     )
-    request = _request(task, trigger, tuple(args), env, payload, job, attempt, scheduled_for)
+    request = RunRequest(
+        task=task,
+        trigger=options.get("trigger", "external"),
+        args=args,
+        env=env,
+        payload=options.get("payload"),
+        job=options.get("job"),
+        attempt=options.get("attempt"),
+        scheduled_for=options.get("scheduled_for"),
+    )
     return HandlerRun(executor, queue, request)
 
 
-async def run_handler(
-    handler: Handler,
-    *,
-    task: str = "handler",
-    args: tuple[str, ...] = (),
-    env: Mapping[str, str] | None = None,
-    payload: Any = None,
-    timeout_s: float | None = None,
-    trigger: Trigger = "external",
-    job: str | None = None,
-    attempt: int | None = None,
-    scheduled_for: datetime | None = None,
-) -> HandlerResult:
+async def run_handler(handler: Handler, **options: Unpack[HandlerOptions]) -> HandlerResult:
     """Run ``handler`` once as the daemon's executor would and return its result.
 
     The handler receives the same ``RunContext`` as in the daemon: ``task`` (its name),
@@ -171,16 +161,4 @@ async def run_handler(
     (``JOB``, ``ATTEMPT``, ``SCHEDULED_FOR``). ``timeout_s`` is the task's ``timeout``.
     A handler that raises, times out or returns something else than a dict (or None) does
     not raise here: its result says so, as ``runbroker trigger`` would."""
-    run = start_handler(
-        handler,
-        task=task,
-        args=args,
-        env=env,
-        payload=payload,
-        timeout_s=timeout_s,
-        trigger=trigger,
-        job=job,
-        attempt=attempt,
-        scheduled_for=scheduled_for,
-    )
-    return await run.result()
+    return await start_handler(handler, **options).result()

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from daemon.broker.ticking import tick_plans
-from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import (
     TaskChanges,
     TaskConfigError,
@@ -58,13 +57,11 @@ class TaskReloader:
         settings: Settings,
         registry: TaskRegistry,
         ticker: Ticker,
-        queue: RunQueue,
         default_command: tuple[str, ...],
     ) -> None:
         self.settings = settings
         self.registry = registry
-        self.ticker = ticker
-        self.queue = queue
+        self.ticker = ticker  # its queue is the one the reload's new plans submit into
         self.default_command = default_command
         self.path: Path | None = settings.tasks_file
         if not settings.tasks_file_required and not settings.tasks_file.exists():
@@ -97,7 +94,7 @@ class TaskReloader:
         None when ``only_if_changed`` and the file's bytes are those last seen."""
         if self.path is None:
             return ReloadOutcome(False, NO_TASKS_FILE)
-        if self.queue.closed:
+        if self.ticker.queue.closed:
             return ReloadOutcome(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)
         if self.resync_watch is not None and source != "file":
             self.resync_watch()  # a lost watch is re-armed by SIGHUP and `runbroker reload`

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import MAX_SLEEP_S, Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from tests.support.eventually import eventually_async
@@ -71,9 +72,7 @@ def _ticker(queue: RunQueue, fake: FakeTime, *plans: TickPlan, jitter: float = 0
         queue,
         list(plans),
         jitter=jitter,
-        sleep=fake.sleep,
-        now=fake.clock,
-        monotonic=fake.monotonic,
+        clock=TickClock(sleep=fake.sleep, now=fake.clock, monotonic=fake.monotonic),
     )
 
 
@@ -241,9 +240,8 @@ async def _tick_late(
         clock.queue,
         [plan],
         jitter=jitter,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
         rng=random.Random(seed),
+        clock=TickClock(sleep=clock.sleep, monotonic=clock.monotonic),
     )
     async with looping(ticker.run()), asyncio.timeout(60):
         await clock.parked.wait()

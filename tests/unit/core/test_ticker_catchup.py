@@ -16,6 +16,7 @@ from daemon.core.catchup import MISFIRE_COALESCE, MISFIRE_SKIP
 from daemon.core.runqueue import RunQueue, RunResult
 from daemon.core.slot_state import SlotState
 from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, SlotRecord
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from daemon.testing import ManualClock
@@ -42,7 +43,14 @@ async def _started(
     queue = RunQueue(4)
     record = SlotRecord()
     clock = ManualClock(NOW)
-    ticker = Ticker(queue, [plan], jitter=0.0, sleep=_never, now=clock, slots=record, state=state)
+    ticker = Ticker(
+        queue,
+        [plan],
+        jitter=0.0,
+        slots=record,
+        state=state,
+        clock=TickClock(sleep=_never, now=clock),
+    )
     running = asyncio.create_task(ticker.run())
     for _ in range(5):
         await asyncio.sleep(0)
@@ -136,7 +144,12 @@ async def test_a_task_is_accounted_for_from_its_first_start_not_its_first_slot(
     record = SlotRecord()
     clock = ManualClock(NOW + 2 * DAY)
     ticker = Ticker(
-        queue, [_daily()], jitter=0.0, sleep=_never, now=clock, slots=record, state=later
+        queue,
+        [_daily()],
+        jitter=0.0,
+        slots=record,
+        state=later,
+        clock=TickClock(sleep=_never, now=clock),
     )
     running = asyncio.create_task(ticker.run())
     for _ in range(5):

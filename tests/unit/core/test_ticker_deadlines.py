@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from daemon.core.busy import BusyPolicy
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
 from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from daemon.testing import ManualClock, VirtualTime
@@ -30,10 +31,8 @@ async def _ticking(
         queue,
         [plan],
         jitter=0.0,
-        sleep=time_.sleep,
-        now=clock,
-        monotonic=time_.monotonic,
         slots=record,
+        clock=TickClock(sleep=time_.sleep, now=clock, monotonic=time_.monotonic),
     )
     runner = asyncio.create_task(ticker.run())
     try:
@@ -88,7 +87,7 @@ def test_a_tick_fired_past_its_deadline_is_missed_and_runs_nothing() -> None:
     clock = ManualClock(START)
     queue, record, settled = _tick_queue()
     plan = TickPlan("report", interval_s=600.0, start_deadline_s=30.0)
-    ticker = Ticker(queue, [plan], now=clock, slots=record)
+    ticker = Ticker(queue, [plan], slots=record, clock=TickClock(now=clock))
     assert not ticker.fire(plan, planned_at=clock().timestamp() - 31.0)
     assert queue.waiting_count() == 0
     assert [s.outcome for s in settled] == [MISSED]

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from daemon.core.runqueue import RunQueue
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from tests.support.looping import looping
@@ -72,7 +73,10 @@ async def ticking(*plans: TickPlan) -> AsyncIterator[tuple[Ticker, ManualTime]]:
     queue = RunQueue(16)
     time = ManualTime(queue)
     ticker = Ticker(
-        queue, list(plans), jitter=0.0, sleep=time.sleep, now=time.clock, monotonic=time.monotonic
+        queue,
+        list(plans),
+        jitter=0.0,
+        clock=TickClock(sleep=time.sleep, now=time.clock, monotonic=time.monotonic),
     )
     async with looping(ticker.run()):
         await asyncio.sleep(0)  # one turn: run() starts every plan's loop

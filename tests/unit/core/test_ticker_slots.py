@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from daemon.core.busy import ON_BUSY, BusyPolicy, OnBusy
 from daemon.core.runqueue import Run, RunQueue, RunRequest
 from daemon.core.slots import MISSED, RAN, Slot, SlotRecord
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from daemon.testing import ManualClock, VirtualTime
@@ -136,11 +137,9 @@ async def test_every_planned_time_has_exactly_one_outcome(
         queue,
         ticker_plans,
         jitter=0.0,
-        sleep=time_.sleep,
-        now=clock,
-        monotonic=time_.monotonic,
         slots=record,
         busy=BusyPolicy(queue, executor.cancel_running),
+        clock=TickClock(sleep=time_.sleep, now=clock, monotonic=time_.monotonic),
     )
     start = clock().timestamp()
     executing = asyncio.create_task(executor.run_forever())

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.runqueue import RunQueue
+from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import Schedule, parse_schedule
 from daemon.schedules.planned import MAX_PLANNED, interval_times, planned_times
@@ -141,18 +142,19 @@ class _RecordingTicker(Ticker):
     """Records the clock at each fire instead of queueing a run; stops after ``limit``."""
 
     def __init__(self, plan: TickPlan, clock: list[datetime], limit: int) -> None:
-        super().__init__(RunQueue(1), [plan], jitter=0.0, sleep=self._advance, now=lambda: clock[0])
-        self.clock = clock
+        ticks = TickClock(sleep=self._advance, now=lambda: clock[0])
+        super().__init__(RunQueue(1), [plan], jitter=0.0, clock=ticks)
+        self.wall = clock
         self.limit = limit
         self.times: list[datetime] = []
         self.done = asyncio.Event()
 
     async def _advance(self, seconds: float) -> None:
-        self.clock[0] += timedelta(seconds=seconds)
+        self.wall[0] += timedelta(seconds=seconds)
         await asyncio.sleep(0)
 
     def fire(self, plan: TickPlan, planned_at: float | None = None, note: str = "") -> bool:
-        self.times.append(self.clock[0])
+        self.times.append(self.wall[0])
         if len(self.times) >= self.limit:
             self.done.set()
         return True

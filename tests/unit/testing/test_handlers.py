@@ -166,3 +166,9 @@ async def test_a_running_handler_can_be_cancelled() -> None:
     assert result.reason == "cancelled by request"
     assert cleaned_up.is_set()
     assert not run.cancel()  # it has ended
+
+
+async def test_a_misspelt_option_is_refused_not_ignored() -> None:
+    options: dict[str, Any] = {"timeout": 1.0}  # the task file's word, not the keyword
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments: timeout$"):
+        await run_handler(echo, **options)
