@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from daemon.core.busy import BusyPolicy, OnBusy
-from daemon.core.runqueue import Rejected, Run, RunQueue, RunRequest
+from daemon.core.runqueue import Rejected, Run, RunRequest
 from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
 from daemon.core.tick_clock import TickClock
 from daemon.log.logs import get_logger
@@ -43,16 +43,9 @@ class TickSlots:
     """Submits ticks and settles their slots; ``spawn`` starts a deadline's watch (None when
     the ticker is not running: then only a tick that fires late is missed)."""
 
-    def __init__(
-        self,
-        queue: RunQueue,
-        record: SlotRecord,
-        busy: BusyPolicy,
-        clock: TickClock,
-    ) -> None:
-        self.queue = queue
+    def __init__(self, record: SlotRecord, busy: BusyPolicy, clock: TickClock) -> None:
         self.record = record
-        self.busy = busy
+        self.busy = busy  # its queue is the one ticks go into
         self.clock = clock
         self.spawn: Spawn | None = None
 
@@ -76,7 +69,7 @@ class TickSlots:
                 record.settle(slot, MISSED, reason=late_reason(late_s, start_deadline_s))
                 return slot
         policy = on_busy or TICK_ON_BUSY
-        if policy == "skip" and self.queue.is_pending(task):
+        if policy == "skip" and self.busy.queue.is_pending(task):
             log.info("tick.skipped", task=task, reason=REASON_PENDING)
             record.settle(slot, SKIPPED, reason=REASON_PENDING)
             return slot
@@ -115,7 +108,7 @@ class TickSlots:
         reason = queued_too_long_reason(deadline_s)
         try:
             self.record.settle(slot, MISSED, run_id=run.id, reason=reason)
-            self.queue.cancel_waiting(run.id, REASON_MISSED)
+            self.busy.queue.cancel_waiting(run.id, REASON_MISSED)
         except Exception as exc:  # a listener's bug must not end the ticker's task group
             log.error("slot.deadline_failed", task=slot.task, error=type(exc).__name__)
 

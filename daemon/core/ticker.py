@@ -83,7 +83,7 @@ class Ticker:
         self._loops: dict[int, asyncio.Task[None]] = {}  # by id() of their plan
         self.slots = SlotRecord() if slots is None else slots
         policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
-        self.ticks = TickSlots(queue, self.slots, policy, clock)
+        self.ticks = TickSlots(self.slots, policy, clock)
         self.state = state  # each task's last planned slot, kept across restarts
         self._fired: Slot | None = None  # the slot of the tick ``fire`` just submitted
 
