@@ -31,8 +31,10 @@ async def _never(_seconds: float) -> None:
 
 @asynccontextmanager
 async def _started(
-    tmp_path: Path, plan: TickPlan, last_planned: datetime | None
+    tmp_path: Path, plan: TickPlan, last_planned: datetime | None, now: datetime = NOW
 ) -> AsyncIterator[tuple[Ticker, RunQueue, SlotRecord, SlotState]]:
+    """A ticker of ``plan`` started at ``now`` over the state in ``tmp_path``, where
+    ``last_planned`` (if any) is written first as the task's last planned slot."""
     earlier = SlotState(tmp_path)
     earlier.open()
     if last_planned is not None:
@@ -42,7 +44,7 @@ async def _started(
     state.open()
     queue = RunQueue(4)
     record = SlotRecord()
-    clock = ManualClock(NOW)
+    clock = ManualClock(now)
     ticker = Ticker(
         queue,
         [plan],
@@ -138,25 +140,8 @@ async def test_a_task_is_accounted_for_from_its_first_start_not_its_first_slot(
     async with _started(tmp_path, _daily(), None) as (_ticker, queue, record, state):
         assert queue.waiting_count() == 0
         assert state.last_planned["nightly"] == NOW.timestamp()
-    later = SlotState(tmp_path)
-    later.open()
-    queue = RunQueue(4)
-    record = SlotRecord()
-    clock = ManualClock(NOW + 2 * DAY)
-    ticker = Ticker(
-        queue,
-        [_daily()],
-        jitter=0.0,
-        slots=record,
-        state=later,
-        clock=TickClock(sleep=_never, now=clock),
-    )
-    running = asyncio.create_task(ticker.run())
-    for _ in range(5):
-        await asyncio.sleep(0)
-    running.cancel()
-    await asyncio.gather(running, return_exceptions=True)
-    later.close()
-    assert queue.waiting_count() == 1
-    (coalesced,) = record.last("nightly")  # the caught-up slot settles when its run ends
-    assert (coalesced.outcome, coalesced.count) == (COALESCED, 1)
+    later = NOW + 2 * DAY
+    async with _started(tmp_path, _daily(), None, later) as (_ticker, queue, record, _state):
+        assert queue.waiting_count() == 1
+        (coalesced,) = record.last("nightly")  # the caught-up slot settles when its run ends
+        assert (coalesced.outcome, coalesced.count) == (COALESCED, 1)

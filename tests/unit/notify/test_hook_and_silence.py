@@ -20,7 +20,8 @@ from daemon.notify.silence import SilenceWatch, auto_limit_s
 from daemon.schedules import parse_schedule
 from tests.support.eventually import eventually_async
 from tests.support.http_receiver import receiving
-from tests.unit.notify.test_notifier import HANDLERS, running
+from tests.unit.notify.test_notifier import HANDLERS, failing, running
+from tests.unit.tasks_toml import tasks_toml
 
 
 async def _hook_ended(notifier: Notifier, result: Literal["sent", "failed"]) -> None:
@@ -31,12 +32,8 @@ async def _hook_ended(notifier: Notifier, result: Literal["sent", "failed"]) -> 
 
 async def test_the_command_hook_gets_the_notice_in_its_environment(tmp_path: Path) -> None:
     seen = tmp_path / "seen.json"
-    text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.command]
-command = ["python3", "-c", "import json,os;json.dump(dict(os.environ), open({str(seen)!r}, 'x'))"]
-"""
+    dump = f"import json,os;json.dump(dict(os.environ), open({str(seen)!r}, 'x'))"
+    text = failing(command={"command": ["python3", "-c", dump]})
     async with running(text) as parts:
         run = await parts.run("fails")
         await eventually_async(
@@ -55,13 +52,8 @@ command = ["python3", "-c", "import json,os;json.dump(dict(os.environ), open({st
 
 async def test_a_hook_past_its_timeout_is_ended_and_reaped(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.command]
-command = ["sh", "-c", "echo $$ > {pid_file}; exec sleep 30"]
-timeout = "300ms"
-"""
+    hang = f"echo $$ > {pid_file}; exec sleep 30"
+    text = failing(command={"command": ["sh", "-c", hang], "timeout": "300ms"})
     async with running(text) as parts:
         await parts.run("fails")
         await eventually_async(
@@ -80,12 +72,7 @@ def _assert_reaped(pid: int) -> None:
 
 
 async def test_a_hook_that_cannot_start_is_counted_and_said() -> None:
-    text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.command]
-command = ["/nonexistent/notify-me"]
-"""
+    text = failing(command={"command": ["/nonexistent/notify-me"]})
     async with running(text) as parts:
         await parts.run("fails")
         await eventually_async(
@@ -97,14 +84,8 @@ command = ["/nonexistent/notify-me"]
 
 async def test_a_silent_task_is_told_once_warned_of_and_recovers() -> None:
     with receiving() as receiver:
-        text = f"""
-[tasks.quiet]
-handler = "{HANDLERS}:works"
-[tasks.quiet.notify]
-max_silence = "300ms"
-[tasks.quiet.notify.webhook]
-url = "{receiver.url}/hook"
-"""
+        notify = {"max_silence": "300ms", "webhook": {"url": f"{receiver.url}/hook"}}
+        text = tasks_toml({"quiet": {"handler": f"{HANDLERS}:works", "notify": notify}})
         async with running(text) as parts:
             got = await asyncio.to_thread(receiver.wait_for, 1)
             silence = json.loads(got[0].body)
@@ -177,12 +158,7 @@ def test_an_auto_max_silence_is_two_of_the_longest_gaps_ahead() -> None:
 async def test_a_fault_in_the_sender_is_logged_and_the_sender_goes_on(
     logs: list[MutableMapping[str, Any]],
 ) -> None:
-    text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.command]
-command = ["true"]
-"""
+    text = failing(command={"command": ["true"]})
     async with running(text) as parts:
         faults = iter([RuntimeError("a bug")])
 

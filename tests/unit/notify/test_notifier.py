@@ -22,9 +22,15 @@ from daemon.core.tasks import TaskRegistry, parse_tasks_toml
 from daemon.notify.notice import SCHEMA
 from daemon.notify.notifier import Notifier
 from tests.support.eventually import eventually_async
-from tests.support.http_receiver import Receiver, closed_port_url, receiving
+from tests.support.http_receiver import Received, Receiver, closed_port_url, receiving
+from tests.unit.tasks_toml import Table, tasks_toml
 
 HANDLERS = "tests.unit.notify.handlers"
+
+
+def failing(**channels: Table) -> str:
+    """The tasks file of one task, ``fails``, whose handler raises, notifying ``channels``."""
+    return tasks_toml({"fails": {"handler": f"{HANDLERS}:fails", "notify": channels}})
 
 
 @dataclass
@@ -138,14 +144,9 @@ async def test_every_outcome_reaches_the_receiver_with_the_documented_body(
 async def test_a_dead_endpoint_holds_no_run_back_and_is_logged_once(
     logs: list[MutableMapping[str, Any]],
 ) -> None:
-    text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.webhook]
-url = "{closed_port_url()}/hook?token=s3cr3t"
-attempts = 2
-backoff = "10ms"
-"""
+    text = failing(
+        webhook={"url": f"{closed_port_url()}/hook?token=s3cr3t", "attempts": 2, "backoff": "10ms"}
+    )
     async with running(text) as parts:
         for _ in range(5):
             run = await parts.run("fails")
@@ -173,45 +174,32 @@ async def _settled(notifier: Notifier, count: int) -> None:
     await eventually_async(ended, f"{count} webhook notices sent or given up")
 
 
-async def test_a_500_is_tried_again_after_the_backoff_doubled_each_time() -> None:
+async def _one_run_answered(status: int, **webhook: object) -> tuple[Notifier, list[Received]]:
+    """One run of ``fails`` whose webhook is answered ``status``, until its notice has an end:
+    the notifier, and the requests that reached the receiver (each is kept before it is
+    answered, so none is still on its way)."""
     with receiving() as receiver:
-        receiver.status = 500
-        text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.webhook]
-url = "{receiver.url}/hook"
-attempts = 3
-backoff = "100ms"
-"""
-        async with running(text) as parts:
+        receiver.status = status
+        async with running(failing(webhook={"url": f"{receiver.url}/hook", **webhook})) as parts:
             await parts.run("fails")
-            got = await _wait(receiver, 3)
             await _settled(parts.notifier, 1)
+    return parts.notifier, receiver.requests
+
+
+async def test_a_500_is_tried_again_after_the_backoff_doubled_each_time() -> None:
+    notifier, got = await _one_run_answered(500, attempts=3, backoff="100ms")
+    assert len(got) == 3  # attempts = 3, then given up
     gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(got)]
     assert gaps[0] >= 0.1
     assert gaps[1] >= 0.2
-    assert len(receiver.requests) == 3  # attempts = 3, then given up
-    assert parts.notifier.record.kinds["webhook"] == {"sent": 0, "failed": 1}
+    assert notifier.record.kinds["webhook"] == {"sent": 0, "failed": 1}
 
 
 async def test_a_4xx_is_given_up_at_once() -> None:
-    with receiving() as receiver:
-        receiver.status = 404
-        text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.webhook]
-url = "{receiver.url}/hook"
-attempts = 5
-backoff = "10ms"
-"""
-        async with running(text) as parts:
-            await parts.run("fails")
-            await _settled(parts.notifier, 1)
-    assert len(receiver.requests) == 1
-    assert parts.notifier.record.last_failure is not None
-    assert parts.notifier.record.last_failure["error"] == "HTTP 404"
+    notifier, got = await _one_run_answered(404, attempts=5, backoff="10ms")
+    assert len(got) == 1
+    assert notifier.record.last_failure is not None
+    assert notifier.record.last_failure["error"] == "HTTP 404"
 
 
 async def test_an_endpoint_that_never_answers_holds_no_run_back_and_the_queue_stays_bounded(
@@ -219,14 +207,7 @@ async def test_an_endpoint_that_never_answers_holds_no_run_back_and_the_queue_st
 ) -> None:
     with receiving() as receiver:
         receiver.hang = True
-        text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.webhook]
-url = "{receiver.url}/hook"
-timeout = "30s"
-attempts = 1
-"""
+        text = failing(webhook={"url": f"{receiver.url}/hook", "timeout": "30s", "attempts": 1})
         async with running(text, capacity=5) as parts:
             started = time.monotonic()
             runs = [parts.queue.submit(RunRequest(task="fails")) for _ in range(40)]
@@ -249,15 +230,13 @@ attempts = 1
 async def test_a_slow_endpoint_is_cut_at_its_timeout_each_attempt() -> None:
     with receiving() as receiver:
         receiver.delay_s = 5.0
-        text = f"""
-[tasks.fails]
-handler = "{HANDLERS}:fails"
-[tasks.fails.notify.webhook]
-url = "{receiver.url}/hook"
-timeout = "200ms"
-attempts = 2
-backoff = "10ms"
-"""
+        webhook = {
+            "url": f"{receiver.url}/hook",
+            "timeout": "200ms",
+            "attempts": 2,
+            "backoff": "10ms",
+        }
+        text = failing(webhook=webhook)
         async with running(text) as parts:
             started = time.monotonic()
             await parts.run("fails")

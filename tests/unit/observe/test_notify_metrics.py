@@ -8,15 +8,10 @@ from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry, parse_tasks_toml
 from daemon.notify.notifier import Notifier
 from daemon.observe.metrics import Metrics
+from tests.unit.tasks_toml import tasks_toml
 
-TASKS = """
-[tasks.a]
-command = "true"
-[tasks.a.notify]
-max_silence = "1h"
-[tasks.a.notify.webhook]
-url = "http://127.0.0.1:9/hook?token=s3cr3t"
-"""
+WEBHOOK = {"url": "http://127.0.0.1:9/hook?token=s3cr3t"}
+TASKS = tasks_toml({"a": {"command": "true", "notify": {"max_silence": "1h", "webhook": WEBHOOK}}})
 
 
 def test_the_series_say_what_was_sent_dropped_and_who_is_silent() -> None:

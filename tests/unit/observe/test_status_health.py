@@ -72,10 +72,7 @@ def _wire(answer: Any) -> Any:
 
 
 @pytest.fixture
-def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
-    for name in ("RUNBROKER_INTERVAL", "RUNBROKER_DATABASE_URL", "RUNBROKER_JITTER"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "none")
+def settings(clean_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
     monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
     monkeypatch.setenv("RUNBROKER_INTERVAL", "10s")
     monkeypatch.setenv("RUNBROKER_JITTER", "0")

@@ -37,10 +37,7 @@ def test_the_summaries_are_each_tasks_last_slots_and_totals() -> None:
 
 
 @pytest.fixture
-def broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Broker:
-    for name in ("RUNBROKER_INTERVAL", "RUNBROKER_DATABASE_URL", "RUNBROKER_METRICS_ADDR"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "none")
+def broker(clean_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Broker:
     monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
     tasks = TaskRegistry(
         {"nightly": Task("nightly", command=("true",), schedule=parse_schedule("daily 02:30"))}

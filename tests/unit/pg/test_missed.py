@@ -9,9 +9,7 @@ from hypothesis import strategies as st
 
 from daemon.pg.missed import Occurrences, latest_missed
 from daemon.pg.plan import plan_claim, schedule_for
-from tests.unit.pg.conftest import due_job
-
-T0 = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+from tests.unit.pg.conftest import T0, due_job
 
 SPECS = [
     "every 1s",
@@ -58,25 +56,39 @@ class Counting:
         return getattr(self.sched, name)
 
 
+@st.composite
+def first_occurrences(draw: st.DrawFn) -> tuple[Occurrences, datetime]:
+    """A schedule of ``SPECS`` in a zone of ``ZONES``, and its first occurrence after a time up
+    to three years past ``T0``."""
+    sched = schedule_for(draw(st.sampled_from(SPECS)), draw(st.sampled_from(ZONES)))
+    offset_s = draw(st.integers(min_value=0, max_value=3 * 365 * 86400))
+    first = sched.next_after(T0 + timedelta(seconds=offset_s))
+    assert first is not None
+    return sched, first
+
+
+def stepped(sched: Occurrences, start: datetime, steps: int) -> datetime:
+    """The occurrence of ``sched`` that is ``steps`` occurrences after ``start``, walked."""
+    at = start
+    for _ in range(steps):
+        following = sched.next_after(at)
+        assert following is not None
+        at = following
+    return at
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    spec=st.sampled_from(SPECS),
-    tz=st.sampled_from(ZONES),
-    offset_s=st.integers(min_value=0, max_value=3 * 365 * 86400),
+    start=first_occurrences(),
     occurrences=st.integers(min_value=0, max_value=300),
     extra_s=st.floats(min_value=0, max_value=1.0),
 )
 def test_the_jump_finds_what_walking_finds(
-    spec: str, tz: str, offset_s: int, occurrences: int, extra_s: float
+    start: tuple[Occurrences, datetime], occurrences: int, extra_s: float
 ) -> None:
-    sched = schedule_for(spec, tz)
-    first = sched.next_after(T0 + timedelta(seconds=offset_s))
-    assert first is not None
-    now = first  # a gap of ``occurrences`` occurrences, and a little more
-    for _ in range(occurrences):
-        following = sched.next_after(now)
-        assert following is not None
-        now = following
+    sched, first = start
+    # a gap of ``occurrences`` occurrences, and a little more
+    now = stepped(sched, first, occurrences)
     now += (sched.next_after(now) - now) * extra_s  # type: ignore[operator]
     assert latest_missed(sched, first, now) == walked(sched, first, now)
 

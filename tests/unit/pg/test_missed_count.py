@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.pg.missed import COUNT_MAX, COUNT_WALK_MAX, count_occurrences
+from daemon.pg.missed import COUNT_MAX, COUNT_WALK_MAX, Occurrences, count_occurrences
 from daemon.pg.plan import schedule_for
 from tests.unit.pg.conftest import T0
-from tests.unit.pg.test_missed import SPECS, ZONES, Counting
+from tests.unit.pg.test_missed import Counting, first_occurrences, stepped
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    spec=st.sampled_from(SPECS),
-    tz=st.sampled_from(ZONES),
-    offset_s=st.integers(min_value=0, max_value=3 * 365 * 86400),
-    occurrences=st.integers(min_value=1, max_value=300),
-)
+@given(start=first_occurrences(), occurrences=st.integers(min_value=1, max_value=300))
 def test_the_count_is_the_number_of_occurrences_walked(
-    spec: str, tz: str, offset_s: int, occurrences: int
+    start: tuple[Occurrences, datetime], occurrences: int
 ) -> None:
-    sched = schedule_for(spec, tz)
-    first = sched.next_after(T0 + timedelta(seconds=offset_s))
-    assert first is not None
-    last = first
-    for _ in range(occurrences - 1):
-        following = sched.next_after(last)
-        assert following is not None
-        last = following
+    sched, first = start
+    last = stepped(sched, first, occurrences - 1)
     assert count_occurrences(sched, first, last) == (occurrences, False)
 
 

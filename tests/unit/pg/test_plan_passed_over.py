@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from daemon.pg.missed import COUNT_WALK_MAX
 from daemon.pg.plan import plan_claim
 from daemon.pg.store.base import ClaimPlan, DueJob, PassedOver
@@ -15,26 +17,42 @@ def plan(job: DueJob, now: datetime) -> ClaimPlan:
     return plan_claim(job, now, default_max_attempts=3, misfire_grace_s=60.0)
 
 
-def test_coalesce_counts_the_occurrences_before_the_one_it_runs() -> None:
-    p = plan(due_job(), T0 + timedelta(minutes=30, seconds=5))
-    assert (p.run, p.scheduled_for) == (True, T0 + timedelta(minutes=30))
-    assert p.passed_over == PassedOver(
-        "coalesced",
-        T0,
-        30,
-        "30 occurrences from 2024-06-01T12:00:00Z run once as 2024-06-01T12:30:00Z",
-    )
-
-
-def test_skip_counts_every_occurrence_it_does_not_run() -> None:
-    p = plan(due_job(misfire="skip"), T0 + timedelta(minutes=30, seconds=5))
-    assert (p.run, p.next_run_at) == (False, T0 + timedelta(minutes=31))
-    assert p.passed_over == PassedOver(
-        "missed",
-        T0,
-        31,
-        "31 occurrences from 2024-06-01T12:00:00Z to 2024-06-01T12:30:00Z not run",
-    )
+@pytest.mark.parametrize(
+    ("misfire", "run", "when", "passed_over"),
+    [
+        # coalesce counts the occurrences before the one it runs, which is its scheduled time
+        (
+            "coalesce",
+            True,
+            ("scheduled_for", T0 + timedelta(minutes=30)),
+            PassedOver(
+                "coalesced",
+                T0,
+                30,
+                "30 occurrences from 2024-06-01T12:00:00Z run once as 2024-06-01T12:30:00Z",
+            ),
+        ),
+        # skip counts every occurrence it does not run, and goes on at the next one
+        (
+            "skip",
+            False,
+            ("next_run_at", T0 + timedelta(minutes=31)),
+            PassedOver(
+                "missed",
+                T0,
+                31,
+                "31 occurrences from 2024-06-01T12:00:00Z to 2024-06-01T12:30:00Z not run",
+            ),
+        ),
+    ],
+)
+def test_a_late_claim_counts_the_occurrences_it_passes_over(
+    misfire: str, run: bool, when: tuple[str, datetime], passed_over: PassedOver
+) -> None:
+    p = plan(due_job(misfire=misfire), T0 + timedelta(minutes=30, seconds=5))
+    field, at = when
+    assert (p.run, getattr(p, field)) == (run, at)
+    assert p.passed_over == passed_over
 
 
 def test_skip_of_one_occurrence_too_late_counts_it() -> None:

@@ -12,37 +12,22 @@ from daemon.broker.app import Broker
 from daemon.broker.reload.dry_run import dry_run_answer
 from daemon.wire.protocol import ControlRequest
 from tests.unit.broker.reload.conftest import MakeBroker
+from tests.unit.tasks_toml import tasks_toml
 
-TASKS = """
-[tasks.keep]
-command = ["true"]
-schedule = "daily 02:30"
-tz = "Europe/Berlin"
-[tasks.gone]
-command = ["true"]
-schedule = "cron 0 * * * *"
-[tasks.edit]
-command = ["true"]
-schedule = "daily 04:00"
-[tasks.words]
-command = ["true"]
-schedule = "daily 05:00"
-"""
-NEW_TASKS = """
-[tasks.keep]
-command = ["true"]
-schedule = "daily 02:30"
-tz = "Europe/Berlin"
-[tasks.edit]
-command = ["true"]
-schedule = "daily 06:00"
-[tasks.words]
-command = ["echo", "changed, but not its time"]
-schedule = "daily 05:00"
-[tasks.fresh]
-command = ["true"]
-interval = "1h"
-"""
+TASKS = {
+    "keep": {"command": ["true"], "schedule": "daily 02:30", "tz": "Europe/Berlin"},
+    "gone": {"command": ["true"], "schedule": "cron 0 * * * *"},
+    "edit": {"command": ["true"], "schedule": "daily 04:00"},
+    "words": {"command": ["true"], "schedule": "daily 05:00"},
+}
+# The reload's file, said as its changes: one task gone, one new, one moved, one changed in
+# other words than its time.
+NEW_TASKS = {
+    "keep": TASKS["keep"],
+    "edit": {**TASKS["edit"], "schedule": "daily 06:00"},
+    "words": {**TASKS["words"], "command": ["echo", "changed, but not its time"]},
+    "fresh": {"command": ["true"], "interval": "1h"},
+}
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 
 
@@ -50,7 +35,7 @@ NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 def tasks_file(tmp_path: Path) -> Path:
     """This module's tasks file, in place of the reload tests' own."""
     path = tmp_path / "tasks.toml"
-    path.write_text(TASKS)
+    path.write_text(tasks_toml(TASKS))
     return path
 
 
@@ -61,7 +46,7 @@ def broker(make_broker: MakeBroker) -> Broker:
 
 def test_the_plan_says_what_changes_and_how_the_next_times_move(broker: Broker) -> None:
     assert broker.reloader.path is not None
-    broker.reloader.path.write_text(NEW_TASKS)
+    broker.reloader.path.write_text(tasks_toml(NEW_TASKS))
     before = dict(broker.tasks.tasks)
     answer = dry_run_answer(broker.reloader, NOW)
     assert answer["ok"] is True
