@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -180,6 +181,20 @@ def test_paused_scheduler_claims_nothing_until_resumed(
     daemon.log.wait_for("scheduler.resumed")
 
 
+def settled_rows(dsn: str, count: int) -> dict[str, tuple[Any, Any]]:
+    """Each job's last status and error, once ``count`` jobs have a result."""
+    eventually(
+        lambda: (
+            value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == count
+        ),
+        f"{count} jobs to have a result",
+    )
+    return {
+        r["name"]: (r["last_status"], r["last_error"])
+        for r in query(dsn, "SELECT name, last_status, last_error FROM scheduled_jobs")
+    }
+
+
 def test_dependency_chain_with_both_policies(dsn: str, replicas: Callable[..., Daemon]) -> None:
     replicas()
     jobs(dsn, "add", "extract", "--task", "fail", "--daily", "03:00", "--max-attempts", "1")
@@ -189,16 +204,7 @@ def test_dependency_chain_with_both_policies(dsn: str, replicas: Callable[..., D
     jobs(dsn, "add", "archive", "--task", "noop", "--daily", "03:00", "--depends-on", "load")
     # One due time for all: the dependants wait for "extract", which runs with them.
     query(dsn, "UPDATE scheduled_jobs SET next_run_at = date_trunc('second', now())")
-    eventually(
-        lambda: (
-            value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 4
-        ),
-        "all four to settle",
-    )
-    rows = {
-        r["name"]: (r["last_status"], r["last_error"])
-        for r in query(dsn, "SELECT name, last_status, last_error FROM scheduled_jobs")
-    }
+    rows = settled_rows(dsn, 4)
     assert rows["extract"][0] == "failed"
     assert rows["load"] == ("failed", "dependency extract failed")
     assert rows["report"] == ("succeeded", None)
@@ -217,16 +223,7 @@ def test_a_row_nested_too_deep_fails_alone_and_health_says_so(
     jobs(dsn, "run-now", "deep")
     jobs(dsn, "add", "fine", "--task", "noop", "--every", "1h")
     jobs(dsn, "run-now", "fine")
-    eventually(
-        lambda: (
-            value(dsn, "SELECT count(*) FROM scheduled_jobs WHERE last_status IS NOT NULL") == 2
-        ),
-        "both jobs to have a result",
-    )
-    rows = {
-        r["name"]: (r["last_status"], r["last_error"])
-        for r in query(dsn, "SELECT name, last_status, last_error FROM scheduled_jobs")
-    }
+    rows = settled_rows(dsn, 2)
     assert rows["fine"] == ("succeeded", None)
     assert rows["deep"][0] == "failed"
     assert "nested too deeply" in rows["deep"][1]
@@ -289,6 +286,16 @@ def broker_run_id(daemon: Daemon, where: str, trigger: str) -> str:
     return found[0]
 
 
+def cancel_recorded(daemon: Daemon, dsn: str, run_id: str) -> None:
+    """Cancels the broker's run ``run_id`` and waits for the job's row to say cancelled."""
+    done = daemon.exec("cancel", run_id)
+    assert done.returncode == 0, done.stderr
+    eventually(
+        lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
+        "the cancel to be recorded",
+    )
+
+
 def test_cancelling_a_running_database_job_records_it_cancelled_and_does_not_retry(
     dsn: str, replicas: Callable[..., Daemon]
 ) -> None:
@@ -296,12 +303,7 @@ def test_cancelling_a_running_database_job_records_it_cancelled_and_does_not_ret
     jobs(dsn, "add", "long", "--task", "sleeper", "--at", "now", "--max-attempts", "3")
     eventually(lambda: value(dsn, "SELECT status FROM job_runs") == "running", "the run to start")
     run_id = broker_run_id(daemon, "current", "schedule")
-    done = daemon.exec("cancel", run_id)
-    assert done.returncode == 0, done.stderr
-    eventually(
-        lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
-        "the cancel to be recorded",
-    )
+    cancel_recorded(daemon, dsn, run_id)
     job = query(dsn, "SELECT next_run_at, scheduled_for, attempt, lease_owner FROM scheduled_jobs")
     assert dict(job[0]) == {
         "next_run_at": None, "scheduled_for": None, "attempt": 0, "lease_owner": None
@@ -322,12 +324,7 @@ def test_cancelling_a_queued_database_job_records_it_and_moves_to_the_next_occur
         jobs(dsn, "add", "hourly", "--task", "noop", "--every", "1h")
         jobs(dsn, "run-now", "hourly")
         run_id = broker_run_id(daemon, "waiting", "schedule")
-        done = daemon.exec("cancel", run_id)
-        assert done.returncode == 0, done.stderr
-        eventually(
-            lambda: value(dsn, "SELECT last_status FROM scheduled_jobs") == "cancelled",
-            "the cancel to be recorded",
-        )
+        cancel_recorded(daemon, dsn, run_id)
         runs = query(dsn, "SELECT scheduled_for, attempt, status, started_at FROM job_runs")
         assert [(r["attempt"], r["status"], r["started_at"]) for r in runs] == [
             (1, "cancelled", None)

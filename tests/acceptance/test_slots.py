@@ -14,14 +14,25 @@ from tests.support.harness import WAIT_S, Daemon
 StartDaemon = Callable[..., Daemon]
 
 
-def _gated(workdir: Path, name: str, on_busy: str) -> str:
-    """A task whose runs wait until the test creates the file ``go`` (the job polls for it)."""
-    go = workdir / "go"
+def _gated(name: str, go: Path, setting: str) -> str:
+    """A task ``name`` (with one more ``setting`` line) whose runs wait until the test creates
+    the file ``go`` (the job polls for it), then print ``ran``."""
     return f"""
 [tasks.{name}]
 command = ["sh", "-c", "while [ ! -e {go} ]; do sleep 0.02; done; echo ran"]
-on_busy = "{on_busy}"
+{setting}
 """
+
+
+def _sync_running(
+    start_daemon: StartDaemon, workdir: Path, on_busy: str
+) -> tuple[Daemon, subprocess.Popen[str]]:
+    """A daemon with one gated task ``sync`` (file ``go`` in ``workdir``), and a first
+    ``trigger sync`` once its run has started."""
+    daemon = start_daemon(tasks_toml=_gated("sync", workdir / "go", f'on_busy = "{on_busy}"'))
+    first = daemon.popen("trigger", "sync")
+    daemon.log.wait_for("run.started", lambda line: line.get("task") == "sync")
+    return daemon, first
 
 
 def _finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
@@ -69,12 +80,7 @@ def test_a_tick_is_skipped_while_its_task_runs_and_said_so(
     start_daemon: StartDaemon, workdir: Path
 ) -> None:
     go = workdir / "go"
-    tasks = f"""
-[tasks.beat]
-command = ["sh", "-c", "while [ ! -e {go} ]; do sleep 0.02; done"]
-schedule = "every 1s"
-"""
-    daemon = start_daemon(tasks_toml=tasks)
+    daemon = start_daemon(tasks_toml=_gated("beat", go, 'schedule = "every 1s"'))
     daemon.log.wait_for("run.started", lambda line: line.get("task") == "beat")
     skipped = daemon.log.wait_for("slot.skipped", lambda line: line.get("task") == "beat")[0]
     assert skipped["reason"] == "previous run still queued or running"
@@ -88,9 +94,7 @@ schedule = "every 1s"
 
 
 def test_skip_tells_the_trigger_and_exits_3(start_daemon: StartDaemon, workdir: Path) -> None:
-    daemon = start_daemon(tasks_toml=_gated(workdir, "sync", "skip"))
-    first = daemon.popen("trigger", "sync")
-    daemon.log.wait_for("run.started", lambda line: line.get("task") == "sync")
+    daemon, first = _sync_running(start_daemon, workdir, "skip")
     second = daemon.exec("trigger", "sync")
     assert second.returncode == 3, second.stderr
     assert "already has a run queued or running (on_busy = skip)" in second.stderr
@@ -100,9 +104,7 @@ def test_skip_tells_the_trigger_and_exits_3(start_daemon: StartDaemon, workdir: 
 
 
 def test_coalesce_joins_the_queued_run(start_daemon: StartDaemon, workdir: Path) -> None:
-    daemon = start_daemon(tasks_toml=_gated(workdir, "sync", "coalesce"))
-    first = daemon.popen("trigger", "sync")
-    daemon.log.wait_for("run.started", lambda line: line.get("task") == "sync")
+    daemon, first = _sync_running(start_daemon, workdir, "coalesce")
     second = daemon.popen("trigger", "sync", "--json")
     daemon.log.wait_for("run.queued", lambda line: line.get("task") == "sync", count=2)
     third = daemon.exec("trigger", "sync", "--json", "--detach")
@@ -121,9 +123,7 @@ def test_coalesce_joins_the_queued_run(start_daemon: StartDaemon, workdir: Path)
 def test_coalesce_streams_the_joined_runs_output_and_result(
     start_daemon: StartDaemon, workdir: Path
 ) -> None:
-    daemon = start_daemon(tasks_toml=_gated(workdir, "sync", "coalesce"))
-    first = daemon.popen("trigger", "sync")
-    daemon.log.wait_for("run.started", lambda line: line.get("task") == "sync")
+    daemon, first = _sync_running(start_daemon, workdir, "coalesce")
     second = daemon.popen("trigger", "sync")
     daemon.log.wait_for("run.queued", lambda line: line.get("task") == "sync", count=2)
     third = daemon.popen("trigger", "sync")
@@ -138,9 +138,7 @@ def test_coalesce_streams_the_joined_runs_output_and_result(
 def test_replace_cancels_the_running_run_for_the_new_one(
     start_daemon: StartDaemon, workdir: Path
 ) -> None:
-    daemon = start_daemon(tasks_toml=_gated(workdir, "sync", "replace"))
-    first = daemon.popen("trigger", "sync")
-    daemon.log.wait_for("run.started", lambda line: line.get("task") == "sync")
+    daemon, first = _sync_running(start_daemon, workdir, "replace")
     second = daemon.popen("trigger", "sync")
     code, _out, err = _finish(first)
     assert code == 1

@@ -22,6 +22,13 @@ async def jobs(*argv: str) -> int:
     return await asyncio.to_thread(main, list(argv))
 
 
+async def printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """What ``runbroker jobs ARGV`` alone printed, once it has exited 0."""
+    capsys.readouterr()
+    assert await jobs(*argv) == 0
+    return capsys.readouterr().out
+
+
 async def test_migrate_reports_up_to_date(cli_env: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert await asyncio.to_thread(migrate_main, ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -56,13 +63,11 @@ async def test_add_list_and_json(
     assert json.loads(row["payload"]) == {"bucket": "b1"}
     assert row["next_run_at"] > await sql.fetchval("SELECT now()")
     assert await jobs("add", "asap", "--task", "default", "--at", "now") == 0
-    assert await jobs("list") == 0
-    table = capsys.readouterr().out
+    table = await printed(capsys, "list")
     assert "NEXT RUN" in table
     assert "nightly" in table
     assert "daily 02:30 (Europe/Berlin)" in table
-    assert await jobs("list", "--json") == 0
-    listed = json.loads(capsys.readouterr().out)["jobs"]
+    listed = json.loads(await printed(capsys, "list", "--json"))["jobs"]
     assert [j["name"] for j in listed] == ["asap", "extract", "nightly", "report"]
     assert listed[0]["next_run_at"] is not None
 
@@ -142,13 +147,10 @@ async def test_history_shows_runs(
         " error) SELECT id, now(), 1, 'failed', now() - interval '2 seconds', now(), 'exit 3'"
         " FROM scheduled_jobs"
     )
-    capsys.readouterr()
-    assert await jobs("history", "h") == 0
-    out = capsys.readouterr().out
+    out = await printed(capsys, "history", "h")
     assert "failed" in out
     assert "2000ms" in out
-    assert await jobs("history", "--json", "--limit", "5") == 0
-    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    (run,) = json.loads(await printed(capsys, "history", "--json", "--limit", "5"))["runs"]
     assert (run["job"], run["status"], run["error"], run["duration_ms"]) == (
         "h",
         "failed",
@@ -199,8 +201,7 @@ async def test_list_shows_times_in_the_jobs_zone_and_a_retrys_own_time(
     cli_env: str, sql: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
 ) -> None:
     at = ["--at", "2027-01-01T09:00:00", "--tz", "Europe/Berlin"]
-    assert await jobs("add", "berlin", "--task", "t", *at) == 0
-    added = capsys.readouterr().out
+    added = await printed(capsys, "add", "berlin", "--task", "t", *at)
     assert "at 2027-01-01T09:00:00+01:00 (Europe/Berlin)" in added
     assert "next run 2027-01-01 09:00:00+01:00 (2027-01-01T08:00:00Z)" in added
     assert (
@@ -212,17 +213,14 @@ async def test_list_shows_times_in_the_jobs_zone_and_a_retrys_own_time(
         "UPDATE scheduled_jobs SET scheduled_for = '2026-07-01T10:00:00Z', attempt = 1, "
         "next_run_at = '2026-07-01T10:05:00Z', last_status = 'failed' WHERE name = 'flaky'"
     )
-    capsys.readouterr()
-    assert await jobs("list") == 0
-    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    lines = {line.split()[0]: line for line in (await printed(capsys, "list")).splitlines()}
     assert "at 2027-01-01T09:00:00+01:00 (Europe/Berlin)" in lines["berlin"]
     assert "2027-01-01 09:00:00+01:00" in lines["berlin"]
     assert "retrying" in lines["flaky"]
     assert "2026-07-01 06:05:00-04:00" in lines["flaky"]  # the retry, in New York time
     assert "06:00:00" not in lines["flaky"]  # not the occurrence it retries
     assert "failed (attempt 1)" in lines["flaky"]
-    assert await jobs("list", "--json") == 0
-    listed = {j["name"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
+    listed = {j["name"]: j for j in json.loads(await printed(capsys, "list", "--json"))["jobs"]}
     assert listed["berlin"]["next_run_at"] == "2027-01-01T08:00:00Z"  # JSON stays UTC
     assert listed["flaky"]["next_run_at"] == "2026-07-01T10:05:00Z"
     assert listed["flaky"]["scheduled_for"] == "2026-07-01T10:00:00Z"
@@ -239,11 +237,8 @@ async def test_history_shows_run_times_in_the_jobs_zone_as_list_does(
         " SELECT id, '2026-07-01T10:00:00Z', 1, 'succeeded', '2026-07-01T10:00:01Z',"
         " '2026-07-01T10:00:02Z' FROM scheduled_jobs"
     )
-    capsys.readouterr()
-    assert await jobs("history") == 0
-    lines = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    lines = {line.split()[1]: line for line in (await printed(capsys, "history")).splitlines()[1:]}
     assert "2026-07-01 06:00:01-04:00" in lines["ny"]  # New York time, with its offset
     assert "2026-07-01 10:00:01Z" in lines["utc"]
-    assert await jobs("history", "--json") == 0
-    runs = {r["job"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    runs = {r["job"]: r for r in json.loads(await printed(capsys, "history", "--json"))["runs"]}
     assert runs["ny"]["started_at"] == "2026-07-01T10:00:01Z"  # JSON stays UTC

@@ -13,7 +13,7 @@ from daemon.core.runqueue import Run, RunQueue, RunResult
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import Dependency, Outlook
 from daemon.pg.store.postgres import PostgresStore
-from tests.integration.jobrows import add
+from tests.integration.jobrows import add, add_apart
 from tests.support.eventually import eventually_async
 from tests.support.pgfakes import FakeExecutor, fail, make_settings, running
 
@@ -32,11 +32,7 @@ class CountingStore(PostgresStore):
 async def test_notify_wakes_an_idle_runner_at_once(db_dsn: str, sql: asyncpg.Connection) -> None:
     async with running(PostgresStore(db_dsn), poll_interval_s=3600.0) as h:
         await eventually_async(lambda: h.runner.listening, "the runner to listen")
-        admin = PostgresStore(db_dsn)
-        try:
-            await add(admin, "now")
-        finally:
-            await admin.close()
+        await add_apart(db_dsn, "now")
         t0 = time.monotonic()
         await eventually_async(
             lambda: sql.fetchval("SELECT last_status = 'succeeded' FROM scheduled_jobs"),
@@ -46,8 +42,9 @@ async def test_notify_wakes_an_idle_runner_at_once(db_dsn: str, sql: asyncpg.Con
         assert time.monotonic() - t0 < 2.0  # the fallback poll is an hour away
 
 
-async def test_timer_fires_at_the_earliest_next_run(db_dsn: str, sql: asyncpg.Connection) -> None:
-    store = PostgresStore(db_dsn)
+async def test_timer_fires_at_the_earliest_next_run(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
     await add(store, "soon", delay_s=0.5)
     async with running(store, poll_interval_s=3600.0):
         await eventually_async(
@@ -62,12 +59,7 @@ async def test_timer_fires_at_the_earliest_next_run(db_dsn: str, sql: asyncpg.Co
 async def test_three_replicas_run_every_occurrence_exactly_once(
     db_dsn: str, sql: asyncpg.Connection
 ) -> None:
-    admin = PostgresStore(db_dsn)
-    try:
-        for i in range(150):
-            await add(admin, f"j{i:03d}")
-    finally:
-        await admin.close()
+    await add_apart(db_dsn, *(f"j{i:03d}" for i in range(150)))
     async with (
         running(PostgresStore(db_dsn), owner="r1", batch_size=5),
         running(PostgresStore(db_dsn), owner="r2", batch_size=5),
@@ -87,9 +79,8 @@ async def test_three_replicas_run_every_occurrence_exactly_once(
 
 
 async def test_a_crashed_replicas_run_is_abandoned_and_retried_elsewhere(
-    db_dsn: str, sql: asyncpg.Connection
+    db_dsn: str, store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
-    store = PostgresStore(db_dsn)
     await add(store, "crashy")
     never = asyncio.Event()
     crashed = asyncio.create_task(_run_until_cancelled(PostgresStore(db_dsn), never, lease_s=1.0))
@@ -129,9 +120,8 @@ async def _run_until_cancelled(store: PostgresStore, gate: asyncio.Event, **kw: 
 
 
 async def test_lost_connections_are_retried_and_the_result_recorded(
-    db_dsn: str, sql: asyncpg.Connection
+    db_dsn: str, store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
-    store = PostgresStore(db_dsn)
     await add(store, "during")
     gate = asyncio.Event()
     async with running(store, gate=gate, poll_interval_s=3600.0) as h:
@@ -147,11 +137,7 @@ async def test_lost_connections_are_retried_and_the_result_recorded(
             "the job to succeed",
         )
         # LISTEN is back too: a new job wakes the runner although the poll is an hour away.
-        admin = PostgresStore(db_dsn)
-        try:
-            await add(admin, "after")
-        finally:
-            await admin.close()
+        await add_apart(db_dsn, "after")
         await eventually_async(
             lambda: sql.fetchval(
                 "SELECT last_status = 'succeeded' FROM scheduled_jobs WHERE name = 'after'"
@@ -186,8 +172,9 @@ async def test_paused_setting_stops_claims_until_cleared(
         )
 
 
-async def test_dependency_chain_with_both_policies(db_dsn: str, sql: asyncpg.Connection) -> None:
-    store = PostgresStore(db_dsn)
+async def test_dependency_chain_with_both_policies(
+    store: PostgresStore, sql: asyncpg.Connection
+) -> None:
     await add(store, "extract", task="bad", max_attempts=1)
     await add(store, "load", depends_on=(Dependency("extract"),))
     await add(store, "report", depends_on=(Dependency("extract", "skip"),))
@@ -215,9 +202,8 @@ async def test_dependency_chain_with_both_policies(db_dsn: str, sql: asyncpg.Con
 
 
 async def test_failing_job_is_retried_then_failed_and_rescheduled(
-    db_dsn: str, sql: asyncpg.Connection
+    store: PostgresStore, sql: asyncpg.Connection
 ) -> None:
-    store = PostgresStore(db_dsn)
     await add(store, "flaky", task="bad")
     async with running(store, handlers={"bad": fail}, retry_attempts=3, retry_backoff_s=0.01):
         await eventually_async(
@@ -235,10 +221,9 @@ async def test_failing_job_is_retried_then_failed_and_rescheduled(
 
 
 async def test_shutdown_releases_unstarted_runs_for_other_replicas(
-    db_dsn: str, sql: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+    store: PostgresStore, sql: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("daemon.pg.horizon.UNMEASURED_RUN_S", 0.0)  # all three held at once
-    store = PostgresStore(db_dsn)
     for name in ("a", "b", "c"):
         await add(store, name)
     gate = asyncio.Event()

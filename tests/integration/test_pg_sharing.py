@@ -9,7 +9,7 @@ import asyncpg
 
 from daemon.core.runqueue import Run, RunResult
 from daemon.pg.store.postgres import PostgresStore
-from tests.integration.jobrows import add
+from tests.integration.jobrows import add_apart
 from tests.support.eventually import eventually_async
 from tests.support.pgfakes import Handler, running
 
@@ -17,12 +17,7 @@ from tests.support.pgfakes import Handler, running
 async def test_three_replicas_split_six_due_jobs_two_each(
     db_dsn: str, sql: asyncpg.Connection
 ) -> None:
-    admin = PostgresStore(db_dsn)
-    try:
-        for i in range(6):
-            await add(admin, f"long{i}", task="slow")
-    finally:
-        await admin.close()
+    await add_apart(db_dsn, *(f"long{i}" for i in range(6)), task="slow")
     release = asyncio.Event()  # every run holds until all six are claimed and counted
 
     async def slow(_run: Run) -> RunResult:

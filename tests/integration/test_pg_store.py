@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import asyncpg
 import pytest
 
-from daemon.pg.plan import plan_claim, plan_finish
+from daemon.pg.plan import plan_claim
 from daemon.pg.store.base import (
     ClaimPlan,
     Dependency,
@@ -116,17 +116,7 @@ async def test_claim_and_finish_carry_payload_and_times_exactly(
     assert (c.scheduled_for, c.job.next_run_at) == (at, at)
     assert (c.job.payload, c.job.depends_on) == ({"k": [1, "x"]}, deps)
     started, finished = at + timedelta(microseconds=1), at + timedelta(seconds=2, microseconds=-1)
-    finish = plan_finish(
-        c,
-        ok=True,
-        cancelled=False,
-        error=None,
-        output={"n": 1.5},
-        started_at=started,
-        finished_at=finished,
-        default_max_attempts=3,
-        backoff_base_s=60.0,
-    )
+    finish = success(c, started, finished_at=finished, output={"n": 1.5})
     assert (await store.write("me", WriteBatch(finishes=[finish]))).lost_run_ids == frozenset()
     run = await sql.fetchrow("SELECT * FROM job_runs WHERE id = $1", c.run_id)
     assert (run["scheduled_for"], run["started_at"], run["finished_at"]) == (at, started, finished)

@@ -31,9 +31,16 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Unpack
 
-from tests.support.harness import WAIT_S, Daemon, LogTail, zombies_in_pid_namespace_of
+from tests.support.harness import (
+    WAIT_S,
+    Daemon,
+    DaemonBase,
+    LogTail,
+    StartOptions,
+    close_pipes,
+)
 
 BACKEND_ENV = "RUNBROKER_TEST_BACKEND"
 # Override files added after docker-compose.yml, separated by os.pathsep: what an engine other
@@ -80,13 +87,7 @@ class Backend(Protocol):
     name: str
 
     def start(
-        self,
-        workdir: Path,
-        command: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        tasks_toml: str | None = None,
-        wait_ready: bool = True,
+        self, workdir: Path, command: Sequence[str] = (), **options: Unpack[StartOptions]
     ) -> DaemonHandle: ...
 
 
@@ -94,15 +95,9 @@ class LocalBackend:
     name = "local"
 
     def start(
-        self,
-        workdir: Path,
-        command: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        tasks_toml: str | None = None,
-        wait_ready: bool = True,
+        self, workdir: Path, command: Sequence[str] = (), **options: Unpack[StartOptions]
     ) -> DaemonHandle:
-        return Daemon(workdir, command, env=env, tasks_toml=tasks_toml, wait_ready=wait_ready)
+        return Daemon(workdir, command, **options)
 
 
 def compose_files(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
@@ -187,26 +182,22 @@ def _run(argv: Sequence[str], timeout_s: float = 120.0) -> str:
     return result.stdout
 
 
-class ComposeDaemon:
+class ComposeDaemon(DaemonBase):
     """One ``runbroker run`` as PID 1 of its own container, in its own compose project."""
 
     def __init__(
-        self,
-        workdir: Path,
-        command: Sequence[str],
-        env: Mapping[str, str] | None,
-        tasks_toml: str | None,
-        wait_ready: bool,
+        self, workdir: Path, command: Sequence[str] = (), **options: Unpack[StartOptions]
     ) -> None:
         self.workdir = workdir
         self.socket = workdir / "rb.sock"
         tasks_file = None
-        if tasks_toml is not None:
+        if (tasks_toml := options.get("tasks_toml")) is not None:
             tasks_file = workdir / "tasks.toml"
             tasks_file.write_text(tasks_toml)
         os.chown(workdir, DAEMON_UID, DAEMON_UID)
         override = workdir / "compose.override.json"
-        document = override_document(workdir, command, daemon_environment(workdir, env, tasks_file))
+        environment = daemon_environment(workdir, options.get("env"), tasks_file)
+        document = override_document(workdir, command, environment)
         override.write_text(json.dumps(document, indent=2))
         self.compose = ComposeCLI(
             f"rbtest-{uuid.uuid4().hex[:12]}", (*compose_files(), override), (COMPOSE_PROFILE,)
@@ -223,35 +214,15 @@ class ComposeDaemon:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        self.log = LogTail()
         self._errors: list[bytes] = []
-        self._reader = threading.Thread(
-            target=self.log.feed, args=(self._logs.stdout,), daemon=True
-        )
+        self._follow_log(self._logs.stdout)
         self._error_reader = threading.Thread(target=self._read_errors, daemon=True)
-        self._reader.start()
         self._error_reader.start()
-        if wait_ready:
+        if options.get("wait_ready", True):
             self.log.wait_for("broker.ready")
 
     def exec_argv(self, *args: str, as_user: str | None = None) -> list[str]:
         return self.compose.exec_argv(DAEMON_SERVICE, *args, as_user=as_user)
-
-    def exec(
-        self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.exec_argv(*args, as_user=as_user),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            self.exec_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
 
     def signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -277,12 +248,7 @@ class ComposeDaemon:
         if self._logs.poll() is None:
             self._logs.kill()
         self._logs.wait(timeout=WAIT_S)
-        for stream in (self._logs.stdout, self._logs.stderr):
-            if stream is not None:
-                stream.close()
-
-    def zombies(self) -> list[str]:
-        return zombies_in_pid_namespace_of(self.pid)
+        close_pipes(self._logs)
 
 
 class ComposeBackend:
@@ -293,15 +259,9 @@ class ComposeBackend:
         self.stack = ComposeCLI(project or "runbroker", compose_files())
 
     def start(
-        self,
-        workdir: Path,
-        command: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        tasks_toml: str | None = None,
-        wait_ready: bool = True,
+        self, workdir: Path, command: Sequence[str] = (), **options: Unpack[StartOptions]
     ) -> DaemonHandle:
-        return ComposeDaemon(workdir, command, env, tasks_toml, wait_ready)
+        return ComposeDaemon(workdir, command, **options)
 
     def broker_argv(self, *args: str, as_user: str | None = None) -> list[str]:
         """``docker compose exec -T broker runbroker ARGS``: the running stack's broker."""

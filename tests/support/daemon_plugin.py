@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 import pytest
 
 from tests.support.backends import Backend, DaemonHandle, get_backend
-from tests.support.harness import Workdir
+from tests.support.harness import StartOptions, Workdir
 
 
 @pytest.fixture
@@ -43,8 +43,8 @@ def start_daemon(daemon_backend: Backend, workdir: Path) -> Iterator[Callable[..
     at teardown."""
     started: list[DaemonHandle] = []
 
-    def start(*command: str, **kwargs: Any) -> DaemonHandle:
-        daemon = daemon_backend.start(workdir, command, **kwargs)
+    def start(*command: str, **options: Unpack[StartOptions]) -> DaemonHandle:
+        daemon = daemon_backend.start(workdir, command, **options)
         started.append(daemon)
         return daemon
 

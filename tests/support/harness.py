@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypedDict, Unpack
 
 from tests.support.eventually import eventually
 
@@ -179,66 +179,36 @@ class LogTail:
             return [line for line in self.lines if line.get("event") == event]
 
 
-class Daemon:
-    """One ``runbroker run`` as PID 1 of its own PID namespace."""
+class StartOptions(TypedDict, total=False):
+    """What a test may ask of the daemon it starts, beside its work directory and command, on
+    either backend: ``env`` added to the daemon's environment, ``tasks_toml`` written to its
+    tasks file, and whether to wait for ``broker.ready`` (default: yes)."""
 
-    def __init__(
-        self,
-        workdir: Path,
-        command: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        tasks_toml: str | None = None,
-        wait_ready: bool = True,
-        init: Sequence[str] = (),
-    ) -> None:
-        """``init``: a command that becomes PID 1 of the namespace instead of the daemon and
-        starts it as its child (``docker run --init``); ``pid`` is then that PID 1's."""
-        self.workdir = workdir
-        self.socket = workdir / "rb.sock"
-        self.env = {
-            key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")
-        }
-        self.env.update(
-            {
-                "RUNBROKER_SOCKET": str(self.socket),
-                "RUNBROKER_LOG_FORMAT": "json",
-                "RUNBROKER_INTERVAL": "off",
-                "RUNBROKER_TASKS_FILE": str(workdir / "tasks.toml"),
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        if tasks_toml is not None:
-            (workdir / "tasks.toml").write_text(tasks_toml)
-        else:
-            self.env.pop("RUNBROKER_TASKS_FILE")
-        self.env.update(env or {})
-        argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *init, RUNBROKER]
-        argv.append("run")
-        if command:
-            argv += ["--", *command]
-        self.proc = subprocess.Popen(
-            argv,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    env: Mapping[str, str] | None
+    tasks_toml: str | None
+    wait_ready: bool
+
+
+class DaemonBase:
+    """What every backend's daemon handle does alike: its log read into ``log`` by a thread,
+    clients run from ``exec_argv``, and its zombies found from this host's ``/proc``; the two
+    backends differ only in how they start it and reach it."""
+
+    pid: int
+    log: LogTail
+
+    def _follow_log(self, stdout: IO[bytes] | None) -> None:
+        """Reads the daemon's stdout into ``log`` from now on, in a thread of its own."""
         self.log = LogTail()
-        self._reader = threading.Thread(target=self.log.feed, args=(self.proc.stdout,), daemon=True)
+        self._reader = threading.Thread(target=self.log.feed, args=(stdout,), daemon=True)
         self._reader.start()
-        self.pid = forked_by_unshare(self.proc.pid, lambda: self.proc.poll() is not None)
-        if wait_ready:
-            self.log.wait_for("broker.ready")
 
-    def client_env(self) -> dict[str, str]:
-        return {"RUNBROKER_SOCKET": str(self.socket), "PATH": os.environ.get("PATH", "")}
+    def client_env(self) -> dict[str, str] | None:
+        """The clients' environment; ``None``: this process's own."""
+        return None
 
     def exec_argv(self, *args: str, as_user: str | None = None) -> list[str]:
-        """argv of ``runbroker ARGS`` entered into the daemon's namespaces (``docker exec``)."""
-        argv = ["nsenter", "-t", str(self.pid), "-p", "-m", "--"]
-        if as_user is not None:
-            argv += ["setpriv", f"--reuid={as_user}", "--regid=nogroup", "--clear-groups"]
-        return [*argv, RUNBROKER, *args]
+        raise NotImplementedError
 
     def exec(
         self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
@@ -261,6 +231,76 @@ class Daemon:
             text=True,
         )
 
+    def zombies(self) -> list[str]:
+        """Zombie processes inside the daemon's PID namespace."""
+        return zombies_in_pid_namespace_of(self.pid)
+
+
+def close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    """Closes what is left of a process's output pipes, once their readers have ended."""
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+class Daemon(DaemonBase):
+    """One ``runbroker run`` as PID 1 of its own PID namespace."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        command: Sequence[str] = (),
+        *,
+        init: Sequence[str] = (),
+        **options: Unpack[StartOptions],
+    ) -> None:
+        """``init``: a command that becomes PID 1 of the namespace instead of the daemon and
+        starts it as its child (``docker run --init``); ``pid`` is then that PID 1's."""
+        self.workdir = workdir
+        self.socket = workdir / "rb.sock"
+        self.env = {
+            key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")
+        }
+        self.env.update(
+            {
+                "RUNBROKER_SOCKET": str(self.socket),
+                "RUNBROKER_LOG_FORMAT": "json",
+                "RUNBROKER_INTERVAL": "off",
+                "RUNBROKER_TASKS_FILE": str(workdir / "tasks.toml"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if (tasks_toml := options.get("tasks_toml")) is not None:
+            (workdir / "tasks.toml").write_text(tasks_toml)
+        else:
+            self.env.pop("RUNBROKER_TASKS_FILE")
+        self.env.update(options.get("env") or {})
+        argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", *init, RUNBROKER]
+        argv.append("run")
+        if command:
+            argv += ["--", *command]
+        self.proc = subprocess.Popen(
+            argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self._follow_log(self.proc.stdout)
+        self.pid = forked_by_unshare(self.proc.pid, lambda: self.proc.poll() is not None)
+        if options.get("wait_ready", True):
+            self.log.wait_for("broker.ready")
+
+    def client_env(self) -> dict[str, str]:
+        return {"RUNBROKER_SOCKET": str(self.socket), "PATH": os.environ.get("PATH", "")}
+
+    def exec_argv(self, *args: str, as_user: str | None = None) -> list[str]:
+        """argv of ``runbroker ARGS`` entered into the daemon's namespaces (``docker exec``)."""
+        argv = ["nsenter", "-t", str(self.pid), "-p", "-m", "--"]
+        if as_user is not None:
+            argv += ["setpriv", f"--reuid={as_user}", "--regid=nogroup", "--clear-groups"]
+        return [*argv, RUNBROKER, *args]
+
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
@@ -280,13 +320,7 @@ class Daemon:
         # The log reader ends at the pipe's end of file; closing the pipe under it while it
         # reads raises in its thread.
         self._reader.join(timeout=WAIT_S)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-    def zombies(self) -> list[str]:
-        """Zombie processes inside the daemon's PID namespace."""
-        return zombies_in_pid_namespace_of(self.pid)
+        close_pipes(self.proc)
 
 
 class Workdir:
