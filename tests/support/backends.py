@@ -36,10 +36,13 @@ from typing import Protocol, Unpack
 from tests.support.harness import (
     WAIT_S,
     Daemon,
-    DaemonBase,
     LogTail,
     StartOptions,
     close_pipes,
+    follow_log,
+    open_client,
+    run_client,
+    zombies_in_pid_namespace_of,
 )
 
 BACKEND_ENV = "RUNBROKER_TEST_BACKEND"
@@ -182,7 +185,7 @@ def _run(argv: Sequence[str], timeout_s: float = 120.0) -> str:
     return result.stdout
 
 
-class ComposeDaemon(DaemonBase):
+class ComposeDaemon:
     """One ``runbroker run`` as PID 1 of its own container, in its own compose project."""
 
     def __init__(
@@ -215,7 +218,7 @@ class ComposeDaemon(DaemonBase):
             stderr=subprocess.PIPE,
         )
         self._errors: list[bytes] = []
-        self._follow_log(self._logs.stdout)
+        self.log, self._reader = follow_log(self._logs.stdout)
         self._error_reader = threading.Thread(target=self._read_errors, daemon=True)
         self._error_reader.start()
         if options.get("wait_ready", True):
@@ -223,6 +226,22 @@ class ComposeDaemon(DaemonBase):
 
     def exec_argv(self, *args: str, as_user: str | None = None) -> list[str]:
         return self.compose.exec_argv(DAEMON_SERVICE, *args, as_user=as_user)
+
+    def client_env(self) -> dict[str, str] | None:
+        """The clients' environment: this process's own (the engine's CLI needs nothing else)."""
+        return None
+
+    def exec(
+        self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
+    ) -> subprocess.CompletedProcess[str]:
+        return run_client(self.exec_argv(*args, as_user=as_user), None, timeout_s)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return open_client(self.exec_argv(*args), None)
+
+    def zombies(self) -> list[str]:
+        """Zombie processes inside the container's PID namespace."""
+        return zombies_in_pid_namespace_of(self.pid)
 
     def signal(self, signum: int) -> None:
         name = signal.Signals(signum).name

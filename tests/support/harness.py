@@ -189,51 +189,29 @@ class StartOptions(TypedDict, total=False):
     wait_ready: bool
 
 
-class DaemonBase:
-    """What every backend's daemon handle does alike: its log read into ``log`` by a thread,
-    clients run from ``exec_argv``, and its zombies found from this host's ``/proc``; the two
-    backends differ only in how they start it and reach it."""
+def follow_log(stdout: IO[bytes] | None) -> tuple[LogTail, threading.Thread]:
+    """A daemon's stdout read into a ``LogTail`` from now on, by a thread of its own."""
+    log = LogTail()
+    reader = threading.Thread(target=log.feed, args=(stdout,), daemon=True)
+    reader.start()
+    return log, reader
 
-    pid: int
-    log: LogTail
 
-    def _follow_log(self, stdout: IO[bytes] | None) -> None:
-        """Reads the daemon's stdout into ``log`` from now on, in a thread of its own."""
-        self.log = LogTail()
-        self._reader = threading.Thread(target=self.log.feed, args=(stdout,), daemon=True)
-        self._reader.start()
+def run_client(
+    argv: list[str], env: dict[str, str] | None, timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """A client run to its end (``env``: None for this process's own), as either backend runs
+    one."""
+    return subprocess.run(
+        argv, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
 
-    def client_env(self) -> dict[str, str] | None:
-        """The clients' environment; ``None``: this process's own."""
-        return None
 
-    def exec_argv(self, *args: str, as_user: str | None = None) -> list[str]:
-        raise NotImplementedError
-
-    def exec(
-        self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.exec_argv(*args, as_user=as_user),
-            env=self.client_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            self.exec_argv(*args),
-            env=self.client_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def zombies(self) -> list[str]:
-        """Zombie processes inside the daemon's PID namespace."""
-        return zombies_in_pid_namespace_of(self.pid)
+def open_client(argv: list[str], env: dict[str, str] | None) -> subprocess.Popen[str]:
+    """A client left running, its output piped to the test."""
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def close_pipes(proc: subprocess.Popen[bytes]) -> None:
@@ -243,7 +221,7 @@ def close_pipes(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
-class Daemon(DaemonBase):
+class Daemon:
     """One ``runbroker run`` as PID 1 of its own PID namespace."""
 
     def __init__(
@@ -286,7 +264,7 @@ class Daemon(DaemonBase):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        self._follow_log(self.proc.stdout)
+        self.log, self._reader = follow_log(self.proc.stdout)
         self.pid = forked_by_unshare(self.proc.pid, lambda: self.proc.poll() is not None)
         if options.get("wait_ready", True):
             self.log.wait_for("broker.ready")
@@ -300,6 +278,18 @@ class Daemon(DaemonBase):
         if as_user is not None:
             argv += ["setpriv", f"--reuid={as_user}", "--regid=nogroup", "--clear-groups"]
         return [*argv, RUNBROKER, *args]
+
+    def exec(
+        self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
+    ) -> subprocess.CompletedProcess[str]:
+        return run_client(self.exec_argv(*args, as_user=as_user), self.client_env(), timeout_s)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return open_client(self.exec_argv(*args), self.client_env())
+
+    def zombies(self) -> list[str]:
+        """Zombie processes inside the daemon's PID namespace."""
+        return zombies_in_pid_namespace_of(self.pid)
 
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)

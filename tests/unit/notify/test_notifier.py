@@ -216,8 +216,11 @@ async def test_an_endpoint_that_never_answers_holds_no_run_back_and_the_queue_st
             await _wait(receiver, 1)  # the first notice hangs at the endpoint
             status = parts.notifier.status()
             assert status is not None
-            assert status["pending"] == 5  # the bound
-            assert status["dropped"] == 40 - 5 - 1
+            # The sender takes the first notice when it next runs: before the other 39 are
+            # put, or after, as the loop schedules it. Either way the outbox filled to its
+            # bound, and every notice is pending, dropped or the one in flight.
+            assert status["pending"] in (4, 5)
+            assert status["pending"] + status["dropped"] == 40 - 1
             assert len(receiver.requests) == 1
             assert elapsed_s < 5.0  # 40 handler runs; the endpoint's 30 s timeout is not waited
             drain_started = time.monotonic()
