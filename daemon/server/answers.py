@@ -26,6 +26,10 @@ FILL_BYTES = 256 * 1024  # a line source's lines written ahead of what its clien
 log = get_logger("runbroker.server")
 
 
+def _nothing() -> None:
+    """A closed stream's ``request_ended``: the request has ended with its connection."""
+
+
 class AnswerServer(Protocol):
     """What a connection's answers need of the server (``SocketServer`` is one)."""
 
@@ -228,8 +232,11 @@ class AnswerStream:
             self.transport.abort()
 
     def close(self) -> None:
-        """The connection has gone: let go of the run, the source and the timer."""
+        """The connection has gone: let go of the run, the source, the timer and the
+        connection's callback (a cycle through it would keep every closed connection until a
+        full garbage collection, which the serving daemon makes rare)."""
         self.closed = True
+        self._request_ended = _nothing
         self.pending.clear()
         if self.source is not None:
             self.source.close()

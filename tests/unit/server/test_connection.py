@@ -4,6 +4,7 @@ slow, unfinished and bad requests refused with a reason, rejections, control req
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 from pathlib import Path
@@ -235,3 +236,25 @@ async def test_a_client_that_leaves_mid_run_is_not_an_error(
     assert run.result is not None
     assert run.result.ok
     assert [e for e in logs if e.get("log_level") in ("error", "critical")] == []
+
+
+async def test_a_closed_connection_is_freed_without_the_cycle_collector(short_dir: Path) -> None:
+    """The serving daemon makes full collections rare: a closed connection must go by its
+    reference count alone, or every one keeps its buffers until a collection comes."""
+    path = short_dir / "rb.sock"
+
+    def control(request: ControlRequest) -> dict[str, Any]:
+        return {"event": request.op, "ok": True, "id": ""}
+
+    async with serving(path, sh_task("default", "true"), control=control) as (server, _q, _f):
+        gc.collect()
+        gc.disable()
+        try:
+            for request in (b'{"task":"default"}\n', b'{"op":"status"}\n'):
+                server.all_closed.clear()
+                await exchange(path, request)
+                await server.all_closed.wait()
+            alive = sum(isinstance(thing, Connection) for thing in gc.get_objects())
+        finally:
+            gc.enable()
+    assert alive == 0
