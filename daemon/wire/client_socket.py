@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONNECT_TIMEOUT_S = 5.0
-RECV_BYTES = 256 * 1024
+FIRST_READ_BYTES = 16 * 1024  # a trigger's answer is a few short lines: a cold start fills no more
+RECV_BYTES = 256 * 1024  # the most one read takes, reached by reads that filled their room
 
 
 def socket_path_from_env() -> str:
@@ -82,8 +83,11 @@ class Connection:
 
         With ``batches`` an ``output`` line's lines follow it as ``data``, a view valid until the
         next line is asked for. One buffer is kept for every read, because a follower of a chatty
-        run takes megabytes a second and a fresh object per read costs page faults and a copy."""
-        buffer = bytearray(4 * RECV_BYTES)
+        run takes megabytes a second and a fresh object per read costs page faults and a copy.
+        It starts small and grows with the reads: zero-filling a large one costs a cold
+        ``trigger`` a millisecond of page faults."""
+        read_bytes = min(FIRST_READ_BYTES, RECV_BYTES)  # doubled after a read that filled it
+        buffer = bytearray(2 * read_bytes)
         start = end = scanned = 0  # received, not taken: [start, end), no newline before scanned
         frame: tuple[dict[str, Any], int] | None = None  # an output line awaiting its lines' end
         timeout: float | None = -1.0  # the socket's, as last set
@@ -112,8 +116,8 @@ class Connection:
                     frame = (answer, start + size)
                     continue
                 yield answer
-            if start == end or len(buffer) - end < RECV_BYTES:  # all taken, or no room
-                buffer, frame = _moved_to_front(buffer, start, end, frame)
+            if start == end or len(buffer) - end < read_bytes:  # all taken, or no room
+                buffer, frame = _moved_to_front(buffer, start, end, frame, read_bytes)
                 end, scanned, start = end - start, scanned - start, 0
             if before_wait is not None:
                 before_wait()
@@ -123,22 +127,28 @@ class Connection:
             if remaining != timeout:
                 self.sock.settimeout(remaining)
                 timeout = remaining
-            count = self.sock.recv_into(memoryview(buffer)[end:], RECV_BYTES)
+            count = self.sock.recv_into(memoryview(buffer)[end:], read_bytes)
             if not count:
                 return
             end += count
+            if count == read_bytes < RECV_BYTES:  # the daemon sends faster: take more at a time
+                read_bytes = min(2 * read_bytes, RECV_BYTES)
 
 
 def _moved_to_front(
-    buffer: bytearray, start: int, end: int, frame: tuple[dict[str, Any], int] | None
+    buffer: bytearray,
+    start: int,
+    end: int,
+    frame: tuple[dict[str, Any], int] | None,
+    read_bytes: int,
 ) -> tuple[bytearray, tuple[dict[str, Any], int] | None]:
     """What is left of ``buffer`` (``[start, end)``) moved to its front, the buffer grown when
-    that leaves less than a read's room.
+    that leaves less than ``read_bytes`` of room.
 
     A waiting ``frame``'s end is moved with it."""
     kept = end - start
-    if kept + RECV_BYTES > len(buffer):
-        grown = bytearray(2 * (kept + RECV_BYTES))
+    if kept + read_bytes > len(buffer):
+        grown = bytearray(2 * (kept + read_bytes))
         grown[:kept] = memoryview(buffer)[start:end]
         buffer = grown
     elif kept:

@@ -40,7 +40,9 @@ class PiecesSocket:
         pass
 
     def recv_into(self, view: memoryview, most: int) -> int:
-        size = min(most, len(view), self.sizes[self.reads % len(self.sizes)])
+        if most > len(view):  # as a socket's: "buffer too small for requested bytes"
+            raise ValueError(f"a read of {most} bytes into {len(view)}")
+        size = min(most, self.sizes[self.reads % len(self.sizes)])
         self.reads += 1
         piece = self.data[self.at : self.at + size]
         view[: len(piece)] = piece
@@ -64,14 +66,23 @@ def _expected(answer: dict[str, Any] | tuple[str, str, list[str]]) -> tuple[str,
 @given(
     answers=st.lists(events, max_size=12),
     sizes=st.lists(st.integers(1, 300), min_size=1, max_size=8),
-    recv_bytes=st.integers(1, 64),
+    first_bytes=st.integers(1, 64),
+    recv_bytes=st.integers(1, 300),
 )
 def test_every_answer_line_and_batch_arrives_whole_in_order_however_the_bytes_come(
-    answers: list[dict[str, Any] | tuple[str, str, list[str]]], sizes: list[int], recv_bytes: int
+    answers: list[dict[str, Any] | tuple[str, str, list[str]]],
+    sizes: list[int],
+    first_bytes: int,
+    recv_bytes: int,
 ) -> None:
+    """Whatever the reads' sizes, and the client's first read size and its growth to the
+    largest (``FIRST_READ_BYTES``, ``RECV_BYTES``)."""
     data = b"".join(map(_wire, answers))
     sock = PiecesSocket(data, sizes)
-    with mock.patch.object(client_socket, "RECV_BYTES", recv_bytes):
+    with (
+        mock.patch.object(client_socket, "FIRST_READ_BYTES", first_bytes),
+        mock.patch.object(client_socket, "RECV_BYTES", recv_bytes),
+    ):
         connection = client_socket.Connection(cast(Any, sock))
         got = []
         for event in connection.events(None, batches=True):
