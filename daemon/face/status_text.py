@@ -30,6 +30,8 @@ _DATABASE_KNOWN = frozenset(
         "unwritten_results",
         "claims_total",
         "lease_reclaims_total",
+        "occurrences_missed_total",
+        "occurrences_coalesced_total",
         "schedule_lag_s",
         "unusable_jobs",
     }
@@ -124,6 +126,10 @@ def _database_lines(database: dict[str, Any]) -> list[str]:
         f"unwritten results {database.get('unwritten_results', 0)}, "
         f"schedule lag {human_duration(lag) if isinstance(lag, int | float) else '-'}"
     )
+    missed = database.get("occurrences_missed_total") or 0
+    coalesced = database.get("occurrences_coalesced_total") or 0
+    if missed or coalesced:  # a replica that was down, or claims that fell behind
+        lines.append(f"  occurrences passed over: {missed} missed, {coalesced} coalesced")
     for job in database.get("unusable_jobs") or []:
         name, error = (job.get("job"), job.get("error")) if isinstance(job, dict) else (job, "")
         lines.append(f"  job {name} cannot run: {error}")

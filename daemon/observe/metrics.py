@@ -52,6 +52,18 @@ DB_FIGURES: tuple[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str,
         "lease_reclaims_total",
     ),
     (
+        CounterMetricFamily,
+        "runbroker_occurrences_missed",
+        "Database job occurrences this replica's claims passed over unrun (misfire = skip).",
+        "occurrences_missed_total",
+    ),
+    (
+        CounterMetricFamily,
+        "runbroker_occurrences_coalesced",
+        "Database job occurrences this replica's claims ran as a later one (misfire = coalesce).",
+        "occurrences_coalesced_total",
+    ),
+    (
         GaugeMetricFamily,
         "runbroker_schedule_lag_seconds",
         "How late the last due database job started, in seconds.",

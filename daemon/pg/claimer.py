@@ -56,6 +56,10 @@ class Claimer:
         self.flags = SchedulerFlags()
         self.claims_total = 0
         self.lease_reclaims_total = 0
+        self.passed_over_total = {
+            "missed": 0,
+            "coalesced": 0,
+        }  # occurrences, by what became of them
         self.claim_failing: tuple[float, str] | None = None  # since (monotonic), why
         self._reserved = 0  # queue room promised to claims in flight
         self._busy = False  # the last claim took a full batch: more is likely due now
@@ -73,7 +77,7 @@ class Claimer:
         return self.flags.interval_s or self.settings.poll_interval_s
 
     def _plan(
-        self, abandoned: list[tuple[DueJob, ClaimPlan]], job: DueJob, now: datetime
+        self, decided: list[tuple[DueJob, ClaimPlan]], job: DueJob, now: datetime
     ) -> ClaimPlan:
         plan = plan_claim(
             job,
@@ -81,13 +85,35 @@ class Claimer:
             default_max_attempts=self.settings.retry_attempts,
             misfire_grace_s=self._misfire_grace_s,
         )
-        if plan.abandon_error is not None:
-            abandoned.append((job, plan))
+        if plan.abandon_error is not None or plan.passed_over is not None:
+            decided.append((job, plan))  # said once the claim has committed
         if not plan.enabled:  # the planner disabled a job it cannot schedule
             self.unusable.found(job, plan.last_error or "cannot be scheduled")
         elif plan.unusable is not None:  # rescheduled rather than run as written
             self.unusable.found(job, plan.unusable)
         return plan
+
+    def _say(self, job: DueJob, plan: ClaimPlan) -> None:
+        """Log and count what a committed claim did beyond a plain run: an expired lease taken
+        over, occurrences passed over (missed by misfire = skip, or coalesced into one run)."""
+        if plan.abandon_error is not None:
+            self.lease_reclaims_total += 1
+            self.log.warning(
+                "job.abandoned",
+                job=job.name,
+                previous_owner=job.lease_owner,
+                attempt=job.attempt,
+                retried=plan.run,
+            )
+        passed = plan.passed_over
+        if passed is None:
+            return
+        self.passed_over_total[passed.status] += passed.count
+        fields = {"job": job.name, "occurrences": passed.count, "note": passed.note}
+        if passed.status == "missed":
+            self.log.warning("job.missed", **fields)
+        else:
+            self.log.info("job.coalesced", run_for=plan.scheduled_for, **fields)
 
     async def claim_loop(self, stopping: asyncio.Event) -> None:
         """Claim until ``stopping``. The only loop that waits on ``wake`` and clears it."""
@@ -161,7 +187,7 @@ class Claimer:
         if room < self._claim_threshold() and not (room > 0 and self._queue_dry()):
             self._want_room = True
             return min(self._poll_s(), FULL_QUEUE_RECHECK_S)
-        abandoned: list[tuple[DueJob, ClaimPlan]] = []
+        decided: list[tuple[DueJob, ClaimPlan]] = []  # the planner's, worth a log line
         failure: BaseException | None = None
         self._reserved += room
         sent_at = self.runs.fence.now()  # the leases granted last at least LEASE from here
@@ -170,26 +196,20 @@ class Claimer:
                 self.owner,
                 room,
                 self.settings.lease_s,
-                partial(self._plan, abandoned),
+                partial(self._plan, decided),
                 misfire_grace_s=self._misfire_grace_s,
             )
         except ClaimIncomplete as incomplete:  # start what was claimed, then report the error
             claimed, failure = incomplete.claimed, incomplete.__cause__ or incomplete
+            decided.clear()  # the planner's transaction failed: none of its decisions stand
         finally:
             self._reserved -= room
         self.claims_total += len(claimed)
-        self.lease_reclaims_total += len(abandoned)
         self._busy = len(claimed) == room
         if self._busy:
             self._backlog.set()
-        for job, plan in abandoned:
-            self.log.warning(
-                "job.abandoned",
-                job=job.name,
-                previous_owner=job.lease_owner,
-                attempt=job.attempt,
-                retried=plan.run,
-            )
+        for job, plan in decided:
+            self._say(job, plan)
         self.runs.check_log_levels()
         for item in claimed:
             self.runs.start(item, sent_at)

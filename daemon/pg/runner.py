@@ -150,6 +150,8 @@ class PgRunner:
             "unwritten_results": len(self.runs.writer),
             "claims_total": self.claimer.claims_total,
             "lease_reclaims_total": self.claimer.lease_reclaims_total,
+            "occurrences_missed_total": self.claimer.passed_over_total["missed"],
+            "occurrences_coalesced_total": self.claimer.passed_over_total["coalesced"],
             "schedule_lag_s": round(self.runs.schedule_lag_s, 3),
             "unusable_jobs": [
                 {"job": name, "error": why} for name, why in self.unusable.now().values()
@@ -186,5 +188,7 @@ class PgRunner:
             "db_up": 1.0 if self.health.up else 0.0,
             "claims_total": float(self.claimer.claims_total),
             "lease_reclaims_total": float(self.claimer.lease_reclaims_total),
+            "occurrences_missed_total": float(self.claimer.passed_over_total["missed"]),
+            "occurrences_coalesced_total": float(self.claimer.passed_over_total["coalesced"]),
             "schedule_lag_seconds": self.runs.schedule_lag_s,
         }

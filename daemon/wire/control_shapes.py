@@ -109,6 +109,8 @@ class DatabaseStatus(TypedDict):
     unwritten_results: int
     claims_total: int
     lease_reclaims_total: int
+    occurrences_missed_total: int  # passed over by this replica's claims (misfire = skip)
+    occurrences_coalesced_total: int  # run as a later one by this replica's claims
     schedule_lag_s: float
     unusable_jobs: list[UnusableJob]
 

@@ -197,6 +197,8 @@ def test_database_metrics_move_with_claims(
     )
     assert samples[key] == 1
     assert samples[("runbroker_lease_reclaims_total", ())] == 0
+    assert samples[("runbroker_occurrences_missed_total", ())] == 0
+    assert samples[("runbroker_occurrences_coalesced_total", ())] == 0
     assert samples[("runbroker_schedule_lag_seconds", ())] >= 0
     history = json.loads(cli(dsn, "jobs", "history", "once", "--json").stdout)["runs"]
     assert len(history) == 1

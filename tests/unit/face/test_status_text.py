@@ -82,6 +82,8 @@ ANSWER: dict[str, Any] = {
         "unwritten_results": 0,
         "claims_total": 40,
         "lease_reclaims_total": 2,
+        "occurrences_missed_total": 3,
+        "occurrences_coalesced_total": 0,
         "schedule_lag_s": 0.125,
     },
 }
@@ -108,6 +110,7 @@ def test_the_report_is_tables_with_human_times() -> None:
         "  2026-11-30 23:59:59Z (16h20m ago)  ok      r1-9   default  tick      12ms",
         "database: up, listening, claiming; replica host:1:abc",
         "  claims 40, lease reclaims 2, held runs 1, unwritten results 0, schedule lag 125ms",
+        "  occurrences passed over: 3 missed, 0 coalesced",
     ]
 
 

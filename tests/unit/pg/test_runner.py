@@ -175,12 +175,20 @@ async def test_shutdown_releases_claimed_runs_that_did_not_start(
         assert store.runs_of(name) == []
 
 
-async def test_missed_occurrences_coalesce_into_one_run() -> None:
+async def test_missed_occurrences_coalesce_into_one_run(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
     store = MemoryStore()
     start = now() - timedelta(minutes=10, seconds=30)
     store.add("catchup", "default", "every 1m", start)
-    async with running(store):
+    async with running(store) as h:
         await store.wait_for(lambda: store.job("catchup").last_status == "succeeded")
+    status, figures = h.runner.status(), h.runner.metrics_snapshot()
+    assert (status["occurrences_coalesced_total"], status["occurrences_missed_total"]) == (10, 0)
+    assert figures["occurrences_coalesced_total"] == 10.0
+    (said,) = [line for line in logs if line["event"] == "job.coalesced"]
+    assert (said["job"], said["occurrences"], said["log_level"]) == ("catchup", 10, "info")
+    assert said["run_for"] == start + timedelta(minutes=10)
     passed, run = sorted(store.runs_of("catchup"), key=lambda r: r.attempt)
     assert (run.scheduled_for, run.status) == (start + timedelta(minutes=10), "succeeded")
     assert (passed.status, passed.attempt, passed.scheduled_for) == ("coalesced", 0, start)
@@ -191,12 +199,20 @@ async def test_missed_occurrences_coalesce_into_one_run() -> None:
     assert next_run > now()
 
 
-async def test_missed_occurrences_with_skip_do_not_run() -> None:
+async def test_missed_occurrences_with_skip_do_not_run(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
     store = MemoryStore()
     start = now() - timedelta(minutes=10, seconds=30)
     store.add("skipper", "default", "every 1m", start, misfire="skip")
-    async with running(store):
+    async with running(store) as h:
         await store.wait_for(lambda: (store.job("skipper").next_run_at or start) > now())
+    status = h.runner.status()
+    assert (status["occurrences_missed_total"], status["occurrences_coalesced_total"]) == (11, 0)
+    assert h.runner.metrics_snapshot()["occurrences_missed_total"] == 11.0
+    (said,) = [line for line in logs if line["event"] == "job.missed"]
+    assert (said["job"], said["occurrences"], said["log_level"]) == ("skipper", 11, "warning")
+    assert said["note"].startswith("11 occurrences from")
     (missed,) = store.runs_of("skipper")
     assert (missed.status, missed.attempt, missed.scheduled_for) == ("missed", 0, start)
     assert (missed.occurrences, missed.started_at) == (11, None)
@@ -275,3 +291,17 @@ async def test_runs_claimed_before_a_claim_failed_still_run_and_the_failure_is_s
     assert [run.status for run in store.runs_of("a")] == ["succeeded"]
     (down,) = [e for e in logs if e["event"] == "db.disconnected"]
     assert (down["where"], down["error"]) == ("claim", "the planner's step failed")
+
+
+async def test_a_failed_planner_step_says_none_of_its_decisions(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    """``ClaimIncomplete``: the planner's transaction was rolled back, so what it decided (ten
+    occurrences coalesced) is neither logged nor counted; the next claim decides it again."""
+    store = IncompleteOnce()
+    store.add("late", "default", "every 1m", now() - timedelta(minutes=10, seconds=30))
+    async with running(store) as h:
+        await store.wait_for(lambda: succeeded(store, "late"))
+    assert store.raised
+    assert h.runner.status()["occurrences_coalesced_total"] == 0
+    assert [e for e in logs if e["event"] == "job.coalesced"] == []
