@@ -56,10 +56,8 @@ class Claimer:
         self.flags = SchedulerFlags()
         self.claims_total = 0
         self.lease_reclaims_total = 0
-        self.passed_over_total = {
-            "missed": 0,
-            "coalesced": 0,
-        }  # occurrences, by what became of them
+        # Occurrences claims passed over, by what became of them.
+        self.passed_over_total = {"missed": 0, "coalesced": 0}
         self.claim_failing: tuple[float, str] | None = None  # since (monotonic), why
         self._reserved = 0  # queue room promised to claims in flight
         self._busy = False  # the last claim took a full batch: more is likely due now

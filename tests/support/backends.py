@@ -234,10 +234,10 @@ class ComposeDaemon:
     def exec(
         self, *args: str, as_user: str | None = None, timeout_s: float = WAIT_S
     ) -> subprocess.CompletedProcess[str]:
-        return run_client(self.exec_argv(*args, as_user=as_user), None, timeout_s)
+        return run_client(self.exec_argv(*args, as_user=as_user), self.client_env(), timeout_s)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return open_client(self.exec_argv(*args), None)
+        return open_client(self.exec_argv(*args), self.client_env())
 
     def zombies(self) -> list[str]:
         """Zombie processes inside the container's PID namespace."""
