@@ -1,11 +1,13 @@
 """How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables.
 
 The tables show times in each job's own zone, so one job's times read the same in both tables.
-The ``--json`` shapes are stable and stay in UTC: scripts read them.
+The ``--json`` shapes are stable and stay in UTC: scripts read them. Under the jobs table, a
+line for each scheduler switch that stops every claim.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +25,8 @@ def schedule_text(job: JobInfo) -> str:
     except ValueError:
         parsed = None
     if isinstance(parsed, AtSchedule) and job.tz != "UTC" and (zone := zone_of(job.tz)):
-        spec = "at " + parsed.at_utc.astimezone(zone).isoformat(timespec="seconds")
+        with contextlib.suppress(OverflowError):  # past the year 1 or 9999 there: as written
+            spec = "at " + parsed.at_utc.astimezone(zone).isoformat(timespec="seconds")
     return f"{spec} ({job.tz})"
 
 
