@@ -37,7 +37,7 @@ def json_time(value: datetime | None) -> str | None:
 def zone_of(tz: str) -> ZoneInfo | None:
     try:
         return ZoneInfo(tz)
-    except (ValueError, KeyError):  # a zone written by hand that does not exist
+    except (ValueError, KeyError, OSError):  # a zone written by hand: none, or a directory
         return None
 
 

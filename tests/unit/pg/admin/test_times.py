@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from daemon.pg.admin.times import FIRST, LAST, duration_ms, json_time, local_time
 
+# and zones written by hand: none such, a directory of the zone database, a name too long for a path
 ZONES = ["UTC", "Asia/Tokyo", "America/New_York", "Pacific/Kiritimati", "Etc/GMT+12", "No/Such"]
+ZONES += ["Europe", "a" * 300]
 # Every time the admin queries can return: the clamp's two ends, and any aware time between.
 TIMES = st.one_of(
     st.sampled_from([FIRST, LAST, FIRST + timedelta(hours=3), LAST - timedelta(hours=3)]),

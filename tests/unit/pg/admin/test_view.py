@@ -33,6 +33,7 @@ def _job(schedule: str, tz: str) -> JobInfo:
             "at 0001-01-01T02:00:00Z (America/New_York)",
         ),
         ("every 1m", "No/Such", "every 1m (No/Such)"),
+        ("at 2027-01-01T08:00:00Z", "Europe", "at 2027-01-01T08:00:00Z (Europe)"),
         ("not a schedule", "UTC", "not a schedule (UTC)"),
     ],
 )
