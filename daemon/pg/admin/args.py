@@ -34,6 +34,17 @@ examples:
 """
 
 
+PAUSE_HELP = """\
+Runner-wide: writes scheduler.paused in the table runbroker_settings, which every replica reads
+at once (NOTIFY). While paused no replica claims a job; a run in progress finishes and records
+its result (a retry it needs waits for the resume). Occurrences that fell due meanwhile are
+misfires, as each job's --misfire says: coalesce runs the latest once, skip runs none of them
+(one merely late, within a lease, still runs). Idempotent: pausing a paused runner changes
+nothing. `jobs list` and `status` say when it is paused. To pause one job: `runbroker jobs
+disable NAME` (and `enable NAME`).
+"""
+
+
 class UsageError(Exception):
     """Bad input: exit 2, nothing written."""
 
@@ -99,7 +110,26 @@ def jobs_parser() -> argparse.ArgumentParser:
     history = sub("history", "recent runs, newest first")
     history.add_argument("name", nargs="?")
     history.add_argument("--limit", type=int, default=20, metavar="N")
+    for name, text in (
+        ("pause", "stop every replica claiming jobs (a run in progress finishes)"),
+        ("resume", "let every replica claim due jobs again"),
+    ):
+        switch = sub(name, text)
+        switch.epilog = PAUSE_HELP
+        switch.formatter_class = argparse.RawDescriptionHelpFormatter
+        # A name is refused with a pointer to `disable`, not argparse's "unrecognized argument".
+        switch.add_argument("name", nargs="?", help=argparse.SUPPRESS)
     return parser
+
+
+def check_runner_wide(args: argparse.Namespace) -> None:
+    """``jobs pause`` and ``jobs resume`` act on the whole runner; one job has ``disable``."""
+    if args.name is not None:
+        verb = "disable" if args.command == "pause" else "enable"
+        raise UsageError(
+            f"{args.command} takes no job name: it {args.command}s every replica's claims; "
+            f"for one job use `runbroker jobs {verb} {args.name}`"
+        )
 
 
 def schedule_spec(args: argparse.Namespace) -> str:

@@ -18,6 +18,7 @@ from daemon.pg.admin.args import (
     UsageError,
     check_history,
     check_interval_floor,
+    check_runner_wide,
     checked_add,
     jobs_parser,
     migrate_parser,
@@ -25,13 +26,17 @@ from daemon.pg.admin.args import (
     parse_payload,
     schedule_spec,
 )
+from daemon.pg.admin.times import local_time
 from daemon.pg.admin.view import (
+    DISABLED_LINE,
     job_dict,
     jobs_table,
-    local_time,
+    pause_text,
     run_dict,
     runs_table,
     schedule_text,
+    scheduler_dict,
+    scheduler_lines,
 )
 from daemon.pg.plan import plan_first_run, rfc3339_utc
 from daemon.pg.store.admin_records import JobError, JobExists, JobInvalid, NewJob
@@ -44,6 +49,7 @@ from daemon.settings import SettingsError, load_settings
 # A command an operator waits for: room for the resolver's retries (glibc asks again after 5 s,
 # so one lost DNS packet would otherwise fail the command) and a busy server's accept.
 CONNECT_TIMEOUT_S = 15.0
+PROG = "runbroker jobs"
 
 
 async def _add(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -96,9 +102,12 @@ async def _command(store: PostgresStore, args: argparse.Namespace) -> dict[str, 
         return await _add(store, args)
     if command == "list":
         jobs = await store.admin.list_jobs()
+        flags = await store.scheduler_flags()
         if not args.json:
-            print(jobs_table(jobs))
-        return {"jobs": [job_dict(j) for j in jobs]}
+            print("\n".join([jobs_table(jobs), *scheduler_lines(flags)]))
+        return {"jobs": [job_dict(j) for j in jobs], "scheduler": scheduler_dict(flags)}
+    if command in ("pause", "resume"):
+        return await _pause(store, args)
     if command == "history":
         check_history(args)
         runs = await store.admin.history(args.name, args.limit)
@@ -119,6 +128,19 @@ async def _command(store: PostgresStore, args: argparse.Namespace) -> dict[str, 
     if not args.json:
         print(f"job {info.name} is due now")
     return job_dict(info)
+
+
+async def _pause(store: PostgresStore, args: argparse.Namespace) -> dict[str, Any]:
+    """``jobs pause`` and ``jobs resume``: ``scheduler.paused`` written, idempotently."""
+    check_runner_wide(args)
+    paused = args.command == "pause"
+    changed = await store.admin.set_paused(paused)
+    flags = await store.scheduler_flags()
+    if not args.json:
+        print(pause_text(paused, changed))
+        if not flags.enabled:  # the other switch still stops every claim: say so
+            print(f"{PROG}: warning: {DISABLED_LINE}", file=sys.stderr)
+    return {"ok": True, "changed": changed, "scheduler": scheduler_dict(flags)}
 
 
 def _run(

@@ -1,44 +1,20 @@
 """How ``runbroker jobs`` shows jobs and runs: JSON-ready dicts and plain-text tables.
 
 The tables show times in each job's own zone, so one job's times read the same in both tables.
-The ``--json`` shapes are stable and stay in UTC: scripts read them.
+The ``--json`` shapes are stable and stay in UTC: scripts read them. Under the jobs table, a
+line for each scheduler switch that stops every claim.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from daemon.pg.plan import rfc3339_utc
+from daemon.pg.admin.times import duration_ms, json_time, local_time, zone_of
 from daemon.pg.store.admin_records import JobInfo, RunInfo
+from daemon.pg.store.base import SchedulerFlags
 from daemon.schedules import AtSchedule, parse_schedule
-
-
-def _t(value: datetime | None) -> str | None:
-    return rfc3339_utc(value) if value is not None else None
-
-
-def _zone(tz: str) -> ZoneInfo | None:
-    try:
-        return ZoneInfo(tz)
-    except (ValueError, KeyError):  # a zone written by hand that does not exist
-        return None
-
-
-def local_time(value: datetime | None, tz: str) -> str:
-    """``value`` as a wall time in the zone ``tz`` with its UTC offset, for the tables.
-
-    ``2027-01-01 09:00:00+01:00``, UTC as ``...Z``, and ``-`` for none."""
-    if value is None:
-        return "-"
-    if value in (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)):
-        return "-infinity" if value.year == 1 else "infinity"
-    zone = _zone(tz)
-    if zone is None or tz == "UTC":
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    return value.astimezone(zone).isoformat(sep=" ", timespec="seconds")
 
 
 def schedule_text(job: JobInfo) -> str:
@@ -48,8 +24,9 @@ def schedule_text(job: JobInfo) -> str:
         parsed = parse_schedule(spec, job.tz)
     except ValueError:
         parsed = None
-    if isinstance(parsed, AtSchedule) and job.tz != "UTC" and (zone := _zone(job.tz)):
-        spec = "at " + parsed.at_utc.astimezone(zone).isoformat(timespec="seconds")
+    if isinstance(parsed, AtSchedule) and job.tz != "UTC" and (zone := zone_of(job.tz)):
+        with contextlib.suppress(OverflowError):  # past the year 1 or 9999 there: as written
+            spec = "at " + parsed.at_utc.astimezone(zone).isoformat(timespec="seconds")
     return f"{spec} ({job.tz})"
 
 
@@ -61,35 +38,32 @@ def job_dict(job: JobInfo) -> dict[str, Any]:
         "tz": job.tz,
         "enabled": job.enabled,
         "state": job.state,
-        "next_run_at": _t(job.next_run_at),
-        "scheduled_for": _t(job.scheduled_for),
+        "next_run_at": json_time(job.next_run_at),
+        "scheduled_for": json_time(job.scheduled_for),
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
         "misfire": job.misfire,
         "depends_on": [{"job": d.job, "policy": d.policy} for d in job.depends_on],
         "lease_owner": job.lease_owner,
-        "last_run_at": _t(job.last_run_at),
+        "last_run_at": json_time(job.last_run_at),
         "last_status": job.last_status,
         "last_error": job.last_error,
     }
 
 
 def run_dict(run: RunInfo) -> dict[str, Any]:
-    duration_ms = None
-    if run.started_at is not None and run.finished_at is not None:
-        duration_ms = round((run.finished_at - run.started_at).total_seconds() * 1000)
     return {
         "id": run.id,
         "job": run.job,
-        "scheduled_for": _t(run.scheduled_for),
+        "scheduled_for": json_time(run.scheduled_for),
         "attempt": run.attempt,
         "status": run.status,
         "occurrences": run.occurrences,
         "owner": run.owner,
-        "claimed_at": _t(run.claimed_at),
-        "started_at": _t(run.started_at),
-        "finished_at": _t(run.finished_at),
-        "duration_ms": duration_ms,
+        "claimed_at": json_time(run.claimed_at),
+        "started_at": json_time(run.started_at),
+        "finished_at": json_time(run.finished_at),
+        "duration_ms": duration_ms(run.started_at, run.finished_at),
         "error": run.error,
         "output": run.output,
     }
@@ -149,3 +123,31 @@ def runs_table(runs: Sequence[RunInfo]) -> str:
             ]
         )
     return table(["ID", "JOB", "STATUS", "ATTEMPT", "STARTED", "DURATION", "ERROR"], rows)
+
+
+PAUSED_LINE = (
+    "the runner is paused (scheduler.paused): no replica claims jobs until `runbroker jobs resume`"
+)
+DISABLED_LINE = "scheduler.enabled is false in runbroker_settings: no replica claims jobs"
+
+
+def scheduler_lines(flags: SchedulerFlags) -> list[str]:
+    """What ``jobs list`` says under its table when the switches stop every claim."""
+    return [
+        line for on, line in ((flags.paused, PAUSED_LINE), (not flags.enabled, DISABLED_LINE)) if on
+    ]
+
+
+def scheduler_dict(flags: SchedulerFlags) -> dict[str, bool]:
+    return {"paused": flags.paused, "enabled": flags.enabled, "claiming": flags.claiming}
+
+
+def pause_text(paused: bool, changed: bool) -> str:
+    """What ``jobs pause`` and ``jobs resume`` print."""
+    if paused:
+        head = "paused" if changed else "already paused, nothing changed"
+        until = "until `runbroker jobs resume` (a run in progress finishes)"
+        return f"{head}: no replica claims jobs {until}"
+    if changed:
+        return "resumed: replicas claim due jobs again"
+    return "not paused, nothing changed: replicas claim due jobs"

@@ -27,15 +27,18 @@ from daemon.pg.store.queries.admin import (
     LIST_JOBS,
     LOCK_JOB,
     LOCK_JOB_NAMES,
+    LOCK_SETTING,
     NOTIFY_RUN_NOW,
     RUN_NOW,
     SET_ENABLED,
+    SET_SETTING,
 )
+from daemon.pg.store.scheduler_flags import PAUSED_KEY, flag_value
 
 
 class PgAdminStore:
     """The ``jobs`` commands' side of the store: jobs added, listed, removed, enabled, disabled,
-    run now, and the run history.
+    run now, the run history, and the runner paused and resumed.
 
     Built on the pool of the ``PostgresStore`` it stands beside (``store.admin``)."""
 
@@ -114,3 +117,12 @@ class PgAdminStore:
                 raise JobNotFound(f"no job named {name!r}")
             rows = await conn.fetch(HISTORY, name, limit)
         return [RunInfo(**dict(row)) for row in rows]
+
+    async def set_paused(self, paused: bool) -> bool:
+        """Write ``scheduler.paused`` (the row made again if it was deleted). Returns whether
+        the runner's state changed: False when it already was so, so that pausing twice is
+        harmless and says so."""
+        async with self._pool.connection() as conn, conn.transaction():
+            before = flag_value(await conn.fetchval(LOCK_SETTING, PAUSED_KEY), False)
+            await conn.execute(SET_SETTING, PAUSED_KEY, paused)
+        return before != paused

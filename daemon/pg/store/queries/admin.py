@@ -23,13 +23,17 @@ RECORD_MIGRATION = "INSERT INTO runbroker_migrations (version, name, checksum) V
 # -- jobs commands ----------------------------------------------------------------------------
 # A time a row can hold, as Python's datetime holds it: a row written by hand may hold a date
 # BC or after 9999 (which the driver cannot decode) or +-infinity (which it decodes without a
-# zone). Clamped to the years 1-9999, aware: the tables show the ends as -infinity/infinity.
+# zone). Clamped to the years 1-9999, aware, and NULL kept NULL (a CASE: GREATEST and LEAST
+# skip NULLs): the commands show the ends as -infinity/infinity (``daemon/pg/admin/times``).
 _EARLIEST = "timestamptz '0001-01-01 00:00:00+00'"
 _LATEST = "timestamptz '9999-12-31 23:59:59.999999+00'"
 
 
 def _time(column: str, name: str) -> str:
-    return f"least(greatest({column}, {_EARLIEST}), {_LATEST}) AS {name}"
+    return (
+        f"CASE WHEN {column} < {_EARLIEST} THEN {_EARLIEST} "
+        f"WHEN {column} > {_LATEST} THEN {_LATEST} ELSE {column} END AS {name}"
+    )
 
 
 _JOB_COLUMNS = f"""id, name, task_type, payload, schedule, time_zone, enabled,
@@ -70,3 +74,12 @@ WHERE $1::text IS NULL OR j.name = $1
 ORDER BY r.id DESC
 LIMIT $2
 """  # noqa: S608 (built from the constants above)
+
+# A scheduler switch (keys in ``scheduler_flags``; ``jobs list`` reads them as the runner does,
+# with OUTLOOK), written by ``jobs pause`` and ``jobs resume``. Writing one notifies every
+# replica (migration 0002's trigger on runbroker_settings), so a pause holds from the next claim.
+LOCK_SETTING = "SELECT value FROM runbroker_settings WHERE key = $1 FOR UPDATE"
+SET_SETTING = """
+INSERT INTO runbroker_settings (key, value, updated_at) VALUES ($1, $2::jsonb, now())
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now()
+"""
