@@ -155,3 +155,36 @@ def test_a_url_in_url_env_or_url_file_is_named_by_its_key_and_shown_nowhere(
         json.dumps(daemon.log.lines),
     ]
     assert [TOKEN in text for text in shown] == [False] * len(shown)
+
+
+def test_a_webhook_that_never_answers_delays_no_other_task_s_notices(
+    start_daemon: StartDaemon,
+) -> None:
+    with receiving() as dead, receiving() as live:
+        dead.hang = True
+        daemon = start_daemon(
+            tasks_toml=f"""
+[tasks.dead]
+command = "false"
+[tasks.dead.notify.webhook]
+url = "{dead.url}/hook"
+timeout = "30s"
+[tasks.live]
+command = "false"
+[tasks.live.notify.webhook]
+url = "{live.url}/hook"
+""",
+            env={"RUNBROKER_SHUTDOWN_TIMEOUT": "5s"},
+        )
+        for _ in range(3):
+            assert daemon.exec("trigger", "dead").returncode == 1
+        dead.wait_for(1)  # its first notice hangs there; two more wait behind it
+        assert daemon.exec("trigger", "live").returncode == 1
+        # Less than the dead endpoint's one attempt (30 s): only its own notices wait on it.
+        (got,) = live.wait_for(1, timeout_s=10.0)
+        assert json.loads(got.body)["task"] == "live"
+        assert len(dead.requests) == 1
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait() == 0
+        (dropped,) = daemon.log.events("notify.shutdown_dropped")
+        assert dropped["dropped"] == 3  # the one in flight and the two behind it

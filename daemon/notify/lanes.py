@@ -1,0 +1,127 @@
+"""The notifications' targets, each a lane with a sender of its own, so that a dead or slow
+endpoint delays only its own notices (as alerting peers send to each receiver on its own).
+
+A lane is one target (a webhook, a ping URL or a command; the equal targets of several tasks,
+as the ``[notify]`` defaults make them, are one lane) and its bounded ``Outbox``. ``put`` (the
+executor's side: bounded, never waits) queues a notice in each lane whose target hears it; the
+notifier's task starts a sender for each lane that has notices and none (``ready``), and a
+sender ends when its lane is empty, which is then forgotten: the lanes are the targets with
+notices. All of them together hold at most ``NOTICES_MAX`` notices: past it the longest lane
+(a dead target's, not a live one's) loses its oldest, counted as dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from daemon.core.tasks.notify_config import KINDS, CommandHook, HttpTarget
+from daemon.notify.notice import Notice
+from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
+
+NOTICES_MAX = 1000  # every target's queue together: about 10 MiB at the tail's bounds
+
+Target = HttpTarget | CommandHook
+LaneKey = tuple[str, Target]
+
+
+@dataclass(eq=False, slots=True)
+class Lane:
+    kind: str
+    target: Target
+    outbox: Outbox
+    sending: bool = False  # a sender has it (from ``ready`` until ``take`` finds it empty)
+
+    @property
+    def key(self) -> LaneKey:
+        return (self.kind, self.target)
+
+
+class Lanes:
+    def __init__(self, capacity: int = OUTBOX_CAPACITY, capacity_all: int = NOTICES_MAX) -> None:
+        self.capacity = capacity  # each target's
+        self.capacity_all = max(capacity, capacity_all)
+        self._lanes: dict[LaneKey, Lane] = {}
+        self._ready: dict[LaneKey, Lane] = {}  # notices and no sender, in the order they came
+        self._changed = asyncio.Event()
+        self.pending = 0
+        self.dropped = 0
+
+    def put(self, notice: Notice) -> None:
+        """Queue ``notice`` for each target that hears it: O(targets), never blocks."""
+        for kind, target in zip(KINDS, notice.notify.targets(), strict=True):
+            if target is None or notice.event_for(target.on) is None:
+                continue
+            key: LaneKey = (kind, target)
+            lane = self._lanes.get(key)
+            if lane is None:
+                lane = self._lanes[key] = Lane(kind, target, Outbox(kind, self.capacity))
+            dropped = lane.outbox.put(notice)
+            self.pending += 1 - dropped
+            self.dropped += dropped
+            if not lane.sending:
+                self._ready[key] = lane
+        while self.pending > self.capacity_all:
+            longest = max(self._lanes.values(), key=lambda lane: len(lane.outbox))
+            dropped = longest.outbox.drop_oldest(f"all targets' queues hold {self.capacity_all}")
+            if not dropped:
+                break
+            self.pending -= dropped
+            self.dropped += dropped
+        self._changed.set()
+
+    def ready(self) -> list[Lane]:
+        """The lanes with notices and no sender, each now the caller's to send."""
+        lanes = list(self._ready.values())
+        self._ready.clear()
+        for lane in lanes:
+            lane.sending = True
+        return lanes
+
+    def take(self, lane: Lane) -> Notice | None:
+        """``lane``'s oldest notice; None: it is empty, its sender ends and it is forgotten."""
+        notice = lane.outbox.take()
+        if notice is not None:
+            self.pending -= 1
+            return notice
+        lane.sending = False
+        if self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
+        self._changed.set()
+        return None
+
+    @property
+    def senders(self) -> int:
+        """How many lanes have a sender (each with a notice in hand, or about to end)."""
+        return sum(lane.sending for lane in self._lanes.values())
+
+    @property
+    def idle(self) -> bool:
+        """Nothing pending and no sender."""
+        return self.pending == 0 and not any(lane.sending for lane in self._lanes.values())
+
+    async def wait(self, timeout_s: float | None) -> None:
+        """Until a notice is put or a sender ends (or ``timeout_s`` passes)."""
+        if self._ready:
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._changed.wait()
+        except TimeoutError:
+            pass
+        self._changed.clear()
+
+    def wake(self) -> None:
+        """Wake the notifier's task without a notice (a stop, a reload's new silences)."""
+        self._changed.set()
+
+    def drop_all(self) -> int:
+        """Drop every pending notice (the end of a shutdown's time for them); how many."""
+        count = sum(lane.outbox.drop_all() for lane in self._lanes.values())
+        self._ready.clear()
+        self.pending = 0
+        self.dropped += count
+        return count
+
+    def __len__(self) -> int:
+        return self.pending
