@@ -110,11 +110,14 @@ class Notifier:
             recovered = task in self._failing or ended_silence
             self._failing.discard(task)
             events: tuple[str, ...] = ("recovery", "success") if recovered else ("success",)
+            changed = recovered
         else:
+            changed = task not in self._failing
             self._failing.add(task)
             events = ("failure",)
-        if any(notify.wants(event) for event in events):
-            self.outbox.put(run_notice(run, events, notify, self._journal.find(run.id)))
+        if notify.hears(events, changed):
+            found = self._journal.find(run.id)
+            self.outbox.put(run_notice(run, events, notify, found, changed))
 
     # -- the senders ---------------------------------------------------------------------------
     async def run(self) -> None:

@@ -188,3 +188,31 @@ url = "{live.url}/hook"
         assert daemon.wait() == 0
         (dropped,) = daemon.log.events("notify.shutdown_dropped")
         assert dropped["dropped"] == 3  # the one in flight and the two behind it
+
+
+def test_a_webhook_on_change_is_told_once_when_failing_starts_and_once_at_the_recovery(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    exit_file = workdir / "exit"
+    with receiving() as receiver:
+        daemon = start_daemon(
+            tasks_toml=f"""
+[tasks.flaky]
+command = ["sh", "-c", "exit $(cat {exit_file})"]
+[tasks.flaky.notify.webhook]
+url = "{receiver.url}/hook"
+on = ["change"]
+"""
+        )
+        exit_file.write_text("1")
+        for _ in range(3):
+            assert daemon.exec("trigger", "flaky").returncode == 1
+        exit_file.write_text("0")
+        for _ in range(2):
+            assert daemon.exec("trigger", "flaky").returncode == 0
+        got = receiver.wait_for(2)  # one target: its notices come in order, none skipped
+        assert [json.loads(r.body)["event"] for r in got] == ["failure", "recovery"]
+        assert len(receiver.requests) == 2
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait() == 0
+    assert len(receiver.requests) == 2  # and none was still on its way

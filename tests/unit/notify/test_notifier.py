@@ -323,3 +323,34 @@ async def test_every_target_s_queue_is_bounded_and_all_of_them_together(
         assert status["dropped"] == 4 * 8 - 4 - 12
     dropped_lines = [line for line in logs if line["event"] == "notify.dropped"]
     assert 1 <= len(dropped_lines) <= 4  # once an incident, a target at most once here
+
+
+async def test_a_target_on_change_hears_the_first_failure_and_the_recovery_only(
+    tmp_path: Any,
+) -> None:
+    exit_file = tmp_path / "exit"
+    text = tasks_toml(
+        {
+            "flaky": {
+                "command": ["sh", "-c", f"exit $(cat {exit_file})"],
+                "notify": {"webhook": {"url": "http://live.example/h", "on": ["change"]}},
+            }
+        }
+    )
+    endpoints = TwoEndpoints()
+    heard: list[str] = []
+    send = endpoints.send
+
+    async def send_and_keep(target: object, url: str, body: bytes, content_type: str) -> Delivery:
+        heard.append(json.loads(body)["event"])
+        return await send(target, url, body, content_type)
+
+    endpoints.send = send_and_keep  # type: ignore[method-assign]
+    async with running(text) as parts:
+        parts.notifier.http = endpoints  # type: ignore[assignment]
+        for code in (1, 1, 1, 0, 0, 1, 1, 0, 0):
+            exit_file.write_text(str(code))
+            await parts.run("flaky")
+        await _settled(parts.notifier, 4)
+        assert len(parts.notifier.outbox) == 0  # every notice was put when its run ended
+    assert heard == ["failure", "recovery", "failure", "recovery"]
