@@ -1,8 +1,10 @@
 """The notifications' targets, each a lane with a sender of its own, so that a dead or slow
 endpoint delays only its own notices (as alerting peers send to each receiver on its own).
 
-A lane is one target (a webhook, a ping URL or a command; the equal targets of several tasks,
-as the ``[notify]`` defaults make them, are one lane) and its bounded ``Outbox``. ``put`` (the
+A lane is one target (a webhook, a ping URL or a command; the ``[notify]`` defaults are one
+target, one lane, for every task they reach) and its bounded ``Outbox``, found by the target's
+identity (a hash of its fields would cost microseconds at each notice; the lane holds its
+target, so the identity is not reused while it lives). ``put`` (the
 executor's side: bounded, never waits) queues a notice in each lane whose target hears it; the
 notifier's task starts a sender for each lane that has notices and none (``ready``), and a
 sender ends when its lane is empty, which is then forgotten: the lanes are the targets with
@@ -22,7 +24,6 @@ from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
 NOTICES_MAX = 1000  # every target's queue together: about 10 MiB at the tail's bounds
 
 Target = HttpTarget | CommandHook
-LaneKey = tuple[str, Target]
 
 
 @dataclass(eq=False, slots=True)
@@ -33,16 +34,16 @@ class Lane:
     sending: bool = False  # a sender has it (from ``ready`` until ``take`` finds it empty)
 
     @property
-    def key(self) -> LaneKey:
-        return (self.kind, self.target)
+    def key(self) -> int:
+        return id(self.target)
 
 
 class Lanes:
     def __init__(self, capacity: int = OUTBOX_CAPACITY, capacity_all: int = NOTICES_MAX) -> None:
         self.capacity = capacity  # each target's
         self.capacity_all = max(capacity, capacity_all)
-        self._lanes: dict[LaneKey, Lane] = {}
-        self._ready: dict[LaneKey, Lane] = {}  # notices and no sender, in the order they came
+        self._lanes: dict[int, Lane] = {}  # by the target's id
+        self._ready: dict[int, Lane] = {}  # notices and no sender, in the order they came
         self._changed = asyncio.Event()
         self.pending = 0
         self.dropped = 0
@@ -52,7 +53,7 @@ class Lanes:
         for kind, target in zip(KINDS, notice.notify.targets(), strict=True):
             if target is None or notice.event_for(target.on) is None:
                 continue
-            key: LaneKey = (kind, target)
+            key = id(target)
             lane = self._lanes.get(key)
             if lane is None:
                 lane = self._lanes[key] = Lane(kind, target, Outbox(kind, self.capacity))
