@@ -9,7 +9,9 @@ executor's side: bounded, never waits) queues a notice in each lane whose target
 notifier's task starts a sender for each lane that has notices and none (``ready``), and a
 sender ends when its lane is empty, which is then forgotten: the lanes are the targets with
 notices. All of them together hold at most ``NOTICES_MAX`` notices: past it the longest lane
-(a dead target's, not a live one's) loses its oldest, counted as dropped.
+(a dead target's, not a live one's) loses its oldest, counted as dropped. At most
+``SENDERS_MAX`` send at once (each holds a notice, and an HTTP one a connection), so whatever
+the tasks file, the notices and connections held are bounded; a lane beyond waits its turn.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from daemon.notify.notice import Notice
 from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
 
 NOTICES_MAX = 1000  # every target's queue together: about 10 MiB at the tail's bounds
+SENDERS_MAX = 256  # targets sending at once: so many dead ones at once delay the others
 
 Target = HttpTarget | CommandHook
 
@@ -39,9 +42,16 @@ class Lane:
 
 
 class Lanes:
-    def __init__(self, capacity: int = OUTBOX_CAPACITY, capacity_all: int = NOTICES_MAX) -> None:
+    def __init__(
+        self,
+        capacity: int = OUTBOX_CAPACITY,
+        capacity_all: int = NOTICES_MAX,
+        senders_max: int = SENDERS_MAX,
+    ) -> None:
         self.capacity = capacity  # each target's
         self.capacity_all = max(capacity, capacity_all)
+        self.senders_max = senders_max
+        self.senders = 0  # lanes with a sender (each with a notice in hand, or about to end)
         self._lanes: dict[int, Lane] = {}  # by the target's id
         self._ready: dict[int, Lane] = {}  # notices and no sender, in the order they came
         self._changed = asyncio.Event()
@@ -72,11 +82,15 @@ class Lanes:
         self._changed.set()
 
     def ready(self) -> list[Lane]:
-        """The lanes with notices and no sender, each now the caller's to send."""
-        lanes = list(self._ready.values())
-        self._ready.clear()
-        for lane in lanes:
+        """The lanes with notices and no sender, first come first, as many as may send now;
+        each is now the caller's to send."""
+        lanes = []
+        while self._ready and self.senders < self.senders_max:
+            key = next(iter(self._ready))
+            lane = self._ready.pop(key)
             lane.sending = True
+            self.senders += 1
+            lanes.append(lane)
         return lanes
 
     def take(self, lane: Lane) -> Notice | None:
@@ -86,24 +100,20 @@ class Lanes:
             self.pending -= 1
             return notice
         lane.sending = False
+        self.senders -= 1
         if self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
         self._changed.set()
         return None
 
     @property
-    def senders(self) -> int:
-        """How many lanes have a sender (each with a notice in hand, or about to end)."""
-        return sum(lane.sending for lane in self._lanes.values())
-
-    @property
     def idle(self) -> bool:
         """Nothing pending and no sender."""
-        return self.pending == 0 and not any(lane.sending for lane in self._lanes.values())
+        return self.pending == 0 and self.senders == 0
 
     async def wait(self, timeout_s: float | None) -> None:
         """Until a notice is put or a sender ends (or ``timeout_s`` passes)."""
-        if self._ready:
+        if self._ready and self.senders < self.senders_max:
             return
         try:
             async with asyncio.timeout(timeout_s):

@@ -89,3 +89,30 @@ async def test_a_full_lane_drops_its_oldest_and_all_together_drop_the_longest_s(
     dropped = [line for line in logs if line["event"] == "notify.dropped"]
     assert len(dropped) == 1  # one incident of the shared lane, logged once
     assert dropped[0]["kind"] == "webhook"
+
+
+async def test_at_most_senders_max_lanes_send_at_once_the_others_in_turn() -> None:
+    tasks = parse_tasks_toml(
+        "".join(
+            f'[tasks.t{n}]\ncommand = "true"\n[tasks.t{n}.notify.webhook]\n'
+            f'url = "http://t{n}.example/h"\n'
+            for n in range(3)
+        )
+    )
+    lanes = Lanes(senders_max=2)
+    notifies = []
+    for n in range(3):
+        notify = tasks[f"t{n}"].notify
+        assert notify is not None
+        notifies.append(notify)
+        lanes.put(_failure(f"t{n}", notify, n))
+    first, second = lanes.ready()
+    assert [first.target, second.target] == [notifies[0].webhook, notifies[1].webhook]
+    assert (lanes.ready(), lanes.senders) == ([], 2)  # t2 waits its turn
+    taken = lanes.take(first)
+    assert taken is not None
+    assert taken.task == "t0"
+    assert lanes.take(first) is None  # t0's lane is empty: its sender ends
+    (third,) = lanes.ready()
+    assert third.outbox.take() is not None  # t2's turn
+    assert lanes.senders == 2
