@@ -4,14 +4,14 @@ endpoint delays only its own notices (as alerting peers send to each receiver on
 A lane is one target (a webhook, a ping URL or a command; the ``[notify]`` defaults are one
 target, one lane, for every task they reach) and its bounded ``Outbox``, found by the target's
 identity (a hash of its fields would cost microseconds at each notice; the lane holds its
-target, so the identity is not reused while it lives). ``put`` (the
-executor's side: bounded, never waits) queues a notice in each lane whose target hears it; the
-notifier's task starts a sender for each lane that has notices and none (``ready``), and a
-sender ends when its lane is empty, which is then forgotten: the lanes are the targets with
-notices. All of them together hold at most ``NOTICES_MAX`` notices: past it the longest lane
-(a dead target's, not a live one's) loses its oldest, counted as dropped. At most
-``SENDERS_MAX`` send at once (each holds a notice, and an HTTP one a connection), so whatever
-the tasks file, the notices and connections held are bounded; a lane beyond waits its turn.
+target, so the identity is not reused while it lives). ``put`` (the executor's side: bounded,
+never waits) queues a notice in each lane whose target hears it; the notifier's task starts a
+sender for each lane that has notices and none (``ready``), and a sender ends when its lane is
+empty, which is then forgotten: the lanes are the targets with notices. All of them together
+hold at most ``NOTICES_MAX`` notices: past it the longest lane (a dead target's, not a live
+one's) loses its oldest, counted as dropped. At most ``SENDERS_MAX`` send at once (each holds
+a notice, and an HTTP one a connection), so whatever the tasks file, the notices and
+connections held are bounded; a lane beyond waits its turn.
 """
 
 from __future__ import annotations
