@@ -21,7 +21,7 @@ def notify_lines(
     )
     lines = [
         f"notify: {notify.get('tasks', 0)} tasks; {sent}; pending {notify.get('pending', 0)}"
-        f" of {notify.get('capacity', '?')}, dropped {notify.get('dropped', 0)},"
+        f" ({notify.get('capacity', '?')} a target), dropped {notify.get('dropped', 0)},"
         f" retries {notify.get('retries', 0)}"
     ]
     failure = notify.get("last_failure")

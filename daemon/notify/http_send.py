@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 USER_AGENT = "runbroker-notify/1"
 QUIET_LOGGERS = ("httpx", "httpcore")
 RETRY_STATUSES = frozenset({408, 429})
+KEPT_CONNECTIONS = 20  # idle ones kept open for the next notice
 PING_SUFFIX = {"start": "/start", "success": "", "failure": "/fail"}  # healthchecks.io's paths
 
 
@@ -38,7 +39,12 @@ def _new_client() -> Any:
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     httpx = importlib.import_module("httpx")
-    return httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": USER_AGENT})
+    # No cap on connections: each target's one sender holds at most one, and a pool of a few
+    # would let endpoints that never answer hold up the others' notices.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=KEPT_CONNECTIONS)
+    return httpx.AsyncClient(
+        follow_redirects=False, headers={"User-Agent": USER_AGENT}, limits=limits
+    )
 
 
 class HttpSender:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from daemon.core.rfc3339 import rfc3339_utc
+from daemon.core.tasks.notify_config import heard_event
 
 if TYPE_CHECKING:
     from daemon.core.journal import RunLog
@@ -50,13 +51,20 @@ class Notice:
     tail: tuple[str, ...] = ()
     tail_dropped: int = 0
     silent_for_s: float | None = None
+    changed: bool = False  # the task's state changed: its first failure, or its recovery
 
     def event_for(self, on: frozenset[str]) -> str | None:
         """The event a target listening to ``on`` hears of this notice (None: none)."""
-        return next((event for event in self.events if event in on), None)
+        return heard_event(on, self.events, self.changed)
 
 
-def run_notice(run: Run, events: tuple[str, ...], notify: TaskNotify, log: RunLog | None) -> Notice:
+def run_notice(
+    run: Run,
+    events: tuple[str, ...],
+    notify: TaskNotify,
+    log: RunLog | None,
+    changed: bool = False,
+) -> Notice:
     """The notice of ``run`` (started, or with its result), with its output's last lines."""
     request, result = run.request, run.result
     tail, dropped = output_tail(log) if log is not None else ((), 0)
@@ -77,6 +85,7 @@ def run_notice(run: Run, events: tuple[str, ...], notify: TaskNotify, log: RunLo
         started_at=run.started_at,
         tail=tail,
         tail_dropped=dropped,
+        changed=changed,
     )
 
 

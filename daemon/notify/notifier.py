@@ -1,13 +1,13 @@
-"""The notifications' one sender: it hears runs end (and start) from the run queue, decides
-what to tell, and sends it from its own task, never on the executor's path.
+"""The notifications: it hears runs end (and start) from the run queue, decides what to tell,
+and sends it from tasks of its own, never on the executor's path.
 
 The queue's listeners (``run_finished``, ``run_submitted``) do a bounded amount of work and
-never wait: a dict lookup, and for a notified run a ``Notice`` put in the ``Outbox``. The
-sender (``run``, one task the broker owns and awaits) takes one notice at a time and sends it
-to its targets at once, each bounded (``HttpTarget.give_up_after_s``, or a command's timeout
-and grace): a slow or dead endpoint delays only the notices behind it, which wait in the
-bounded outbox (the oldest dropped and counted when it is full). A target that fails is one
-incident (``record``).
+never wait: a dict lookup, and for a notified run a ``Notice`` put in the ``outbox``: the lanes
+of its targets (``lanes``), each a bounded queue with a sender of its own. ``run`` (one task the
+broker owns and awaits) starts each lane's sender in a TaskGroup of its own, and so awaits them
+all; a sender sends its lane's notices in order, each bounded (``HttpTarget.give_up_after_s``,
+or a command's timeout and grace): a slow or dead endpoint delays only its own notices, which
+wait in its bounded queue. A target that fails is one incident (``record``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from daemon.log.logs import get_logger
 from daemon.notify.delivery import Delivery
 from daemon.notify.hook import HOOK_GRACE_S, run_hook
 from daemon.notify.http_send import HttpSender, ping_url
+from daemon.notify.lanes import NOTICES_MAX, Lane, Lanes
 from daemon.notify.notice import TAIL_BYTES, Notice, document, run_notice, tail_text
-from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
-from daemon.notify.record import KINDS, DeliveryRecord
+from daemon.notify.outbox import OUTBOX_CAPACITY
+from daemon.notify.record import DeliveryRecord
 from daemon.notify.silence import SilenceWatch, auto_limit_s
 from daemon.wire import protocol
 from daemon.wire.control_shapes import NotifyStatus
@@ -50,11 +51,12 @@ class Notifier:
         journal: Journal,
         children: ChildSupervisor,
         capacity: int = OUTBOX_CAPACITY,
+        capacity_all: int = NOTICES_MAX,
     ) -> None:
         self._tasks = tasks
         self._journal = journal
         self._children = children
-        self.outbox = Outbox(capacity)
+        self.outbox = Lanes(capacity, capacity_all)
         self.http = HttpSender()
         self.silence = SilenceWatch()
         self._configs: dict[str, TaskNotify] = {}
@@ -108,37 +110,48 @@ class Notifier:
             recovered = task in self._failing or ended_silence
             self._failing.discard(task)
             events: tuple[str, ...] = ("recovery", "success") if recovered else ("success",)
+            changed = recovered
         else:
+            changed = task not in self._failing
             self._failing.add(task)
             events = ("failure",)
-        if any(notify.wants(event) for event in events):
-            self.outbox.put(run_notice(run, events, notify, self._journal.find(run.id)))
+        if notify.hears(events, changed):
+            found = self._journal.find(run.id)
+            self.outbox.put(run_notice(run, events, notify, found, changed))
 
-    # -- the sender ---------------------------------------------------------------------------
+    # -- the senders ---------------------------------------------------------------------------
     async def run(self) -> None:
-        """Send until ``drain`` says stop and nothing is left (or cancels it). It shares the
-        broker's TaskGroup, so nothing it meets ends it: a notice it fails on is counted and
-        logged, and it goes on."""
+        """Start a sender for each lane with notices, until ``drain`` says stop and every lane
+        is empty (or cancels it, and so its senders). It shares the broker's TaskGroup, so
+        nothing it meets ends it: a fault is logged, and it goes on."""
         self._task = asyncio.current_task()
         try:
-            while not self._stopping or len(self.outbox):
-                try:
-                    await self._turn()
-                except Exception as exc:
-                    self.outbox.dropped += 1
-                    log.error("notify.sender_error", error=type(exc).__name__)
+            async with asyncio.TaskGroup() as senders:
+                while not self._stopping or not self.outbox.idle:
+                    try:
+                        self._look_for_silence()
+                        for lane in self.outbox.ready():
+                            senders.create_task(self._send_lane(lane))
+                        due_s = None if self._stopping else self.silence.next_due_in_s()
+                    except Exception as exc:
+                        log.error("notify.sender_error", error=type(exc).__name__)
+                        due_s = None
+                    await self.outbox.wait(due_s)
         finally:
             with contextlib.suppress(Exception):
                 await self.http.close()
 
-    async def _turn(self) -> None:
-        """Send the oldest notice, or wait for one (or for the next silence that may come)."""
-        self._look_for_silence()
-        notice = self.outbox.take()
-        if notice is not None:
-            await self._deliver(notice)
-        elif not self._stopping:
-            await self.outbox.wait(self.silence.next_due_in_s())
+    async def _send_lane(self, lane: Lane) -> None:
+        """Send ``lane``'s notices in order until it is empty."""
+        while (notice := self.outbox.take(lane)) is not None:
+            event = notice.event_for(lane.target.on)
+            if event is None:
+                continue
+            try:
+                await self._deliver_one(lane.kind, lane.target, notice, event)
+            except Exception as exc:
+                self.outbox.dropped += 1
+                log.error("notify.sender_error", error=type(exc).__name__)
 
     def _look_for_silence(self) -> None:
         for task, quiet_s in self.silence.newly_silent():
@@ -146,16 +159,6 @@ class Notifier:
             notify = self._configs.get(task)
             if notify is not None and notify.wants("silence"):
                 self.outbox.put(Notice(("silence",), task, notify, silent_for_s=quiet_s))
-
-    async def _deliver(self, notice: Notice) -> None:
-        notify = notice.notify
-        async with asyncio.TaskGroup() as group:
-            for kind, target in zip(KINDS, notify.targets(), strict=True):
-                if target is None:
-                    continue
-                event = notice.event_for(target.on)
-                if event is not None:
-                    group.create_task(self._deliver_one(kind, target, notice, event))
 
     async def _deliver_one(
         self, kind: str, target: HttpTarget | CommandHook, notice: Notice, event: str
@@ -190,7 +193,9 @@ class Notifier:
         done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout_s))
         if done:
             return
-        dropped = self.outbox.drop_all() + 1  # the pending ones and the one being sent
+        in_flight = self.outbox.senders  # each has a notice in hand
+        dropped = self.outbox.drop_all() + in_flight
+        self.outbox.dropped += in_flight
         log.warning("notify.shutdown_dropped", dropped=dropped, waited_s=round(timeout_s, 3))
         task.cancel()  # a command hook in flight: SIGTERM, and SIGKILL after its grace
         await asyncio.wait({task}, timeout=HOOK_GRACE_S + CANCEL_SLACK_S)

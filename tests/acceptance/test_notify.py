@@ -1,19 +1,23 @@
 """Notifications from the real daemon, PID 1 of its namespace: a failed run reaches a webhook
 and a ping URL on 127.0.0.1 and runs the command hook, which leaves no zombie; a silent task
 is a warning that keeps the daemon healthy; on a stop, a webhook that never answers holds the
-exit no longer than its documented bound."""
+exit no longer than its documented bound; a URL put in ``url_env`` or ``url_file`` is named by
+its key and shown nowhere."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.support.eventually import eventually
+from tests.support.harness import RUNBROKER
 from tests.support.http_receiver import receiving
-from tests.support.reload_scenarios import StartDaemon
+from tests.support.reload_scenarios import StartDaemon, unwatched_tasks_file
 
 
 def _tasks(url: str, hook_out: Path) -> str:
@@ -106,3 +110,109 @@ timeout = "30s"
         assert dropped["dropped"] == 1
         assert took_s < 5.0  # the budget; the notice got at most 3 s of it
         assert daemon.log.events("broker.stopped")[0]["clean"] is True
+
+
+TOKEN = "SEKRET0123456789"
+
+
+def _host(*args: str) -> subprocess.CompletedProcess[str]:
+    """``runbroker ARGS`` on the host, without a daemon and without our RUNBROKER_*."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")}
+    return subprocess.run(
+        [RUNBROKER, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_a_url_in_url_env_or_url_file_is_named_by_its_key_and_shown_nowhere(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    plain = '[tasks.a]\ncommand = "true"\n'
+    mistaken = (
+        plain + f'[tasks.a.notify.webhook]\nurl_env = "https://hc-ping.example/{TOKEN}"\n'
+        f'[tasks.a.notify.ping]\nurl_file = "https://hc-ping.example/{TOKEN}"\n'
+    )
+    said = "tasks.a.notify.webhook: url_env: the value looks like a URL (not shown)"
+    path, swap = unwatched_tasks_file(workdir, plain, mistaken)
+    daemon = start_daemon(env={"RUNBROKER_TASKS_FILE": str(path)})
+    swap()
+    candidate = str(workdir / "v2" / "tasks.toml")
+    checked, planned = _host("check", candidate), _host("next", "--file", candidate)
+    asked = daemon.exec("reload")
+    (refused,) = daemon.log.wait_for("tasks.reload_refused")
+    health = daemon.exec("health")
+    for answer in (checked, planned, asked):
+        assert answer.returncode in (1, 2), answer.stderr
+        assert said in answer.stderr
+    assert said in refused["error"]
+    assert health.returncode == 0
+    assert said in health.stdout
+    shown = [
+        checked.stdout + checked.stderr,
+        planned.stdout + planned.stderr,
+        asked.stdout + asked.stderr,
+        health.stdout + health.stderr,
+        daemon.exec("status", "--json").stdout,
+        json.dumps(daemon.log.lines),
+    ]
+    assert [TOKEN in text for text in shown] == [False] * len(shown)
+
+
+def test_a_webhook_that_never_answers_delays_no_other_task_s_notices(
+    start_daemon: StartDaemon,
+) -> None:
+    with receiving() as dead, receiving() as live:
+        dead.hang = True
+        daemon = start_daemon(
+            tasks_toml=f"""
+[tasks.dead]
+command = "false"
+[tasks.dead.notify.webhook]
+url = "{dead.url}/hook"
+timeout = "30s"
+[tasks.live]
+command = "false"
+[tasks.live.notify.webhook]
+url = "{live.url}/hook"
+""",
+            env={"RUNBROKER_SHUTDOWN_TIMEOUT": "5s"},
+        )
+        for _ in range(3):
+            assert daemon.exec("trigger", "dead").returncode == 1
+        dead.wait_for(1)  # its first notice hangs there; two more wait behind it
+        assert daemon.exec("trigger", "live").returncode == 1
+        # Less than the dead endpoint's one attempt (30 s): only its own notices wait on it.
+        (got,) = live.wait_for(1, timeout_s=10.0)
+        assert json.loads(got.body)["task"] == "live"
+        assert len(dead.requests) == 1
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait() == 0
+        (dropped,) = daemon.log.events("notify.shutdown_dropped")
+        assert dropped["dropped"] == 3  # the one in flight and the two behind it
+
+
+def test_a_webhook_on_change_is_told_once_when_failing_starts_and_once_at_the_recovery(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    exit_file = workdir / "exit"
+    with receiving() as receiver:
+        daemon = start_daemon(
+            tasks_toml=f"""
+[tasks.flaky]
+command = ["sh", "-c", "exit $(cat {exit_file})"]
+[tasks.flaky.notify.webhook]
+url = "{receiver.url}/hook"
+on = ["change"]
+"""
+        )
+        exit_file.write_text("1")
+        for _ in range(3):
+            assert daemon.exec("trigger", "flaky").returncode == 1
+        exit_file.write_text("0")
+        for _ in range(2):
+            assert daemon.exec("trigger", "flaky").returncode == 0
+        got = receiver.wait_for(2)  # one target: its notices come in order, none skipped
+        assert [json.loads(r.body)["event"] for r in got] == ["failure", "recovery"]
+        assert len(receiver.requests) == 2
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait() == 0
+    assert len(receiver.requests) == 2  # and none was still on its way

@@ -21,7 +21,9 @@ from daemon.core.tasks.tasks_file import TaskConfigError, duration_value
 NOTIFY_TABLE = "notify"
 KINDS = ("webhook", "ping", "command")
 EVENTS = ("start", "success", "failure", "recovery", "silence")
-PING_EVENTS = frozenset({"start", "success", "failure"})
+CHANGE = "change"  # in ``on``: the failure after a success, and the recovery; not the others
+CHANGE_EVENTS = frozenset({"failure", "recovery"})
+PING_EVENTS = frozenset({"start", "success", "failure"})  # a ping service must see every run
 DEFAULT_ON = {
     "webhook": frozenset({"failure", "recovery", "silence"}),
     "ping": PING_EVENTS,
@@ -79,10 +81,28 @@ class TaskNotify:
     def wants(self, event: str) -> bool:
         return any(target is not None and event in target.on for target in self.targets())
 
+    def hears(self, events: tuple[str, ...], changed: bool) -> bool:
+        """Some target hears a notice of ``events`` (``changed``: see ``heard_event``)."""
+        return any(
+            target is not None and heard_event(target.on, events, changed) is not None
+            for target in self.targets()
+        )
+
     @property
     def empty(self) -> bool:
         silence = self.max_silence_s is not None or self.max_silence_auto
         return not silence and all(t is None for t in self.targets())
+
+
+def heard_event(on: frozenset[str], events: tuple[str, ...], changed: bool) -> str | None:
+    """The event a target listening to ``on`` hears of a notice of ``events`` (the first of
+    them it listens to), or None. ``changed``: the notice changes the task's state (its failure
+    after a success, its recovery), which ``change`` in ``on`` hears: an on-call target told
+    once when a task starts failing and once when it recovers, not at every failure between."""
+    for event in events:
+        if event in on or (changed and CHANGE in on and event in CHANGE_EVENTS):
+            return event
+    return None
 
 
 def parse_notify_table(where: str, table: Any) -> TaskNotify | None:
@@ -164,7 +184,7 @@ def _http_target(where: str, kind: str, value: Any) -> HttpTarget | None:
 def _events(where: str, kind: str, value: Any) -> frozenset[str]:
     if value is None:
         return DEFAULT_ON[kind]
-    allowed = PING_EVENTS if kind == "ping" else frozenset(EVENTS)
+    allowed = PING_EVENTS if kind == "ping" else frozenset((*EVENTS, CHANGE))
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise TaskConfigError(f"{where}: on must be a list of events")
     for event in value:

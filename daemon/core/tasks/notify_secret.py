@@ -6,6 +6,10 @@ environment variable, and never shown.
 read from a file or the environment is read when the tasks file is loaded, so a missing file
 or variable is a refused start or reload, not a failure at the first notification.
 
+The values of ``url_file`` and ``url_env`` are names, said in errors and in ``url_from``; one
+that looks like a URL (a URL put in the wrong key) is refused without being shown, and so is
+a ``url_env`` that is not a variable's name (it may be a token pasted there).
+
 The environment is read here, beside ``daemon/settings.py``: the variable's name is the tasks
 file's own (not a ``RUNBROKER_`` setting) and is read again at each reload.
 """
@@ -13,6 +17,7 @@ file's own (not a ``RUNBROKER_`` setting) and is read again at each reload.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +26,13 @@ from daemon.core.tasks.tasks_file import TaskConfigError
 
 SECRET_FILE_MAX_BYTES = 4096  # a URL with a token is far shorter
 SECRET_KEYS = ("url", "url_file", "url_env")
+_URL_LIKE = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*:/"  # a scheme anywhere: x://..., or x:/... half typed
+    r"|^\s*(?:https?\b|www\.)"  # http, https or www. first (not HTTP_HOOK_URL, not httpd)
+    r"|^\s*[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?::[0-9]+)?/",  # a host first: hc-ping.com/...
+    re.IGNORECASE,
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 
 class Secret:
@@ -59,16 +71,39 @@ def read_secret(where: str, table: Mapping[str, Any]) -> Secret:
         raise TaskConfigError(f"{where}: {key} must be a non-empty string")
     if key == "url":
         value, source = name, "tasks file"
-    elif key == "url_file":
-        value, source = _file_text(where, name), f"file {name}"
     else:
-        found = os.environ.get(name)
-        if not found:
-            raise TaskConfigError(f"{where}: url_env: environment variable {name} is not set")
-        value, source = found.strip(), f"env {name}"
+        _refuse_unshowable(where, key, name)
+        if key == "url_file":
+            value, source = _file_text(where, name), f"file {name}"
+        else:
+            found = os.environ.get(name)
+            if not found:
+                raise TaskConfigError(f"{where}: url_env: environment variable {name} is not set")
+            value, source = found.strip(), f"env {name}"
     if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
         raise TaskConfigError(f"{where}: {key}: the URL (from {source}) must be http(s)://...")
     return Secret(value, source)
+
+
+def looks_like_url(value: str) -> bool:
+    """``value`` may be a URL (whole, or without its scheme), so it may carry a token."""
+    return _URL_LIKE.search(value) is not None
+
+
+def _refuse_unshowable(where: str, key: str, name: str) -> None:
+    """The value of ``url_file`` or ``url_env`` is said in errors and in ``url_from``: a value
+    that may be a secret is refused here, naming the key and never the value."""
+    holder = "the file" if key == "url_file" else "the environment variable"
+    if looks_like_url(name):
+        raise TaskConfigError(
+            f"{where}: {key}: the value looks like a URL (not shown): a URL goes in 'url';"
+            f" {key} names {holder} that holds it"
+        )
+    if key == "url_env" and _ENV_NAME.fullmatch(name) is None:
+        raise TaskConfigError(
+            f"{where}: url_env: must be an environment variable's name (letters, digits and"
+            " '_', not starting with a digit; the value is not shown)"
+        )
 
 
 def _file_text(where: str, path: str) -> str:

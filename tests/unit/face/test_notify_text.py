@@ -33,7 +33,7 @@ NOTIFY: dict[str, Any] = {
 def test_status_shows_the_notifications_and_the_silent_tasks() -> None:
     text = render_status({"uptime_s": 1, "queue": {}, "notify": NOTIFY}, now=1767225600.0 + 60)
     assert "notify: 2 tasks; webhook 5 sent / 2 FAILED, ping 9 sent, command 0 sent;" in text
-    assert "pending 1 of 100, dropped 3, retries 7" in text
+    assert "pending 1 (100 a target), dropped 3, retries 7" in text
     assert "last failure: webhook of task 'backup' (failure)" in text
     assert "HTTP 500" in text
     assert "SILENT: task 'backup' for 2h" in text

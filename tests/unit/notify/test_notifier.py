@@ -19,6 +19,7 @@ from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunRequest
 from daemon.core.tasks import TaskRegistry, parse_tasks_toml
+from daemon.notify.delivery import Delivery
 from daemon.notify.notice import SCHEMA
 from daemon.notify.notifier import Notifier
 from tests.support.eventually import eventually_async
@@ -45,7 +46,7 @@ class Parts:
 
 
 @asynccontextmanager
-async def running(text: str, capacity: int = 100) -> AsyncIterator[Parts]:
+async def running(text: str, capacity: int = 100, capacity_all: int = 1000) -> AsyncIterator[Parts]:
     """The queue, its executor and the notifier of a tasks file, running; at the end the queue
     drains and the notifier gets a second for what is left."""
     tasks = TaskRegistry(parse_tasks_toml(text))
@@ -53,7 +54,7 @@ async def running(text: str, capacity: int = 100) -> AsyncIterator[Parts]:
     executor = Executor(
         queue, tasks, children, default_grace_s=1.0, output_log_mode=None, journal=journal
     )
-    notifier = Notifier(tasks, journal, children, capacity)
+    notifier = Notifier(tasks, journal, children, capacity, capacity_all)
     queue.on_finish(notifier.run_finished)
     queue.on_submit(notifier.run_submitted)
     async with asyncio.TaskGroup() as group:
@@ -249,3 +250,107 @@ async def test_a_slow_endpoint_is_cut_at_its_timeout_each_attempt() -> None:
     assert parts.notifier.record.last_failure is not None
     assert parts.notifier.record.last_failure["error"] == "no answer within 0.2s"
     assert took_s < 2 * 0.2 + 0.01 + 2.0  # the bound, and slack for a loaded machine
+
+
+class TwoEndpoints:
+    """A fake HTTP sender: ``dead.example`` takes each notice and never answers, any other
+    host is sent at once; each says what reached it by an event."""
+
+    def __init__(self) -> None:
+        self.retries = 0
+        self.dead_holds = asyncio.Event()
+        self.live_got = asyncio.Event()
+        self.live_tasks: list[str] = []
+
+    async def send(self, target: object, url: str, body: bytes, content_type: str) -> Delivery:
+        if "dead.example" in url:
+            self.dead_holds.set()
+            await asyncio.Event().wait()  # never answers: only a cancel ends it
+        self.live_tasks.append(json.loads(body)["task"])
+        self.live_got.set()
+        return Delivery(True)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_target_that_never_answers_delays_no_other_target_s_notices() -> None:
+    text = tasks_toml(
+        {
+            name: {"handler": f"{HANDLERS}:fails", "notify": {"webhook": {"url": url}}}
+            for name, url in (("dead", "http://dead.example/h"), ("live", "http://live.example/h"))
+        }
+    )
+    endpoints = TwoEndpoints()
+    async with running(text) as parts:
+        parts.notifier.http = endpoints  # type: ignore[assignment]
+        for _ in range(3):
+            await parts.run("dead")
+        await endpoints.dead_holds.wait()  # the dead target holds its first notice for good
+        await parts.run("live")
+        async with asyncio.timeout(10):  # a bound for a broken build, not a wait for state
+            await endpoints.live_got.wait()
+        assert endpoints.live_tasks == ["live"]
+        status = parts.notifier.status()
+        assert status is not None
+        assert status["pending"] == 2  # the dead target's next two, in its own queue
+        assert status["kinds"]["webhook"] == {"sent": 1, "failed": 0}
+
+
+async def test_every_target_s_queue_is_bounded_and_all_of_them_together(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    names = [f"dead{n}" for n in range(4)]
+    text = tasks_toml(
+        {
+            name: {
+                "handler": f"{HANDLERS}:fails",
+                "notify": {"webhook": {"url": f"http://dead.example/{name}"}},
+            }
+            for name in names
+        }
+    )
+    endpoints = TwoEndpoints()
+    async with running(text, capacity=5, capacity_all=12) as parts:
+        parts.notifier.http = endpoints  # type: ignore[assignment]
+        for name in names:
+            for _ in range(8):
+                await parts.run(name)
+        status = parts.notifier.status()
+        assert status is not None
+        assert parts.notifier.outbox.senders == 4  # each holds its target's first notice
+        assert status["pending"] == 12  # 4 targets x 5 would be 20: all together hold 12
+        assert status["dropped"] == 4 * 8 - 4 - 12
+    dropped_lines = [line for line in logs if line["event"] == "notify.dropped"]
+    assert 1 <= len(dropped_lines) <= 4  # once an incident, a target at most once here
+
+
+async def test_a_target_on_change_hears_the_first_failure_and_the_recovery_only(
+    tmp_path: Any,
+) -> None:
+    exit_file = tmp_path / "exit"
+    text = tasks_toml(
+        {
+            "flaky": {
+                "command": ["sh", "-c", f"exit $(cat {exit_file})"],
+                "notify": {"webhook": {"url": "http://live.example/h", "on": ["change"]}},
+            }
+        }
+    )
+    endpoints = TwoEndpoints()
+    heard: list[str] = []
+    send = endpoints.send
+
+    async def send_and_keep(target: object, url: str, body: bytes, content_type: str) -> Delivery:
+        heard.append(json.loads(body)["event"])
+        return await send(target, url, body, content_type)
+
+    endpoints.send = send_and_keep  # type: ignore[method-assign]
+    async with running(text) as parts:
+        parts.notifier.http = endpoints  # type: ignore[assignment]
+        for code in (1, 1, 1, 0, 0, 1, 1, 0, 0):
+            exit_file.write_text(str(code))
+            await parts.run("flaky")
+        await _settled(parts.notifier, 4)
+        assert len(parts.notifier.outbox) == 0  # every notice was put when its run ended
+    assert heard == ["failure", "recovery", "failure", "recovery"]

@@ -17,6 +17,7 @@ from daemon.core.tasks.notify_config import (
     EVENTS,
     HttpTarget,
     TaskNotify,
+    heard_event,
     parse_notify_table,
 )
 from daemon.core.tasks.notify_secret import Secret
@@ -208,3 +209,50 @@ def test_an_auto_max_silence_of_the_defaults_is_for_the_ticking_tasks() -> None:
         assert notify is not None
         assert notify.max_silence_auto
     assert tasks["external"].notify is None
+
+
+@pytest.mark.parametrize(
+    ("on", "events", "changed", "heard"),
+    [
+        (["change"], ("failure",), True, "failure"),  # the first failure after a success
+        (["change"], ("failure",), False, None),  # a failure after a failure
+        (["change"], ("recovery", "success"), True, "recovery"),
+        (["change"], ("success",), False, None),
+        (["change"], ("start",), False, None),
+        (["change"], ("silence",), False, None),
+        (["change", "silence"], ("silence",), False, "silence"),
+        (["change", "success"], ("recovery", "success"), True, "recovery"),
+        (["change", "success"], ("success",), False, "success"),
+        (["failure", "recovery"], ("failure",), False, "failure"),  # the default: every one
+        (["success"], ("recovery", "success"), True, "success"),
+    ],
+)
+def test_change_hears_the_first_failure_and_the_recovery_only(
+    on: list[str], events: tuple[str, ...], changed: bool, heard: str | None
+) -> None:
+    assert heard_event(frozenset(on), events, changed) == heard
+    table = {"webhook": {"url": "https://x.example/h", "on": on}}
+    notify = parse_notify_table("notify", table)
+    assert notify is not None
+    assert notify.hears(events, changed) == (heard is not None)
+
+
+def test_change_is_for_webhooks_and_commands_not_for_pings() -> None:
+    tasks = parse_tasks_toml(
+        '[notify.command]\ncommand = ["true"]\non = ["change"]\n'
+        '[tasks.a]\ncommand = "true"\n[tasks.a.notify.webhook]\nurl = "http://x"\n'
+        'on = ["change", "silence"]\n'
+    )
+    notify = tasks["a"].notify
+    assert notify is not None
+    assert notify.webhook is not None
+    assert notify.webhook.on == frozenset({"change", "silence"})
+    assert notify.command is not None
+    assert notify.command.on == frozenset({"change"})
+    assert notify.ping is None
+    ping = '[tasks.a]\ncommand = "true"\n[tasks.a.notify.ping]\nurl = "http://x"\non = ["change"]\n'
+    with pytest.raises(TaskConfigError, match="on: unknown event 'change'"):
+        parse_tasks_toml(ping)
+    (problem,) = check_tasks_text(ping)
+    assert problem.line is not None
+    assert "tasks.a.notify.ping: on: unknown event 'change'" in problem.message
