@@ -1,9 +1,10 @@
 """What a restart does with the slots a task's schedule planned while the daemon was down.
 
-``misfire = "coalesce"`` runs the newest slot within ``catchup_window`` once, at start, and
-records the older ones in the window as covered by it; ``"skip"`` runs none. Slots older than
-the window are recorded as missed either way: a nightly job down for a week runs once, not
-seven times, and says so.
+``misfire = "coalesce"`` runs the newest slot within the window once, at start, and records the
+older ones in the window as covered by it; ``"skip"`` runs none. Slots older than the window
+are recorded as missed either way: a nightly job down for a week runs once, not seven times,
+and says so. The window is the task's ``catchup_window`` or its ``start_deadline``, whichever is
+shorter: a slot is never started later than its start deadline, down or not.
 """
 
 from __future__ import annotations
@@ -114,10 +115,32 @@ def plan_catch_up(
     return CatchUp(run_at=inside.newest_at, coalesced=older, missed=beyond)
 
 
-def down_reason(window_s: float | None, beyond_window: bool) -> str:
+@dataclass(frozen=True)
+class Window:
+    """How old a slot planned while the daemon was down may be to run at start, and the key
+    of the task that says so (empty: no bound)."""
+
+    seconds: float = math.inf
+    key: str = ""
+
+
+def catch_up_window(catchup_window_s: float | None, start_deadline_s: float | None) -> Window:
+    """The shorter of the task's ``catchup_window`` and ``start_deadline``."""
+    bounds = [
+        Window(bound_s, key)
+        for bound_s, key in (
+            (catchup_window_s, "catchup_window"),
+            (start_deadline_s, "start_deadline"),
+        )
+        if bound_s is not None
+    ]
+    return min(bounds, key=lambda window: window.seconds, default=Window())
+
+
+def down_reason(window: Window, beyond_window: bool) -> str:
     """Why slots planned while the daemon was down were not run."""
-    if beyond_window and window_s is not None:
-        return f"the daemon was down; older than its catchup_window of {window_s:g}s"
+    if beyond_window and window.key:
+        return f"the daemon was down; older than its {window.key} of {window.seconds:g}s"
     return "the daemon was down (misfire: skip)"
 
 
@@ -127,16 +150,18 @@ def settle_catch_up(
     decision: CatchUp,
     *,
     misfire: str,
-    window_s: float | None,
+    window: Window,
+    start_deadline_s: float | None = None,
 ) -> Slot | None:
-    """Record the gap's slots in the slot record and submit the catch-up run, if any."""
+    """Record the gap's slots in the slot record and submit the catch-up run, if any (it
+    leaves the queue at its ``start_deadline``, as a tick's run does)."""
     record = ticks.record
     if decision.missed.count:
         missed = record.open(task, decision.missed.first_at, count=decision.missed.count)
-        record.settle(missed, MISSED, reason=down_reason(window_s, misfire == MISFIRE_COALESCE))
+        record.settle(missed, MISSED, reason=down_reason(window, misfire == MISFIRE_COALESCE))
     if decision.run_at is None:
         return None
-    slot = ticks.fire(task, decision.run_at, outcome=CAUGHT_UP)
+    slot = ticks.fire(task, decision.run_at, None, start_deadline_s, outcome=CAUGHT_UP)
     coalesced = decision.coalesced
     ticks.cover(slot, coalesced.first_at, coalesced.count, reason=COVERED_AT_START)
     return slot
