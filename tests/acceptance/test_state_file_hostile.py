@@ -32,7 +32,7 @@ def _entries(**last_planned: str) -> bytes:
     return b'{"format": "runbroker.slots", "version": 1, "tasks": {' + tasks.encode() + b"}}"
 
 
-def _write(content: bytes) -> Callable[[Path], None]:
+def _write(content: bytes) -> Callable[[Path], object]:
     return lambda path: path.write_bytes(content)
 
 
@@ -46,7 +46,7 @@ def _symlink(path: Path) -> None:
     path.symlink_to(target)
 
 
-HOSTILE: dict[str, tuple[Callable[[Path], None], str]] = {
+HOSTILE: dict[str, tuple[Callable[[Path], object], str]] = {
     "200,000 nested [": (_write(b"[" * 200_000), "recursion limit"),
     "a last_planned of 400 digits": (
         _write(_entries(nightly="9" * 400)),
@@ -61,7 +61,7 @@ HOSTILE: dict[str, tuple[Callable[[Path], None], str]] = {
 
 @pytest.mark.parametrize("shape", HOSTILE.values(), ids=HOSTILE.keys())
 def test_a_state_file_the_daemon_did_not_write_never_stops_its_start(
-    start_daemon: StartDaemon, workdir: Path, shape: tuple[Callable[[Path], None], str]
+    start_daemon: StartDaemon, workdir: Path, shape: tuple[Callable[[Path], object], str]
 ) -> None:
     make, why = shape
     state = workdir / "state"
