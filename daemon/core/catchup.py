@@ -24,6 +24,7 @@ MISFIRE_SKIP = "skip"
 MISFIRES = (MISFIRE_COALESCE, MISFIRE_SKIP)
 COVERED_AT_START = "covered by the catch-up run at start"
 SLOTS_SCANNED_MAX = 100_000  # a longer gap is counted up to this, and said to be longer
+SEARCH_PRECISION_S = 0.001  # finer than any two slots of a schedule are apart
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class Slots:
 
     count: int = 0
     first_at: float = 0.0  # Unix seconds, when count > 0
-    newest_at: float = 0.0  # the last one scanned: the newest unless ``more``
-    more: bool = False  # the scan stopped at SLOTS_SCANNED_MAX: there were more
+    newest_at: float = 0.0
+    more: bool = False  # the scan stopped at SLOTS_SCANNED_MAX: there were more than ``count``
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,26 @@ def slots_between(
         first = first or newest
         at = due
     following = schedule.next_after(at)
-    more = following is not None and following.timestamp() <= until
-    return Slots(count, first, newest, more)
+    if following is None or following.timestamp() > until:
+        return Slots(count, first, newest)
+    return Slots(count, first, _newest_until(schedule, at, until).timestamp(), more=True)
+
+
+def _newest_until(schedule: Schedule, known: datetime, until: float) -> datetime:
+    """The newest slot not after ``until``, from a slot ``known`` before it whose next one is
+    not after it either: a search over ``next_after``, about 40 steps however long the gap (a
+    minutely schedule years behind), where the scan stopped short."""
+    low, high = known.timestamp(), until  # the slot after ``low`` is not after ``until``;
+    while high - low > SEARCH_PRECISION_S:  # the slot after ``high`` is
+        middle = (low + high) / 2
+        following = schedule.next_after(datetime.fromtimestamp(middle, UTC))
+        if following is not None and following.timestamp() <= until:
+            low = middle
+        else:
+            high = middle
+    newest = schedule.next_after(datetime.fromtimestamp(low, UTC))
+    assert newest is not None  # the slot after ``low`` is not after ``until``
+    return newest
 
 
 def plan_catch_up(
