@@ -115,6 +115,7 @@ class Broker:
                 tasks=sorted(tasks.names()),
                 plans=lambda: self.ticker.plans,
                 notify=self.notifier,
+                state=self.slot_state,
             )
             self.queue.on_finish(metrics.run_finished)
             self.slots.listeners.append(metrics.slot_settled)
@@ -200,6 +201,7 @@ class Broker:
         if loaded.problem:
             log.error("state.refused", problem=loaded.problem)
         state.forget({plan.task for plan in self.ticker.plans})
+        self.notifier.keep_failing_in(state)
 
     async def _serve(self, database: bool) -> int:
         log.info(

@@ -1,9 +1,10 @@
 """What a restart does with the slots a task's schedule planned while the daemon was down.
 
-``misfire = "coalesce"`` runs the newest slot within ``catchup_window`` once, at start, and
-records the older ones in the window as covered by it; ``"skip"`` runs none. Slots older than
-the window are recorded as missed either way: a nightly job down for a week runs once, not
-seven times, and says so.
+``misfire = "coalesce"`` runs the newest slot within the window once, at start, and records the
+older ones in the window as covered by it; ``"skip"`` runs none. Slots older than the window
+are recorded as missed either way: a nightly job down for a week runs once, not seven times,
+and says so. The window is the task's ``catchup_window`` or its ``start_deadline``, whichever is
+shorter: a slot is never started later than its start deadline, down or not.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ MISFIRE_SKIP = "skip"
 MISFIRES = (MISFIRE_COALESCE, MISFIRE_SKIP)
 COVERED_AT_START = "covered by the catch-up run at start"
 SLOTS_SCANNED_MAX = 100_000  # a longer gap is counted up to this, and said to be longer
+SEARCH_PRECISION_S = 0.001  # finer than any two slots of a schedule are apart
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,8 @@ class Slots:
 
     count: int = 0
     first_at: float = 0.0  # Unix seconds, when count > 0
-    newest_at: float = 0.0  # the last one scanned: the newest unless ``more``
-    more: bool = False  # the scan stopped at SLOTS_SCANNED_MAX: there were more
+    newest_at: float = 0.0
+    more: bool = False  # the scan stopped at SLOTS_SCANNED_MAX: there were more than ``count``
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,26 @@ def slots_between(
         first = first or newest
         at = due
     following = schedule.next_after(at)
-    more = following is not None and following.timestamp() <= until
-    return Slots(count, first, newest, more)
+    if following is None or following.timestamp() > until:
+        return Slots(count, first, newest)
+    return Slots(count, first, _newest_until(schedule, at, until).timestamp(), more=True)
+
+
+def _newest_until(schedule: Schedule, known: datetime, until: float) -> datetime:
+    """The newest slot not after ``until``, from a slot ``known`` before it whose next one is
+    not after it either: a search over ``next_after``, about 40 steps however long the gap (a
+    minutely schedule years behind), where the scan stopped short."""
+    low, high = known.timestamp(), until  # the slot after ``low`` is not after ``until``;
+    while high - low > SEARCH_PRECISION_S:  # the slot after ``high`` is
+        middle = (low + high) / 2
+        following = schedule.next_after(datetime.fromtimestamp(middle, UTC))
+        if following is not None and following.timestamp() <= until:
+            low = middle
+        else:
+            high = middle
+    newest = schedule.next_after(datetime.fromtimestamp(low, UTC))
+    assert newest is not None  # the slot after ``low`` is not after ``until``
+    return newest
 
 
 def plan_catch_up(
@@ -114,10 +134,32 @@ def plan_catch_up(
     return CatchUp(run_at=inside.newest_at, coalesced=older, missed=beyond)
 
 
-def down_reason(window_s: float | None, beyond_window: bool) -> str:
+@dataclass(frozen=True)
+class Window:
+    """How old a slot planned while the daemon was down may be to run at start, and the key
+    of the task that says so (empty: no bound)."""
+
+    seconds: float = math.inf
+    key: str = ""
+
+
+def catch_up_window(catchup_window_s: float | None, start_deadline_s: float | None) -> Window:
+    """The shorter of the task's ``catchup_window`` and ``start_deadline``."""
+    bounds = [
+        Window(bound_s, key)
+        for bound_s, key in (
+            (catchup_window_s, "catchup_window"),
+            (start_deadline_s, "start_deadline"),
+        )
+        if bound_s is not None
+    ]
+    return min(bounds, key=lambda window: window.seconds, default=Window())
+
+
+def down_reason(window: Window, beyond_window: bool) -> str:
     """Why slots planned while the daemon was down were not run."""
-    if beyond_window and window_s is not None:
-        return f"the daemon was down; older than its catchup_window of {window_s:g}s"
+    if beyond_window and window.key:
+        return f"the daemon was down; older than its {window.key} of {window.seconds:g}s"
     return "the daemon was down (misfire: skip)"
 
 
@@ -127,16 +169,18 @@ def settle_catch_up(
     decision: CatchUp,
     *,
     misfire: str,
-    window_s: float | None,
+    window: Window,
+    start_deadline_s: float | None = None,
 ) -> Slot | None:
-    """Record the gap's slots in the slot record and submit the catch-up run, if any."""
+    """Record the gap's slots in the slot record and submit the catch-up run, if any (it
+    leaves the queue at its ``start_deadline``, as a tick's run does)."""
     record = ticks.record
     if decision.missed.count:
         missed = record.open(task, decision.missed.first_at, count=decision.missed.count)
-        record.settle(missed, MISSED, reason=down_reason(window_s, misfire == MISFIRE_COALESCE))
+        record.settle(missed, MISSED, reason=down_reason(window, misfire == MISFIRE_COALESCE))
     if decision.run_at is None:
         return None
-    slot = ticks.fire(task, decision.run_at, outcome=CAUGHT_UP)
+    slot = ticks.fire(task, decision.run_at, None, start_deadline_s, outcome=CAUGHT_UP)
     coalesced = decision.coalesced
     ticks.cover(slot, coalesced.first_at, coalesced.count, reason=COVERED_AT_START)
     return slot

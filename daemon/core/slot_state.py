@@ -1,34 +1,45 @@
-"""The last planned slot of each ticking task, kept in the state directory across restarts.
+"""The state directory: each ticking task's last planned slot (and which tasks' last run
+failed), kept across restarts.
 
 Without it a restart forgets the schedule's past, and a slot planned while the container was
-being replaced is neither run nor reported. The file is replaced atomically (a temporary file,
-fsync, rename, fsync of the directory), so a crash leaves the old state or the new, never a mix.
-The directory is locked for the daemon's life: two daemons on one directory would both catch up.
+being replaced is neither run nor reported. The file (``state_file``) is replaced atomically (a
+temporary file, fsync, rename, fsync of the directory), so a crash leaves the old state or the
+new, never a mix. The directory is locked for the daemon's life: two daemons on one directory
+would both catch up. Writes that fail (a full disk) are one incident: logged when the first
+fails and when one works again, shown by ``status``, ``health`` and the metrics meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import math
 import os
-import stat
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from daemon.coord.guard import OverlapGuard
+from daemon.core.rfc3339 import rfc3339_utc
+from daemon.core.state_file import (
+    SavedState,
+    StateFileRefused,
+    encode_state,
+    parse_state,
+    read_regular,
+)
 from daemon.log.logs import get_logger
+from daemon.wire.control_shapes import StateDirStatus
 
 log = get_logger("runbroker.state")
 
 STATE_FILE = "slots.json"
 LOCK_FILE = "runbroker.lock"
 SET_ASIDE_SUFFIX = ".refused"  # a file that is not ours is renamed, never overwritten
-FORMAT = "runbroker.slots"
-VERSION = 1
-STATE_BYTES_MAX = 4 * 1024 * 1024  # a larger file is not one this daemon wrote
-TASK_NAME_CHARS_MAX = 200
+WRITE_RETRY_S = 5.0  # after a failed write, tried again this often even with nothing new
+
+_Snapshot = tuple[dict[str, float], frozenset[str]]
 
 
 class StateDirRefused(Exception):
@@ -40,52 +51,8 @@ class LoadedState:
     """What the state file held at start-up, and why it was set aside if it was."""
 
     last_planned: dict[str, float] = field(default_factory=dict)  # task: Unix seconds
+    failing: set[str] = field(default_factory=set)  # tasks whose last run failed
     problem: str = ""  # empty, or why the file was refused (and renamed aside)
-
-
-def _task_entries(document: Any) -> dict[str, float]:
-    """The file's tasks, or ValueError naming what is wrong with its shape."""
-    if not isinstance(document, dict):
-        raise ValueError("not a JSON object")
-    if document.get("format") != FORMAT:
-        raise ValueError(f"its format is not {FORMAT!r}")
-    if document.get("version") != VERSION:
-        raise ValueError(f"version {document.get('version')!r}, this daemon reads {VERSION}")
-    tasks = document.get("tasks")
-    if not isinstance(tasks, dict):
-        raise ValueError("'tasks' is not an object")
-    entries: dict[str, float] = {}
-    for name, entry in tasks.items():
-        planned = entry.get("last_planned") if isinstance(entry, dict) else None
-        if (
-            not isinstance(planned, int | float)
-            or isinstance(planned, bool)
-            or not math.isfinite(planned)
-            or len(name) > TASK_NAME_CHARS_MAX
-        ):
-            raise ValueError("a task's entry is not a name and a finite 'last_planned'")
-        entries[name] = float(planned)
-    return entries
-
-
-def _read_regular(path: Path) -> bytes | None:
-    """The file's bytes; None when absent. A FIFO, a device or a symlink is refused unopened."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # ELOOP: a symlink
-        raise ValueError(f"cannot be opened as a plain file ({exc.strerror})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > STATE_BYTES_MAX:
-            raise ValueError(f"larger than {STATE_BYTES_MAX} bytes")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(STATE_BYTES_MAX + 1)
-    finally:
-        os.close(fd)
 
 
 class SlotState:
@@ -95,10 +62,13 @@ class SlotState:
         self.directory = directory
         self.path = directory / STATE_FILE
         self.last_planned: dict[str, float] = {}
+        self.failing: set[str] = set()
         self._guard = OverlapGuard(directory / LOCK_FILE)
         self._dirty = asyncio.Event()
-        self._written: dict[str, float] = {}
-        self.write_failures = 0
+        self._written: _Snapshot = ({}, frozenset())
+        self.write_failures = 0  # since start
+        self.failing_since: float | None = None  # Unix time of this incident's first failure
+        self.last_error = ""
 
     def open(self) -> LoadedState:
         """Lock the directory and read its state; ``StateDirRefused`` when it cannot be used."""
@@ -117,15 +87,14 @@ class SlotState:
             ) from exc
         loaded = LoadedState()
         try:
-            data = _read_regular(self.path)
-            if data is not None:
-                if len(data) > STATE_BYTES_MAX:
-                    raise ValueError(f"larger than {STATE_BYTES_MAX} bytes")
-                loaded.last_planned = _task_entries(json.loads(data))
-        except (ValueError, UnicodeDecodeError) as exc:
+            data = read_regular(self.path)
+            saved = SavedState() if data is None else parse_state(data)
+            loaded.last_planned, loaded.failing = saved.last_planned, saved.failing
+        except StateFileRefused as exc:
             loaded.problem = self._set_aside(str(exc))
         self.last_planned = dict(loaded.last_planned)
-        self._written = dict(loaded.last_planned)
+        self.failing = set(loaded.failing)
+        self._written = self._snapshot()
         return loaded
 
     def _set_aside(self, why: str) -> str:
@@ -143,57 +112,112 @@ class SlotState:
             self.last_planned[task] = planned_at
             self._dirty.set()
 
+    def rewind(self, task: str, planned_at: float) -> None:
+        """``task``'s last planned slot is ``planned_at``, though one later was kept (a time
+        past now, from a clock that was ahead)."""
+        if self.last_planned.get(task) != planned_at:
+            self.last_planned[task] = planned_at
+            self._dirty.set()
+
     def forget(self, keep: set[str]) -> None:
         """Only the tasks in ``keep`` are still scheduled: the others' slots go."""
         for task in [task for task in self.last_planned if task not in keep]:
             del self.last_planned[task]
             self._dirty.set()
 
+    def ended(self, task: str, failed: bool) -> None:
+        """``task``'s last run failed, or not: what a restart tells a ``recovery`` by."""
+        if failed != (task in self.failing):
+            if failed:
+                self.failing.add(task)
+            else:
+                self.failing.discard(task)
+            self._dirty.set()
+
+    def _snapshot(self) -> _Snapshot:
+        return dict(self.last_planned), frozenset(self.failing)
+
     async def keep_written(self) -> None:
-        """Write the state whenever it changed, off the loop, until cancelled."""
+        """Write the state whenever it changed, off the loop, until cancelled; after a failed
+        write, again every ``WRITE_RETRY_S`` until one works."""
         while True:
-            await self._dirty.wait()
+            if self.failing_since is None:
+                await self._dirty.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._dirty.wait(), WRITE_RETRY_S)
             self._dirty.clear()
-            await asyncio.to_thread(self._write, dict(self.last_planned))
+            await asyncio.to_thread(self._write, self._snapshot())
 
     def write(self) -> bool:
         """Replace the file with what is known now; False (counted, logged) when it failed."""
-        return self._write(dict(self.last_planned))
+        return self._write(self._snapshot())
 
-    def _write(self, snapshot: dict[str, float]) -> bool:
-        if snapshot == self._written:
+    def _write(self, snapshot: _Snapshot) -> bool:
+        if snapshot == self._written and self.failing_since is None:
             return True
-        document = {
-            "format": FORMAT,
-            "version": VERSION,
-            "tasks": {task: {"last_planned": at} for task, at in sorted(snapshot.items())},
-        }
-        data = json.dumps(document, indent=1).encode() + b"\n"
-        temporary = self.path.with_name(STATE_FILE + ".tmp")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        data = encode_state(SavedState(snapshot[0], set(snapshot[1])))
         try:
-            fd = os.open(temporary, flags, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
-            directory_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(directory_fd)
-            finally:
-                os.close(directory_fd)
+            self._replace(data)
         except OSError as exc:
-            self.write_failures += 1
-            log.error("state.write_failed", path=str(self.path), error=exc.strerror)
+            self._failed(exc.strerror or type(exc).__name__)
             return False
         self._written = snapshot
+        if self.failing_since is not None:
+            failing_for_s = round(time.time() - self.failing_since, 3)
+            self.failing_since = None
+            log.info("state.write_restored", path=str(self.path), failing_for_s=failing_for_s)
         return True
+
+    def _replace(self, data: bytes) -> None:
+        temporary = self.path.with_name(STATE_FILE + ".tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path)
+        directory_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+
+    def _failed(self, error: str) -> None:
+        """One more failed write; the first of an incident is logged, the others counted."""
+        self.write_failures += 1
+        self.last_error = error
+        if self.failing_since is None:
+            self.failing_since = time.time()
+            log.error("state.write_failed", path=str(self.path), error=error)
+
+    def status(self) -> StateDirStatus:
+        since = self.failing_since
+        return {
+            "dir": str(self.directory),
+            "write_failures": self.write_failures,
+            "failing_since": None if since is None else _utc_text(since),
+            "error": self.last_error if since is not None else None,
+        }
+
+    def health_warnings(self) -> list[str]:
+        if self.failing_since is None:
+            return []
+        return [
+            f"state directory {self.directory}: writes failing since "
+            f"{_utc_text(self.failing_since)} ({self.last_error}); the slots planned since are"
+            " not kept for the next start"
+        ]
 
     def close(self) -> None:
         """Write what is left and unlock the directory."""
         self.write()
         self._guard.release()
+
+
+def _utc_text(at: float) -> str:
+    return rfc3339_utc(datetime.fromtimestamp(at, UTC))

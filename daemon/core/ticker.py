@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from daemon.core.busy import BusyPolicy, OnBusy
-from daemon.core.catchup import MISFIRE_COALESCE, plan_catch_up, settle_catch_up
+from daemon.core.catchup import (
+    MISFIRE_COALESCE,
+    catch_up_window,
+    plan_catch_up,
+    settle_catch_up,
+)
 from daemon.core.runqueue import RunQueue
 from daemon.core.slot_state import SlotState
 from daemon.core.slots import RAN, Slot, SlotRecord
@@ -141,7 +146,7 @@ class Ticker:
             return
         last_planned = None
         if self.state is not None:
-            last_planned = self.state.last_planned.get(plan.task)
+            last_planned = self._kept_slot(plan)
             if last_planned is None:  # from now on its slots are accounted for, fired or not
                 self.state.planned(plan.task, self.clock.wall_s())
             elif at_start_up:
@@ -159,14 +164,27 @@ class Ticker:
             self._loops[id(plan)] = task
             task.add_done_callback(lambda _task: self._loops.pop(id(plan), None))
 
+    def _kept_slot(self, plan: TickPlan) -> float | None:
+        """The task's last planned slot from the state, never past now: one that is (the
+        host's clock was ahead, and set back) counts from now, else it would stand for good."""
+        assert self.state is not None
+        kept = self.state.last_planned.get(plan.task)
+        now = self.clock.wall_s()
+        if kept is not None and kept > now:
+            log.warning("state.future_slot", task=plan.task, ahead_s=round(kept - now, 3))
+            self.state.rewind(plan.task, now)
+            return now
+        return kept
+
     def _catch_up(self, plan: TickPlan, last_planned: float) -> float:
         """Settle the slots planned while the daemon was down, and run the one that catches up;
         the newest slot accounted for, where an interval's grid goes on from."""
+        window = catch_up_window(plan.catchup_window_s, plan.start_deadline_s)
         decision = plan_catch_up(
             last_planned=last_planned,
             now=self.clock.wall_s(),
             misfire=plan.misfire,
-            window_s=math.inf if plan.catchup_window_s is None else plan.catchup_window_s,
+            window_s=window.seconds,
             interval_s=plan.interval_s,
             schedule=plan.schedule,
         )
@@ -175,7 +193,12 @@ class Ticker:
         self.state.planned(plan.task, newest)
         self.state.write()  # before the run: a kill after it starts must not run it again
         settle_catch_up(
-            self.ticks, plan.task, decision, misfire=plan.misfire, window_s=plan.catchup_window_s
+            self.ticks,
+            plan.task,
+            decision,
+            misfire=plan.misfire,
+            window=window,
+            start_deadline_s=plan.start_deadline_s,
         )
         return newest
 

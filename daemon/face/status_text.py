@@ -305,4 +305,19 @@ def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
     notify = answer.get("notify")  # only when a task has notifications
     if notify:
         lines.extend(notify_lines(notify, lambda iso: human_time(iso, now), human_duration))
+    state = answer.get("state")  # only with a state directory
+    if state:
+        lines.append(_state_line(state, now))
     return "\n".join(lines)
+
+
+def _state_line(state: dict[str, Any], now: float) -> str:
+    head = f"state dir: {state.get('dir', '?')}"
+    failures = state.get("write_failures") or 0
+    if state.get("failing_since") is None:
+        return f"{head}: ok" + (f" ({failures} failed writes since start)" if failures else "")
+    since = human_time(state.get("failing_since"), now)
+    return (
+        f"{head}: WRITES FAILING since {since} ({state.get('error')}; {failures} failed writes):"
+        " slots planned since are not kept for the next start"
+    )

@@ -36,6 +36,7 @@ from daemon.wire.control_shapes import NotifyStatus
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
     from daemon.core.process import ChildSupervisor
+    from daemon.core.slot_state import SlotState
     from daemon.core.tasks import TaskRegistry
     from daemon.core.tasks.notify_config import TaskNotify
 
@@ -62,6 +63,7 @@ class Notifier:
         self._configs: dict[str, TaskNotify] = {}
         self._start_tasks: frozenset[str] = frozenset()
         self._failing: set[str] = set()  # tasks whose last run failed
+        self._kept: SlotState | None = None  # where ``_failing`` outlives a restart
         self.record = DeliveryRecord()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -86,6 +88,14 @@ class Notifier:
                 limits_s[name] = limit_s
         self.silence.refresh(limits_s)
         self.outbox.wake()
+
+    def keep_failing_in(self, state: SlotState) -> None:
+        """Which tasks' last run failed is kept in the state directory, and read from it now:
+        the first success after a restart that followed a failure is a ``recovery``."""
+        for gone in state.failing - set(self._tasks.tasks):
+            state.ended(gone, failed=False)
+        self._failing |= state.failing
+        self._kept = state
 
     def run_submitted(self, run: Run) -> None:
         """A run was accepted: a task that notifies of starts hears this run's start."""
@@ -115,6 +125,8 @@ class Notifier:
             changed = task not in self._failing
             self._failing.add(task)
             events = ("failure",)
+        if self._kept is not None:
+            self._kept.ended(task, failed=not result.ok)
         if notify.hears(events, changed):
             found = self._journal.find(run.id)
             self.outbox.put(run_notice(run, events, notify, found, changed))

@@ -20,7 +20,7 @@ from daemon.core.slots import OUTCOMES as SLOT_OUTCOMES
 from daemon.core.slots import Slot
 from daemon.core.ticker import TickPlan
 from daemon.observe.notify_metrics import NotifyCollector
-from daemon.observe.sources import NotifyRecord, RunnerFigures
+from daemon.observe.sources import NotifyRecord, RunnerFigures, StateRecord
 from daemon.wire.reasons import REASON_CLOSED, REASON_FULL
 
 # Every task's run series exist from start-up, at zero, for each of these: an alert on a first
@@ -149,6 +149,26 @@ class _LiveCollector(Collector):
             yield family(name, documentation, value=figures.get(figure, 0.0))
 
 
+class _StateCollector(Collector):
+    """The state directory's writes, read at scrape time."""
+
+    def __init__(self, state: StateRecord | None) -> None:
+        self.state = state
+
+    def collect(self) -> Iterable[Metric]:
+        status = None if self.state is None else self.state.status()
+        yield CounterMetricFamily(
+            "runbroker_state_write_failures",
+            "Writes of the state directory's file that failed (a full disk, a lost volume).",
+            value=0 if status is None else status["write_failures"],
+        )
+        yield GaugeMetricFamily(
+            "runbroker_state_write_failing",
+            "1 while the state directory's writes fail (the last one failed), else 0.",
+            value=0 if status is None or status["failing_since"] is None else 1,
+        )
+
+
 class Metrics:
     def __init__(
         self,
@@ -158,6 +178,7 @@ class Metrics:
         tasks: Iterable[str] = (),
         plans: Callable[[], Sequence[TickPlan]] = tuple,
         notify: NotifyRecord | None = None,
+        state: StateRecord | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.runs = Counter(
@@ -209,6 +230,7 @@ class Metrics:
         )
         self.registry.register(_LiveCollector(queue, database, plans))
         self.registry.register(NotifyCollector(notify))  # at zero without notifications
+        self.registry.register(_StateCollector(state))  # at zero without a state directory
         # process_start_time_seconds (the alerts' "since start"), CPU, memory, descriptors.
         ProcessCollector(registry=self.registry)
         self.add_tasks(tasks)

@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from daemon.wire.control_shapes import DatabaseStatus, NotifyStatus, ReloadStatus
+from daemon.wire.control_shapes import (
+    DatabaseStatus,
+    NotifyStatus,
+    ReloadStatus,
+    StateDirStatus,
+)
 
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
@@ -47,6 +52,15 @@ class NotifyRecord(Protocol):
     (``daemon.notify.notifier.Notifier``)."""
 
     def status(self) -> NotifyStatus | None: ...
+
+    def health_warnings(self) -> list[str]: ...
+
+
+class StateRecord(Protocol):
+    """What ``status``, ``health`` and the metrics read of the state directory
+    (``daemon.core.slot_state.SlotState``)."""
+
+    def status(self) -> StateDirStatus: ...
 
     def health_warnings(self) -> list[str]: ...
 
@@ -98,3 +112,7 @@ class BrokerState(Protocol):
     @property
     def pgrunner(self) -> RunnerStatus | None:
         """None without a database."""
+
+    @property
+    def slot_state(self) -> StateRecord | None:
+        """None without a state directory."""

@@ -151,6 +151,8 @@ def status_answer(broker: BrokerState) -> StatusAnswer:
     notify = broker.notifier.status()
     if notify is not None:
         answer["notify"] = notify
+    if broker.slot_state is not None:
+        answer["state"] = broker.slot_state.status()
     return answer
 
 
@@ -200,8 +202,11 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
 
 def health_warnings(broker: BrokerState) -> list[str]:
     """What is wrong without making the daemon unhealthy: a refused reload of the tasks file,
-    a task past its ``max_silence``, database job rows it cannot use."""
+    a task past its ``max_silence``, a state directory that cannot be written, database job
+    rows it cannot use."""
     warnings = broker.reloader.health_warnings() + broker.notifier.health_warnings()
+    if broker.slot_state is not None:
+        warnings += broker.slot_state.health_warnings()
     return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
 
 

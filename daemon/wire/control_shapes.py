@@ -150,6 +150,15 @@ class NotifyStatus(TypedDict):
     silent: list[SilentTask]
 
 
+class StateDirStatus(TypedDict):
+    """The state directory (``RUNBROKER_STATE_DIR``) and its writes."""
+
+    dir: str
+    write_failures: int  # writes of its file that failed since the daemon started
+    failing_since: str | None  # RFC 3339: its writes fail since then; None: the last one worked
+    error: str | None  # why the last write failed, while they fail
+
+
 class StatusAnswer(TypedDict):
     event: Literal["status"]
     ok: Literal[True]
@@ -166,6 +175,7 @@ class StatusAnswer(TypedDict):
     journal: JournalFigures
     database: DatabaseStatus | None
     notify: NotRequired[NotifyStatus]  # only when a task has notifications, or had
+    state: NotRequired[StateDirStatus]  # only with a state directory
 
 
 class HealthAnswer(TypedDict):

@@ -6,6 +6,7 @@ is caught up."""
 from __future__ import annotations
 
 import json
+import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,35 @@ def test_without_a_state_directory_nothing_is_caught_up(
     assert daemon.exec("status").returncode == 0
     assert daemon.log.events("slot.caught_up") == []
     assert _runs(workdir) == []
+
+
+def test_a_slot_past_its_start_deadline_is_missed_at_start_not_run(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    toml, slot = _nightly(workdir)  # its slot passed an hour ago
+    toml += 'start_deadline = "10m"\n'
+    state = workdir / "state"
+    _state_file(state, nightly=(slot - timedelta(days=1)).timestamp())
+    daemon = start_daemon(tasks_toml=toml, env={"RUNBROKER_STATE_DIR": str(state)})
+    (missed,) = daemon.log.wait_for("slot.missed")
+    assert datetime.fromisoformat(missed["planned_at"]) == slot
+    assert missed["reason"] == "the daemon was down; older than its start_deadline of 600s"
+    assert daemon.log.events("slot.caught_up") == []
+    assert _runs(workdir) == []
+
+
+def test_a_slot_kept_a_day_ahead_counts_from_now(start_daemon: StartDaemon, workdir: Path) -> None:
+    """The host's clock was ahead when the last life wrote the file: the start counts from
+    now, so the next restart catches up again."""
+    toml, _slot = _nightly(workdir)
+    state = workdir / "state"
+    ahead = datetime.now(UTC) + timedelta(days=1)
+    _state_file(state, nightly=ahead.timestamp())
+    daemon = start_daemon(tasks_toml=toml, env={"RUNBROKER_STATE_DIR": str(state)})
+    (future,) = daemon.log.wait_for("state.future_slot")
+    assert future["task"] == "nightly"
+    assert 86_000 < future["ahead_s"] <= 86_400
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+    kept = json.loads((state / "slots.json").read_text())["tasks"]["nightly"]["last_planned"]
+    assert kept < datetime.now(UTC).timestamp()

@@ -13,6 +13,8 @@ from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.shutdown import NOTIFY_DRAIN_MAX_S, shutdown
 from daemon.broker.signals import Signals
+from daemon.core.runqueue import RunRequest, RunResult
+from daemon.core.slot_state import SlotState
 from daemon.core.tasks import build_registry
 from daemon.observe.status import health_answer, status_answer
 from daemon.settings import load_settings
@@ -80,3 +82,40 @@ async def test_a_stop_gives_pending_notifications_at_most_their_share_of_the_bud
     assert code == 0
     assert len(given) == 1
     assert 0 < given[0] <= NOTIFY_DRAIN_MAX_S
+
+
+def test_the_failing_tasks_come_back_from_the_state_directory_at_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The broker hands the notifier the state it opened: a task that failed in the last life
+    is still failing, and its run's end is written down again."""
+    state_dir = tmp_path / "state"
+    earlier = SlotState(state_dir)
+    earlier.open()
+    earlier.ended("a", failed=True)
+    earlier.close()
+    for name in list(os.environ):
+        if name.upper().startswith("RUNBROKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+    monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
+    monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
+    monkeypatch.setenv("RUNBROKER_STATE_DIR", str(state_dir))
+    tasks_file = tmp_path / "tasks.toml"
+    hooked = PLAIN + '[tasks.a.notify.webhook]\nurl = "http://127.0.0.1:9/"\non = ["recovery"]\n'
+    tasks_file.write_text(hooked)
+    monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(tasks_file))
+    settings = load_settings()
+    broker = Broker(settings, build_registry((), settings.tasks_file), Signals())
+    broker._open_state()
+    assert broker.slot_state is not None
+    assert broker.slot_state.failing == {"a"}
+    run = broker.queue.submit(RunRequest(task="a"))
+    run.mark_started()
+    run.finish(RunResult(ok=True))
+    broker.notifier.run_finished(run)
+    notice = broker.notifier.outbox.take()
+    assert notice is not None
+    assert notice.events == ("recovery", "success")
+    assert broker.slot_state.failing == set()
+    broker.slot_state.close()

@@ -81,6 +81,23 @@ def test_a_gap_longer_than_the_scan_says_there_were_more() -> None:
     found = slots_between(T0, T0 + (SLOTS_SCANNED_MAX + 10) * 60.0, schedule=every_minute)
     assert found.count == SLOTS_SCANNED_MAX
     assert found.more
+    assert found.newest_at == T0 + (SLOTS_SCANNED_MAX + 10) * 60.0  # the newest, not the last
+
+
+def test_the_slot_caught_up_after_a_longer_gap_is_the_newest() -> None:
+    """A minutely schedule down for years: the run at start is the last minute's slot, not the
+    last one the scan counted."""
+    every_minute = parse_schedule("cron * * * * *", "Europe/Berlin")
+    now = T0 + 5 * 365 * DAY_S + 30.0
+    plan = plan_catch_up(
+        last_planned=T0,
+        now=now,
+        misfire=MISFIRE_COALESCE,
+        window_s=float("inf"),
+        schedule=every_minute,
+    )
+    assert plan.run_at == now - 30.0
+    assert plan.coalesced.more
 
 
 def test_an_every_schedule_is_counted_not_scanned() -> None:

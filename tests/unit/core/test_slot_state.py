@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 
 from daemon.core.slot_state import (
-    FORMAT,
     SET_ASIDE_SUFFIX,
-    STATE_BYTES_MAX,
     STATE_FILE,
-    VERSION,
     SlotState,
     StateDirRefused,
 )
+from daemon.core.state_file import FORMAT, STATE_BYTES_MAX, VERSION
 from tests.support.eventually import eventually_async
 
 
@@ -73,25 +71,34 @@ def test_a_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "why"),
     [
-        (b"{not json", "Expecting property name"),
-        (b"\xff\xfe", "Expecting value"),
-        (b"[]", "not a JSON object"),
+        (b"{not json", "Invalid JSON"),
+        (b"\xff\xfe", "Invalid JSON"),
+        (b"[]", "Input should be an object"),
+        (b"[" * 200_000, "recursion limit"),
         (json.dumps({"format": "other", "version": 1, "tasks": {}}).encode(), "format"),
-        (json.dumps({"format": FORMAT, "version": 99, "tasks": {}}).encode(), "version 99"),
-        (json.dumps({"format": FORMAT, "version": VERSION, "tasks": []}).encode(), "'tasks'"),
+        (json.dumps({"format": FORMAT, "version": 99, "tasks": {}}).encode(), "version"),
+        (json.dumps({"format": FORMAT, "version": VERSION, "tasks": []}).encode(), "tasks"),
         (
             json.dumps(
                 {"format": FORMAT, "version": 1, "tasks": {"t": {"last_planned": "x"}}}
             ).encode(),
-            "finite",
+            "tasks.t.last_planned",
         ),
         (
             b'{"format": "runbroker.slots", "version": 1, "tasks": {"t": {"last_planned": NaN}}}',
             "finite",
         ),
         (
-            b'{"format": "runbroker.slots", "version": 1, "tasks": {"t": {"last_planned": true}}}',
-            "finite",
+            b'{"format": "runbroker.slots", "version": 1, "tasks": {"t": {"last_planned": '
+            + b"9" * 400
+            + b"}}}",
+            "tasks.t.last_planned",
+        ),
+        (
+            json.dumps(
+                {"format": FORMAT, "version": 1, "tasks": {"t": {"last_planned": -1e300}}}
+            ).encode(),
+            "greater than or equal to 0",
         ),
     ],
 )
@@ -164,3 +171,26 @@ async def test_the_writer_writes_off_the_loop_when_told(tmp_path: Path) -> None:
         "nightly": {"last_planned": 7.0}
     }
     state.close()
+
+
+def test_the_failing_tasks_are_kept_across_a_restart(tmp_path: Path) -> None:
+    first = _opened(tmp_path)
+    first.ended("backup", failed=True)
+    first.ended("report", failed=True)
+    first.ended("report", failed=False)
+    first.close()
+    second = SlotState(tmp_path)
+    loaded = second.open()
+    assert loaded.problem == ""
+    assert loaded.failing == {"backup"}
+    assert second.failing == {"backup"}
+    second.close()
+
+
+def test_a_slot_kept_past_now_is_rewound(tmp_path: Path) -> None:
+    first = _opened(tmp_path)
+    first.planned("nightly", 2_000_000_000.0)
+    first.rewind("nightly", 1_780_000_000.0)
+    first.planned("nightly", 1_780_000_001.0)  # and rises from there again
+    first.close()
+    assert _opened(tmp_path).last_planned == {"nightly": 1_780_000_001.0}

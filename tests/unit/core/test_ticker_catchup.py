@@ -6,20 +6,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.core.catchup import MISFIRE_COALESCE, MISFIRE_SKIP
-from daemon.core.runqueue import RunQueue, RunResult
+from daemon.core.runqueue import RunQueue, RunRequest, RunResult
 from daemon.core.slot_state import SlotState
-from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, SlotRecord
+from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, Slot, SlotRecord
+from daemon.core.state_file import LAST_PLANNED_MAX_S, LAST_PLANNED_MIN_S
 from daemon.core.tick_clock import TickClock
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
-from daemon.testing import ManualClock
+from daemon.testing import ManualClock, VirtualTime
+from daemon.wire.reasons import REASON_MISSED
 
 NOW = datetime(2026, 6, 8, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -145,3 +152,127 @@ async def test_a_task_is_accounted_for_from_its_first_start_not_its_first_slot(
         assert queue.waiting_count() == 1
         (coalesced,) = record.last("nightly")  # the caught-up slot settles when its run ends
         assert (coalesced.outcome, coalesced.count) == (COALESCED, 1)
+
+
+async def test_a_slot_kept_a_day_ahead_counts_from_now_and_the_next_restart_catches_up(
+    tmp_path: Path, logs: list[MutableMapping[str, Any]]
+) -> None:
+    """The host's clock was a day ahead when the last life wrote its slot, and was set back:
+    the slot past now counts from now, so a restart 15 hours on still catches up."""
+    async with _started(tmp_path, _daily(), NOW + DAY) as (_ticker, queue, record, state):
+        assert queue.waiting_count() == 0
+        assert record.last("nightly") == []
+        assert state.last_planned["nightly"] == NOW.timestamp()
+    (future,) = [line for line in logs if line["event"] == "state.future_slot"]
+    assert (future["task"], future["ahead_s"]) == ("nightly", DAY.total_seconds())
+    later = NOW + timedelta(hours=15)  # past the 02:30 slot of the next day
+    async with _started(tmp_path, _daily(), None, later) as (_ticker, queue, _record, state):
+        assert queue.waiting_count() == 1  # the slot planned while down is caught up
+        run = await queue.take()
+        assert run is not None
+        assert state.last_planned["nightly"] == datetime(2026, 6, 9, 2, 30, tzinfo=UTC).timestamp()
+
+
+async def test_a_slot_older_than_its_start_deadline_is_missed_not_caught_up(
+    tmp_path: Path,
+) -> None:
+    plan = _daily(start_deadline_s=600.0, catchup_window_s=3 * 86400.0)
+    async with _started(tmp_path, plan, NOW - 3 * DAY) as (_ticker, queue, record, _state):
+        assert queue.waiting_count() == 0  # 02:30 is 9.5 hours ago: past its 10 minutes
+        (missed,) = record.last("nightly")
+        assert (missed.outcome, missed.count) == (MISSED, 3)
+        assert missed.reason == "the daemon was down; older than its start_deadline of 600s"
+
+
+async def test_a_slot_within_its_start_deadline_is_caught_up(tmp_path: Path) -> None:
+    plan = _daily(start_deadline_s=600.0)
+    now = datetime(2026, 6, 8, 2, 35, tzinfo=UTC)  # five minutes after the slot
+    async with _started(tmp_path, plan, NOW - 3 * DAY, now) as (_ticker, queue, record, _state):
+        assert queue.waiting_count() == 1
+        (missed,) = record.last("nightly")  # the two before: too late
+        assert (missed.outcome, missed.count) == (MISSED, 2)
+        assert "start_deadline" in missed.reason
+
+
+async def test_a_catch_up_run_still_queued_at_its_start_deadline_leaves_the_queue(
+    tmp_path: Path,
+) -> None:
+    """The executor is busy with a long job at start: the caught-up slot's run waits, and at
+    its deadline leaves the queue, its slot missed, as a tick's run does in a running daemon."""
+    restart = datetime(2026, 6, 8, 2, 35, tzinfo=UTC)
+    earlier = SlotState(tmp_path)
+    earlier.open()
+    earlier.planned("nightly", (restart - DAY).timestamp())
+    earlier.close()
+    state = SlotState(tmp_path)
+    state.open()
+    queue, record = RunQueue(4), SlotRecord()
+    settled: list[Slot] = []
+    record.listeners.append(settled.append)
+    long_job = queue.submit(RunRequest("backup"))
+    assert await queue.take() is long_job
+    clock = ManualClock(restart)
+    time_ = VirtualTime(clock)
+    ticker = Ticker(
+        queue,
+        [_daily(start_deadline_s=600.0)],
+        jitter=0.0,
+        slots=record,
+        state=state,
+        clock=TickClock(sleep=time_.sleep, now=clock, monotonic=time_.monotonic),
+    )
+    running = asyncio.create_task(ticker.run())
+    try:
+        await time_.advance_to(restart + timedelta(minutes=1))
+        (waiting,) = queue.waiting()
+        assert settled == []
+        await time_.advance_to(restart + timedelta(minutes=6))  # 02:40: the slot's deadline
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        state.close()
+    assert [(slot.outcome, slot.run_id) for slot in settled] == [(MISSED, waiting.id)]
+    assert waiting.result is not None
+    assert waiting.result.reason == REASON_MISSED
+    assert queue.waiting_count() == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    timing=st.sampled_from(
+        [
+            {"schedule": parse_schedule("cron 0 0 1 1 *", "Europe/Berlin")},
+            {"schedule": parse_schedule("every 1h")},
+            {"interval_s": 0.05},
+            {"interval_s": 86400.0 * 365},
+        ]
+    ),
+    last_planned=st.floats(min_value=LAST_PLANNED_MIN_S, max_value=LAST_PLANNED_MAX_S),
+    misfire=st.sampled_from([MISFIRE_COALESCE, MISFIRE_SKIP]),
+)
+async def test_any_slot_the_state_file_may_hold_is_caught_up_without_an_error(
+    timing: dict[str, Any], last_planned: float, misfire: str
+) -> None:
+    """Every value the file's model lets through, at the edges of the years too: the start
+    settles the gap, and the state then holds a slot that is not past now."""
+    with tempfile.TemporaryDirectory() as directory:
+        state = SlotState(Path(directory))
+        state.open()
+        state.planned("job", last_planned)  # as if read from the file
+        ticker = Ticker(
+            RunQueue(4),
+            [TickPlan("job", misfire=misfire, **timing)],
+            jitter=0.0,
+            state=state,
+            clock=TickClock(sleep=_never, now=ManualClock(NOW)),
+        )
+        running = asyncio.create_task(ticker.run())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        running.cancel()
+        (ended,) = await asyncio.gather(running, return_exceptions=True)
+        state.close()
+    assert isinstance(ended, asyncio.CancelledError)  # cancelled here, not ended by an error
+    kept = state.last_planned["job"]
+    assert min(last_planned, NOW.timestamp()) <= kept <= max(last_planned, NOW.timestamp())
+    assert kept <= NOW.timestamp()
