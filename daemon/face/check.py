@@ -26,9 +26,13 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings()
-        default_command = settings.default_command()
-    except (SettingsError, ValueError) as exc:
+    except SettingsError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        default_command = settings.default_command()
+    except ValueError as exc:  # as `runbroker run` says it
+        print(f"runbroker: RUNBROKER_COMMAND: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     path = Path(args.file) if args.file else settings.tasks_file
     found = check_file(settings, default_command, path)
