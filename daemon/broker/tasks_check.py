@@ -50,7 +50,8 @@ def take_tasks(
         own = {name: task.grace_s for name, task in tasks.items()}
         problem = fencing_problem(settings.lease_s, graces_s(settings.grace_s, own))
         if problem is not None:
-            raise TaskConfigError(problem)
+            culprit = next((n for n in own if f"the grace of task {n} (" in problem), None)
+            raise TaskConfigError(problem, () if culprit is None else ("tasks", culprit, "grace"))
     plans, warnings = tick_plans(settings, TaskRegistry(dict(tasks)))
     return TakenTasks(tasks, plans, warnings)
 

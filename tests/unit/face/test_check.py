@@ -80,3 +80,20 @@ def test_an_interval_the_daemon_clamps_is_a_warning_on_its_line(
     assert err == (
         f"{path}:4: warning: tasks.a: interval is below the minimum 50ms; using the minimum\n"
     )
+
+
+def test_a_grace_that_breaks_the_fencing_rule_is_on_its_line_with_a_database(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_env: None,
+) -> None:
+    path = tmp_path / "tasks.toml"
+    path.write_text('[tasks.a]\ncommand = ["true"]\n\ngrace = "40s"\n')
+    assert cli.main(["check", str(path)]) == exits.EXIT_OK
+    capsys.readouterr()
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", "postgresql://runbroker@127.0.0.1:1/none")
+    assert cli.main(["check", str(path)]) == exits.EXIT_CONFIG
+    assert capsys.readouterr().err.startswith(
+        f"{path}:4: the grace of task a (40s) must be at most half of RUNBROKER_LEASE (60s)"
+    )
