@@ -1,14 +1,16 @@
 """Start-up of ``runbroker run``: validate everything, then hand over to the event loop.
 
 A bad setting or tasks file is one line on stderr naming the culprit and exit code 2, with
-nothing started (no socket, no database connection).
+nothing started (no socket, no database connection). The tasks file is checked by
+``tasks_check``, the one check ``runbroker check`` and every reload apply too.
 """
 
 from __future__ import annotations
 
 import sys
 
-from daemon.core.tasks import TaskConfigError, build_registry
+from daemon.broker.tasks_check import startup_tasks
+from daemon.core.tasks import TaskConfigError
 from daemon.exits import EXIT_CONFIG, EXIT_FATAL
 from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
@@ -36,27 +38,9 @@ def main(command: list[str], early_signals: list[int]) -> int:
             print(f"runbroker: RUNBROKER_COMMAND: {exc}", file=sys.stderr)
             return EXIT_CONFIG
     try:
-        tasks = build_registry(
-            default_command,
-            settings.tasks_file,
-            file_required=settings.tasks_file_required,
-        )
+        tasks = startup_tasks(settings, default_command)
     except TaskConfigError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    if settings.database_dsn():
-        from daemon.pg.fence import fencing_problem, graces_s
-
-        problem = fencing_problem(settings.lease_s, graces_s(settings.grace_s, tasks.graces_s()))
-        if problem is not None:
-            print(f"runbroker: {problem}", file=sys.stderr)
-            return EXIT_CONFIG
-    if not tasks.tasks:
-        print(
-            "runbroker: no tasks: give a command after '--', set RUNBROKER_COMMAND, "
-            "or define tasks in RUNBROKER_TASKS_FILE",
-            file=sys.stderr,
-        )
         return EXIT_CONFIG
 
     import uvloop

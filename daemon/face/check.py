@@ -1,8 +1,10 @@
 """``runbroker check [FILE]``: a tasks file checked without a daemon, for CI.
 
 Every problem is one line ``FILE:LINE: message`` on stderr (the loader's words,
-``core.tasks.checking``); exit 0 when the daemon would take the file, 2 when it would not.
-Without FILE, the file of ``RUNBROKER_TASKS_FILE`` (or its default) is checked.
+``core.tasks.checking``), and so is each warning the daemon would log of it (an interval it
+clamps); exit 0 when the daemon would start with the file in this environment (its verdict is
+the daemon's own check, ``broker.tasks_check``), 2 when it would not. Without FILE, the file of
+``RUNBROKER_TASKS_FILE`` (or its default) is checked.
 """
 
 from __future__ import annotations
@@ -19,22 +21,24 @@ if TYPE_CHECKING:
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from daemon.core.tasks.checking import check_tasks_file
+    from daemon.broker.tasks_check import check_file
+    from daemon.settings import SettingsError, load_settings
 
-    if args.file:
-        path = Path(args.file)
-    else:
-        from daemon.settings import SettingsError, load_settings
-
-        try:
-            path = load_settings().tasks_file
-        except SettingsError as exc:
-            print(f"runbroker: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
-    problems = check_tasks_file(path)
-    for problem in problems:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"runbroker: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        default_command = settings.default_command()
+    except ValueError as exc:  # as `runbroker run` says it
+        print(f"runbroker: RUNBROKER_COMMAND: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    path = Path(args.file) if args.file else settings.tasks_file
+    found = check_file(settings, default_command, path)
+    for problem in [*found.problems, *found.warnings]:
         print(problem.text(str(path)), file=sys.stderr)
-    if problems:
+    if found.problems:
         return EXIT_CONFIG
     print(f"{path}: ok")
     return EXIT_OK

@@ -155,11 +155,13 @@ examples:
 CHECK_HELP = """\
 Reads FILE as the daemon reads its tasks file (TOML, every task, its schedule and zone, its
 handler imported) and prints every problem as `FILE:LINE: message` on stderr, one a line,
-going on past a task's first mistake to the next task (a TOML syntax error stops it). No
+going on past a task's first mistake to the next task (a TOML syntax error stops it), and
+what the daemon would warn of as `FILE:LINE: warning: ...`. The verdict is the daemon's own
+start-up check, in this environment (RUNBROKER_COMMAND, with a database the lease rule). No
 daemon is needed: for CI and for pre-commit hooks.
 
 exit codes:
-  0    the daemon would take the file
+  0    the daemon would start with the file
   2    it would not (one line per problem)
 
 examples:

@@ -89,6 +89,7 @@ class JobBoard:
         weekly: tuple[str, str] | None = None,
         cron: str | None = None,
         at: str | None = None,
+        schedule: str | None = None,
         tz: str = "UTC",
         payload: Any = None,
         max_attempts: int | None = None,
@@ -97,19 +98,22 @@ class JobBoard:
         """Add a job as ``runbroker jobs add`` would, and return its first run (None: an ``at`` in
         the past).
 
-        Exactly one schedule, such as ``weekly=("sun", "04:00")``. ValueError for a bad schedule."""
-        given = [v for v in (every, daily, weekly, cron, at) if v is not None]
+        Exactly one schedule, such as ``weekly=("sun", "04:00")`` or ``schedule="*/5 * * * *"``
+        (``--schedule``: any form). ValueError for a bad schedule."""
+        given = [v for v in (every, daily, weekly, cron, at, schedule) if v is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of every, daily, weekly, cron, at")
+            raise ValueError("give exactly one of every, daily, weekly, cron, at, schedule")
         spec = schedule_spec(
-            argparse.Namespace(every=every, daily=daily, weekly=weekly, cron=cron, at=at)
+            argparse.Namespace(
+                every=every, daily=daily, weekly=weekly, cron=cron, at=at, schedule=schedule
+            )
         )
-        schedule = parse_schedule(spec, tz)
-        first, _following = plan_first_run(schedule, self.clock())
+        parsed = parse_schedule(spec, tz)
+        first, _following = plan_first_run(parsed, self.clock())
         self.store.add(
             name,
             task,
-            schedule.text,
+            parsed.text,
             first,
             tz=tz,
             payload={} if payload is None else payload,

@@ -178,6 +178,19 @@ def test_check_passes_a_good_file_and_names_each_problem_of_a_bad_one(workdir: P
     )
 
 
+def test_check_fails_the_file_run_refuses_and_both_name_the_same_problem(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    watched = '[tasks.watch]\ncommand = ["true"]\n\n[tasks.watch.notify]\nmax_silence = "auto"\n'
+    daemon = start_daemon(tasks_toml=watched, wait_ready=False)
+    assert daemon.wait() == 2
+    problem = "tasks.watch.notify: max_silence = 'auto' needs the task's own interval or schedule"
+    assert daemon.stderr() == f"runbroker: {problem}\n"
+    path = workdir / "tasks.toml"
+    checked = _host("check", str(path))
+    assert (checked.returncode, checked.stdout, checked.stderr) == (2, "", f"{path}:5: {problem}\n")
+
+
 NEW_TASKS = TASKS.replace('schedule = "daily 02:30"', 'schedule = "daily 04:00"').replace(
     '[tasks.manual]\ncommand = ["echo", "manual"]\n',
     '[tasks.hourly]\ncommand = ["echo", "hourly"]\nschedule = "cron 0 * * * *"\n',

@@ -242,3 +242,20 @@ async def test_history_shows_run_times_in_the_jobs_zone_as_list_does(
     assert "2026-07-01 10:00:01Z" in lines["utc"]
     runs = {r["job"]: r for r in json.loads(await printed(capsys, "history", "--json"))["runs"]}
     assert runs["ny"]["started_at"] == "2026-07-01T10:00:01Z"  # JSON stays UTC
+
+
+@pytest.mark.parametrize(
+    ("argv", "stored"),
+    [
+        (["--schedule", "*/5 * * * *"], "cron */5 * * * *"),
+        (["--schedule", "@every 5m"], "every 5m"),
+        (["--schedule", "@daily"], "cron @daily"),
+        (["--schedule", "daily 02:30"], "daily 02:30"),
+        (["--cron", "*/5 * * * *"], "cron */5 * * * *"),
+    ],
+)
+async def test_add_takes_a_schedule_as_cron_users_write_it(
+    cli_env: str, sql: asyncpg.Connection, argv: list[str], stored: str
+) -> None:
+    assert await jobs("add", "x", "--task", "t", *argv) == 0
+    assert await sql.fetchval("SELECT schedule FROM scheduled_jobs WHERE name = 'x'") == stored

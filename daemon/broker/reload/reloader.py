@@ -16,14 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.broker.ticking import tick_plans
-from daemon.core.tasks import (
-    TaskChanges,
-    TaskConfigError,
-    TaskRegistry,
-    read_tasks_file,
-    tasks_from_bytes,
-)
+from daemon.broker.tasks_check import take_tasks
+from daemon.core.tasks import TaskChanges, TaskConfigError, TaskRegistry, read_tasks_file
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
@@ -140,20 +134,18 @@ class TaskReloader:
             return str(exc)
 
     def check(self, data: bytes) -> tuple[dict[str, Any], list[TickPlan], list[str]] | str:
-        """The tasks of the file's ``data`` and the ticker's plans of them, checked as start-up
-        checks them (with their interval warnings), or why the file is refused."""
+        """The tasks of the file's ``data`` and the ticker's plans of them, checked by start-up's
+        own check (``tasks_check``, with their interval warnings), or why the file is refused."""
         importlib.invalidate_caches()  # a handler module added since start-up is found
         try:
-            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
-            problem = self._problem(tasks)
-            plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
+            taken = take_tasks(self.settings, self.default_command, data, str(self.path))
         except TaskConfigError as exc:
             return str(exc)
         except BaseException as exc:  # synchronous code: never a real cancellation
             # Whatever the file's checks raise, a handler module's KeyboardInterrupt or
             # GeneratorExit included, refuses this file: it must never end PID 1.
             return f"{type(exc).__name__}: {exc}"
-        return problem if problem is not None else (tasks, plans, warnings)
+        return taken.tasks, taken.plans, taken.warnings
 
     def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
         """Put the checked tasks and their plans in place. Nothing here refuses."""
@@ -169,17 +161,6 @@ class TaskReloader:
         from daemon.pg.fence import graces_s
 
         return graces_s(self.settings.grace_s, {n: t.grace_s for n, t in tasks.items()})
-
-    def _problem(self, tasks: dict[str, Any]) -> str | None:
-        """What start-up would refuse beyond the file itself: no task at all, a grace that
-        breaks the fencing rule with a database."""
-        if not tasks:
-            return f"tasks file {self.path}: no tasks (the daemon would have none)"
-        if self.settings.database_dsn():
-            from daemon.pg.fence import fencing_problem
-
-            return fencing_problem(self.settings.lease_s, self._graces_s(tasks))
-        return None
 
     def named(self, reason: str) -> str:
         """A refusal's reason, naming the file."""

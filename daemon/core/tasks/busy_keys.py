@@ -3,41 +3,24 @@ file and line of a bad value (``tasks.toml:12: tasks.report: on_busy ...``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from daemon.core.busy import ON_BUSY, OnBusy
+from daemon.core.tasks.key_lines import key_lines
 from daemon.core.tasks.tasks_file import TaskConfigError, duration_value
 
-_HEADER = re.compile(r"\s*\[\s*tasks\s*\.\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_.:-]+?))\s*\]")
-_TABLE = re.compile(r"\s*\[")
 
-
-def key_line(text: str, task: str, key: str) -> int | None:
-    """The line (from 1) where ``[tasks.TASK]`` sets ``key``; None when it is not found there
-    (a dotted or inline table: the message then names the file alone)."""
-    inside = False
-    assignment = re.compile(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=")
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header is not None:
-            inside = task in header.groups()
-        elif _TABLE.match(line):
-            inside = False
-        elif inside and assignment.match(line):
-            return number
-    return None
-
-
-def _place(text: str, source: str, task: str, key: str) -> str:
-    """``FILE:LINE: tasks.TASK: KEY``; without a ``source``, ``tasks.TASK: KEY`` as the
-    loader's other messages (``runbroker check`` places those on their lines itself)."""
-    if not source:
-        return f"tasks.{task}: {key}"
-    line = key_line(text, task, key)
-    where = source if line is None else f"{source}:{line}"
-    return f"{where}: tasks.{task}: {key}"
+def _refused(text: str, source: str, task: str, key: str, message: str) -> TaskConfigError:
+    """``FILE:LINE: tasks.TASK: KEY message`` (the line where the table sets it, when found);
+    without a ``source``, ``tasks.TASK: KEY message`` as the loader's other messages
+    (``runbroker check`` places those on their lines itself)."""
+    path = ("tasks", task, key)
+    place = f"tasks.{task}: {key}"
+    if source:
+        line = key_lines(text).get(path)
+        place = f"{source}: {place}" if line is None else f"{source}:{line}: {place}"
+    return TaskConfigError(f"{place}{message}", path)
 
 
 def busy_keys(
@@ -49,15 +32,17 @@ def busy_keys(
         value = table["on_busy"]
         if value not in ON_BUSY:
             choices = ", ".join(repr(choice) for choice in ON_BUSY)
-            raise TaskConfigError(
-                f"{_place(text, source, task, 'on_busy')} must be one of {choices}, got {value!r}"
-            )
+            message = f" must be one of {choices}, got {value!r}"
+            raise _refused(text, source, task, "on_busy", message)
         on_busy = value
     deadline_s: float | None = None
     if "start_deadline" in table:
         value = table["start_deadline"]
-        place = _place(text, source, task, "start_deadline")
-        deadline_s = duration_value(place, value)
+        try:
+            deadline_s = duration_value("", value)
+        except TaskConfigError as exc:
+            raise _refused(text, source, task, "start_deadline", str(exc)) from None
         if "interval" not in table and "schedule" not in table and task != "default":
-            raise TaskConfigError(f"{place} needs an 'interval' or a 'schedule' to apply to")
+            message = " needs an 'interval' or a 'schedule' to apply to"
+            raise _refused(text, source, task, "start_deadline", message)
     return on_busy, deadline_s

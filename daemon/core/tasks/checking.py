@@ -3,27 +3,29 @@
 The loader (``loading``) stops at a file's first mistake, as start-up and a reload must; a
 check goes on to the next task, so that one run in CI lists them all. The words are the
 loader's: a TOML syntax error stops the check (nothing after it can be read), a task's mistake
-is its ``task_from_table`` error, placed on the line of the key it names, else of the task's
-table.
+is its ``task_from_table`` (or ``[notify]`` defaults') error, placed on the line of the key it
+is about (``key_lines``), else of the nearest table around it. Whether the daemon takes a file
+with no such problem is ``daemon.broker.tasks_check``'s to say, the daemon's own check.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from daemon.core.tasks.key_lines import KeyPath, key_lines
 from daemon.core.tasks.loading import task_from_table
-from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table
+from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
 from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
 
 _TOML_LINE = re.compile(r"\(at line ([0-9]+), column [0-9]+\)")
 _UNKNOWN_KEY = re.compile(r"unknown key '([^']*)'")
-_WORD = re.compile(r"[a-z_]+")
-_ABOUT = {"zone": "tz", "import": "handler"}  # the key a message is about, when it says not
-_TABLE = re.compile(r"\s*\[")
-_KEY = re.compile(r"\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*=")
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
+_TABLES = ("tasks", NOTIFY_TABLE)
 
 
 @dataclass(frozen=True)
@@ -40,22 +42,27 @@ class Problem:
 
 
 def check_tasks_file(path: Path) -> list[Problem]:
-    """Every problem of the tasks file at ``path`` (empty: the daemon would take it)."""
+    """Every problem of the tasks file at ``path`` that the file shows by itself."""
+    return file_problems(path)[1]
+
+
+def file_problems(path: Path) -> tuple[bytes | None, list[Problem]]:
+    """The bytes of the tasks file at ``path`` (None: none to read) and its problems."""
     try:
         data = read_tasks_file(path)
     except FileNotFoundError:
-        return [Problem(None, "no such file")]
+        return None, [Problem(None, "no such file")]
     except TaskConfigError as exc:
-        return [Problem(None, str(exc).removeprefix(f"tasks file {path}: "))]
+        return None, [Problem(None, str(exc).removeprefix(f"tasks file {path}: "))]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return [Problem(None, "not valid UTF-8")]
-    return check_tasks_text(text)
+        return data, [Problem(None, "not valid UTF-8")]
+    return data, check_tasks_text(text)
 
 
 def check_tasks_text(text: str) -> list[Problem]:
-    """Every problem of a tasks file's text."""
+    """Every problem of a tasks file's text, each on the line of the key it is about."""
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -66,62 +73,60 @@ def check_tasks_text(text: str) -> list[Problem]:
         return [Problem(max(len(text.splitlines()), 1) if at_end else None, str(exc))]
     except RecursionError:
         return [Problem(None, "nested too deeply (RecursionError)")]
-    lines = text.splitlines()
-    problems = [
-        Problem(_table_line(lines, name), f"unknown table {name!r}")
-        for name in document
-        if name not in ("tasks", NOTIFY_TABLE)
+    found: list[tuple[KeyPath, str]] = [
+        ((name,), f"unknown table {name!r}") for name in document if name not in _TABLES
     ]
+    defaults = document.get(NOTIFY_TABLE)
     try:
-        parse_notify_table(NOTIFY_TABLE, document.get(NOTIFY_TABLE))
+        parse_notify_table(NOTIFY_TABLE, defaults)
     except TaskConfigError as exc:
-        table = str(exc).partition(":")[0].split(".")  # notify.webhook: ... -> its header
-        line = _table_line(lines, *table) or _table_line(lines, NOTIFY_TABLE)
-        problems.append(Problem(line, str(exc)))
+        found.append((named_key(str(exc), document, ()), str(exc)))
+        defaults = None  # said once, not again at each task
     tables = document.get("tasks", {})
     if not isinstance(tables, dict):
-        return [*problems, Problem(_table_line(lines, "tasks"), "'tasks' must be a table")]
+        found.append((("tasks",), "'tasks' must be a table"))
+        tables = {}
     for name, table in tables.items():
         if not isinstance(table, dict):
-            problems.append(
-                Problem(_table_line(lines, "tasks", name), f"tasks.{name} must be a table")
-            )
+            found.append((("tasks", name), f"tasks.{name} must be a table"))
             continue
         try:
-            task_from_table(name, table)
+            with_defaults({name: task_from_table(name, table)}, defaults, "")
         except TaskConfigError as exc:
-            message = str(exc)
-            problems.append(Problem(_line_of(lines, name, message), message))
-    return problems
+            key = exc.key or named_key(str(exc), document, ("tasks", name))
+            found.append((key, str(exc)))
+    if not found:
+        return []
+    lines = key_lines(text)
+    return [Problem(line_of(lines, key), message) for key, message in found]
 
 
-def _line_of(lines: list[str], task: str, message: str) -> int | None:
-    """The line of the key the loader's ``message`` is about in the task's table (an unknown
-    key by its name, else the first key the message names), else of the table's header."""
-    header = _table_line(lines, "tasks", task)
-    if header is None:
-        return None
-    unknown = _UNKNOWN_KEY.search(message)
-    words = set(_WORD.findall(message.partition(": ")[2]))
-    words |= {key for word, key in _ABOUT.items() if word in words}
-    for number in range(header, len(lines)):  # the lines after the header, 0-based
-        line = lines[number]
-        if _TABLE.match(line):
-            break
-        found = _KEY.match(line)
-        if found is None:
-            continue
-        key = found[1].strip("\"'")
-        if (key == unknown[1]) if unknown else (key in words):
-            return number + 1
-    return header
+def named_key(message: str, document: Mapping[str, Any], table: KeyPath) -> KeyPath:
+    """The key a message of the ``[notify]`` tables names, by their words' form: ``WHERE: KEY
+    ...`` or ``WHERE: unknown key 'KEY'``, WHERE a table at or under ``table`` (its dotted
+    path); else that table."""
+    where, _, said = message.partition(": ")
+    prefix = ".".join(table)
+    if not where.startswith(prefix):
+        return table
+    below = where[len(prefix) :].strip(".")
+    path = (*table, *below.split(".")) if below else table
+    unknown = _UNKNOWN_KEY.search(said)
+    if unknown is not None:
+        return (*path, unknown[1])
+    value: Any = document
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    first = _WORD.match(said)
+    if first is not None and isinstance(value, dict) and first[0] in value:
+        return (*path, first[0])
+    return path
 
 
-def _table_line(lines: list[str], *names: str) -> int | None:
-    """The line of the ``[a.b]`` header naming ``names`` (quoted or bare), if there is one."""
-    parts = [rf"\s*(?:{re.escape(n)}|\"{re.escape(n)}\"|'{re.escape(n)}')\s*" for n in names]
-    header = re.compile(r"\s*\[" + r"\.".join(parts) + r"\]")
-    for number, line in enumerate(lines, start=1):
-        if header.match(line):
-            return number
+def line_of(lines: Mapping[KeyPath, int], key: KeyPath) -> int | None:
+    """The line of ``key``, else of the nearest table it is in that has one."""
+    for end in range(len(key), 0, -1):
+        line = lines.get(key[:end])
+        if line is not None:
+            return line
     return None

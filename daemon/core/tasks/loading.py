@@ -69,18 +69,23 @@ _KEYS = {
 
 
 def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source: str = "") -> Task:
-    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake (with
-    the file's ``text`` and ``source``, a busy key's names its file and line)."""
+    """The task of one ``[tasks.NAME]`` table; ``TaskConfigError`` at its first mistake, with
+    the path of the key it is about (with the file's ``text`` and ``source``, a busy key's
+    message names its file and line)."""
     where = f"tasks.{name}"
+
+    def refused(key: str | None, message: str) -> TaskConfigError:
+        return TaskConfigError(f"{where}: {message}", ("tasks", name, *([key] if key else [])))
+
     if not TASK_NAME.fullmatch(name):
-        raise TaskConfigError(f"{where}: invalid task name")
+        raise refused(None, "invalid task name")
     unknown = sorted(set(table) - _KEYS)
     if unknown:
-        raise TaskConfigError(f"{where}: unknown key {unknown[0]!r}")
+        raise refused(unknown[0], f"unknown key {unknown[0]!r}")
     command = table.get("command")
     handler_ref = table.get("handler")
     if (command is None) == (handler_ref is None):
-        raise TaskConfigError(f"{where}: set exactly one of 'command' or 'handler'")
+        raise refused(None, "set exactly one of 'command' or 'handler'")
     argv: tuple[str, ...] = ()
     handler: Handler | None = None
     if command is not None:
@@ -88,51 +93,62 @@ def task_from_table(name: str, table: Mapping[str, Any], text: str = "", source:
             try:
                 command = shlex.split(command)
             except ValueError as exc:
-                raise TaskConfigError(f"{where}: command: {exc}") from None
+                raise refused("command", f"command: {exc}") from None
         if (
             not isinstance(command, list)
             or not command
             or not all(isinstance(part, str) for part in command)
         ):
-            raise TaskConfigError(f"{where}: command must be a non-empty list of strings")
+            raise refused("command", "command must be a non-empty list of strings")
         argv = tuple(command)
     else:
         if not isinstance(handler_ref, str):
-            raise TaskConfigError(f"{where}: handler must be a string 'module:function'")
-        handler = load_handler(handler_ref, where)
+            raise refused("handler", "handler must be a string 'module:function'")
+        try:
+            handler = load_handler(handler_ref, where)
+        except TaskConfigError as exc:
+            raise TaskConfigError(str(exc), ("tasks", name, "handler")) from None
     allow_args = table.get("allow_args", False)
     if not isinstance(allow_args, bool):
-        raise TaskConfigError(f"{where}: allow_args must be true or false")
+        raise refused("allow_args", "allow_args must be true or false")
     allow_env = table.get("allow_env", [])
     if not isinstance(allow_env, list) or not all(
         isinstance(item, str) and ENV_NAME.fullmatch(item) for item in allow_env
     ):
-        raise TaskConfigError(f"{where}: allow_env must be a list of variable names")
-    durations = {
-        key: duration_value(f"{where}: {key}", table[key], zero_ok=key == "grace")
-        for key in ("timeout", "soft_timeout", "grace", "interval", "catchup_window")
-        if key in table
-    }
+        raise refused("allow_env", "allow_env must be a list of variable names")
+    durations = {}
+    for key in ("timeout", "soft_timeout", "grace", "interval", "catchup_window"):
+        if key in table:
+            try:
+                durations[key] = duration_value(
+                    f"{where}: {key}", table[key], zero_ok=key == "grace"
+                )
+            except TaskConfigError as exc:
+                raise TaskConfigError(str(exc), ("tasks", name, key)) from None
     schedule = None
     if "schedule" in table:
         spec, tz = table["schedule"], table.get("tz", "UTC")
         if not isinstance(spec, str) or not isinstance(tz, str):
-            raise TaskConfigError(f"{where}: schedule and tz must be strings")
+            raise refused(
+                "schedule" if not isinstance(spec, str) else "tz", "schedule and tz must be strings"
+            )
         try:
             schedule = parse_schedule(spec, tz)
         except ValueError as exc:
-            raise TaskConfigError(f"{where}: {exc}") from None
+            zone = str(exc).startswith("unknown time zone") and "tz" in table
+            raise refused("tz" if zone else "schedule", str(exc)) from None
         if "interval" in durations:
-            raise TaskConfigError(f"{where}: set either 'interval' or 'schedule', not both")
+            raise refused("schedule", "set either 'interval' or 'schedule', not both")
     elif "tz" in table:
-        raise TaskConfigError(f"{where}: 'tz' needs a 'schedule'")
+        raise refused("tz", "'tz' needs a 'schedule'")
     misfire = table.get("misfire", MISFIRE_COALESCE)
     if misfire not in MISFIRES:
-        raise TaskConfigError(f"{where}: misfire must be one of {', '.join(map(repr, MISFIRES))}")
+        raise refused("misfire", f"misfire must be one of {', '.join(map(repr, MISFIRES))}")
     catching_up = "misfire" in table or "catchup_window" in durations
     if catching_up and schedule is None and "interval" not in durations:
-        raise TaskConfigError(
-            f"{where}: 'misfire' and 'catchup_window' need an interval or schedule"
+        raise refused(
+            "misfire" if "misfire" in table else "catchup_window",
+            "'misfire' and 'catchup_window' need an interval or schedule",
         )
     on_busy, start_deadline_s = busy_keys(name, table, text, source)
     return Task(
@@ -164,19 +180,19 @@ def parse_tasks_toml(text: str, source: str = "tasks file") -> dict[str, Task]:
         raise TaskConfigError(f"{source}: nested too deeply (RecursionError)") from None
     unknown = sorted(set(document) - {"tasks", NOTIFY_TABLE})
     if unknown:
-        raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}")
+        raise TaskConfigError(f"{source}: unknown table {unknown[0]!r}", (unknown[0],))
     tables = document.get("tasks", {})
     if not isinstance(tables, dict):
-        raise TaskConfigError(f"{source}: 'tasks' must be a table")
+        raise TaskConfigError(f"{source}: 'tasks' must be a table", ("tasks",))
     tasks = {}
     for name, table in tables.items():
         if not isinstance(table, dict):
-            raise TaskConfigError(f"{source}: tasks.{name} must be a table")
+            raise TaskConfigError(f"{source}: tasks.{name} must be a table", ("tasks", name))
         tasks[name] = task_from_table(name, table, text, source)
     return with_defaults(tasks, document.get(NOTIFY_TABLE), source)
 
 
-def _file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
+def tasks_file_bytes(tasks_file: Path | None, file_required: bool) -> bytes | None:
     """The tasks file's bytes, or None when there is none (and none is required)."""
     if tasks_file is None:
         return None
@@ -209,7 +225,8 @@ def _with_default(tasks: dict[str, Task], default_command: tuple[str, ...]) -> d
     if default_command:
         if "default" in tasks:
             raise TaskConfigError(
-                "task 'default' is defined both by the command line and by the tasks file"
+                "task 'default' is defined both by the command line and by the tasks file",
+                ("tasks", "default"),
             )
         tasks["default"] = Task(name="default", command=default_command)
     return tasks
@@ -221,7 +238,7 @@ def build_registry(
     """The container's tasks (the tasks file, if present, plus ``default`` from the command) as
     the registry every part of the daemon shares, with the digest of the file's bytes the tasks
     came from (a reload compares it)."""
-    data = _file_bytes(tasks_file, file_required)
+    data = tasks_file_bytes(tasks_file, file_required)
     registry = TaskRegistry(tasks_from_bytes(data, str(tasks_file), default_command))
     registry.source_digest = None if data is None else hashlib.sha256(data).hexdigest()
     return registry

@@ -25,7 +25,13 @@ _KINDS = {
 
 
 class TaskConfigError(ValueError):
-    """The tasks file or the default command is wrong. The message names the place."""
+    """The tasks file or the default command is wrong. The message names the place; ``key``,
+    when known, is the path in the file of the key (or table) it is about, which
+    ``runbroker check`` turns into that key's own line."""
+
+    def __init__(self, message: str, key: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def read_tasks_file(path: Path) -> bytes:

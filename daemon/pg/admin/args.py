@@ -22,13 +22,15 @@ MAX_HISTORY = 100_000
 ADD_HELP = """\
 Times are wall-clock times in --tz (across DST as cron does: a time in the spring gap runs
 right after it, one in the autumn overlap runs once). The next run is computed from the
-previous scheduled time. --cron also takes @every DUR.
+previous scheduled time. --cron also takes @every DUR; --schedule takes any form of a tasks
+file's schedule, a cron line or macro as it is included ('*/5 * * * *', '@every 5m', '@daily').
 
 examples:
   runbroker jobs add nightly-report --task report --daily 02:30 --tz Europe/Berlin
   runbroker jobs add sync --task sync --every 5m --payload '{"full": false}' --max-attempts 5
   runbroker jobs add weekly --task cleanup --weekly sun 04:00 --depends-on sync:skip
   runbroker jobs add quarter --task report --cron '0 6 1 */3 *'
+  runbroker jobs add tidy --task cleanup --schedule '*/5 * * * *'
   runbroker jobs add once --task migrate-data --at now
   runbroker jobs add later --task migrate-data --at 2027-01-01T08:00:00+01:00
 """
@@ -74,6 +76,9 @@ def jobs_parser() -> argparse.ArgumentParser:
         "--cron", metavar="EXPR", help="five fields, or @hourly @daily @weekly @monthly @yearly"
     )
     once.add_argument("--at", metavar="TIME|now", help="one-shot: RFC 3339 time, or now")
+    once.add_argument(
+        "--schedule", metavar="SPEC", help="any schedule: '*/5 * * * *', '@daily', 'daily 02:30'"
+    )
     add.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA zone (default UTC)")
     add.add_argument("--payload", metavar="JSON", help="JSON given to the run")
     add.add_argument(
@@ -141,6 +146,8 @@ def schedule_spec(args: argparse.Namespace) -> str:
         return f"weekly {args.weekly[0]} {args.weekly[1]}"
     if args.cron is not None:
         return f"cron {args.cron}"
+    if args.schedule is not None:
+        return str(args.schedule)
     return f"at {args.at}"
 
 

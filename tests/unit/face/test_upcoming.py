@@ -156,3 +156,29 @@ def test_an_older_or_refusing_daemon_is_said_in_words(
     monkeypatch.setattr(client, "control", lambda _path, _request: answer)
     assert cli.main([*argv, "--socket", "/nonexistent.sock"]) == code
     assert said in capsys.readouterr().err
+
+
+def test_next_and_check_take_schedules_as_cron_users_write_them(
+    clean_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tasks.toml"
+    path.write_text(
+        '[tasks.five]\ncommand = "true"\nschedule = "*/5 * * * *"\n'
+        '[tasks.tick]\ncommand = "true"\nschedule = "@every 90s"\n'
+        '[tasks.day]\ncommand = "true"\nschedule = "@daily"\ntz = "Europe/Berlin"\n'
+    )
+    argv = ["next", "--file", str(path), "--count", "2", "--after", "2026-01-01T00:00:00Z"]
+    assert cli.main(argv) == exits.EXIT_OK
+    assert capsys.readouterr().out.splitlines() == [
+        "day: cron @daily (Europe/Berlin)",
+        "  2026-01-02 00:00:00+01:00  = 2026-01-01T23:00:00Z",
+        "  2026-01-03 00:00:00+01:00  = 2026-01-02T23:00:00Z",
+        "five: cron */5 * * * * (UTC)",
+        "  2026-01-01 00:05:00+00:00  = 2026-01-01T00:05:00Z",
+        "  2026-01-01 00:10:00+00:00  = 2026-01-01T00:10:00Z",
+        "tick: every 1m30s (UTC)",
+        "  2026-01-01 00:01:30+00:00  = 2026-01-01T00:01:30Z",
+        "  2026-01-01 00:03:00+00:00  = 2026-01-01T00:03:00Z",
+    ]
+    assert cli.main(["check", str(path)]) == exits.EXIT_OK
+    assert capsys.readouterr().out == f"{path}: ok\n"

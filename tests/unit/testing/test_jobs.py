@@ -132,6 +132,11 @@ async def test_the_jobs_add_forms_and_their_first_runs(job_board: JobBoard) -> N
     assert job_board.next_run_at("once") is None
 
 
+def test_a_schedule_is_taken_as_cron_users_write_it(job_board: JobBoard) -> None:
+    assert job_board.add("b", schedule="0 6 1 */3 *") == datetime(2026, 1, 1, 6, tzinfo=UTC)
+    assert job_board.add("e", schedule="@every 5m") == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+
+
 def test_a_bad_schedule_is_refused(job_board: JobBoard) -> None:
     with pytest.raises(ValueError, match="HH:MM"):
         job_board.add("bad", daily="25:00")

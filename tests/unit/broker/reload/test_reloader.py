@@ -242,7 +242,7 @@ def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
 def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
     make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from daemon.broker.reload import reloader as reloader_module
+    from daemon.broker import tasks_check
 
     broker = make_broker()
     before, plans = dict(broker.tasks.tasks), list(broker.ticker.plans)
@@ -250,7 +250,7 @@ def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
     def broken(*_args: object) -> None:
         raise RuntimeError("no plans today")
 
-    monkeypatch.setattr(reloader_module, "tick_plans", broken)
+    monkeypatch.setattr(tasks_check, "tick_plans", broken)
     replace_file(tasks_file, NEW_TASKS)
     answer = broker.control(ControlRequest("reload"))
     assert answer["ok"] is False

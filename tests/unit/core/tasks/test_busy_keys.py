@@ -4,12 +4,12 @@ the file and the line it is on."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.busy import ON_BUSY
 from daemon.core.tasks import TaskConfigError, parse_tasks_toml
-from daemon.core.tasks.busy_keys import key_line
+from daemon.core.tasks.key_lines import key_lines
 
 SOURCE = "/etc/runbroker/tasks.toml"
 
@@ -74,9 +74,9 @@ def test_the_default_task_ticks_at_the_global_interval_and_may_have_one() -> Non
     assert parse_tasks_toml(text, SOURCE)["default"].start_deadline_s == 300.0
 
 
-def test_an_inline_table_names_the_file_alone() -> None:
-    text = 'tasks.report = { command = ["true"], interval = "1m", on_busy = "later" }\n'
-    with pytest.raises(TaskConfigError, match=rf"^{SOURCE}: tasks.report: on_busy must"):
+def test_an_inline_table_names_the_line_of_its_key() -> None:
+    text = '\ntasks.report = { command = ["true"], interval = "1m", on_busy = "later" }\n'
+    with pytest.raises(TaskConfigError, match=rf"^{SOURCE}:2: tasks.report: on_busy must"):
         parse_tasks_toml(text, SOURCE)
 
 
@@ -84,6 +84,7 @@ _names = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)
 _keys = st.sampled_from(["command", "interval", "on_busy", "start_deadline", "timeout"])
 
 
+@settings(deadline=None)
 @given(
     st.lists(st.tuples(_names, st.lists(_keys, unique=True)), unique_by=lambda t: t[0]),
     st.booleans(),
@@ -99,10 +100,10 @@ def test_key_line_finds_the_line_of_each_tables_own_key(
             lines.append(f'{key} = "x"')
             where[(name, key)] = len(lines)
         lines.append("")
-    text = "\n".join(lines)
+    found = key_lines("\n".join(lines))
     for name, _keys_of in tables:
         for key in ("command", "interval", "on_busy", "start_deadline", "timeout"):
-            assert key_line(text, name, key) == where.get((name, key))
+            assert found.get(("tasks", name, key)) == where.get((name, key))
 
 
 def test_check_places_a_bad_busy_key_on_its_line() -> None:

@@ -112,3 +112,54 @@ def test_the_check_agrees_with_the_loader(tables: list[tuple[str, list[str]]]) -
         assert str(exc).removeprefix("t: ") in [problem.message for problem in problems]
     else:
         assert problems == []
+
+
+PLACED = """\
+# tasks of the nightly jobs
+[tasks.cron]
+command = ["true"]
+
+schedule = "cron 61 * * * *"
+[tasks.report]
+command = ["true"]
+[tasks.report.notify.webhook]
+on = ["failure"]
+
+url = "ftp://hooks.example.invalid/x"
+
+[tasks.sync]
+command = ["true"]
+interval = "1h"
+notify.webhook.url = "https://hooks.example.invalid/y"
+notify.webhook.on = ["bogus"]
+
+[tasks.typed]
+command = '''
+true
+schedule = "daily 02:30"
+'''
+schedule = "daily 25:00"
+[tasks]
+inline = { command = "true", notify = { ping = { url = "https://p.example.invalid", on = [
+  "recovery"] } } }
+
+[notify.command]
+command = "true"
+timeout = "2h"
+"""
+
+
+def test_each_problem_is_on_its_keys_own_line() -> None:
+    """The key's line, whichever way TOML sets it: under its table, dotted, inline, after a
+    multi-line string that holds a look-alike."""
+    problems = {
+        problem.message.partition(":")[0]: problem.line for problem in check_tasks_text(PLACED)
+    }
+    assert problems == {
+        "notify.command": 31,
+        "tasks.cron": 5,
+        "tasks.report.notify.webhook": 11,
+        "tasks.sync.notify.webhook": 17,
+        "tasks.typed": 24,
+        "tasks.inline.notify.ping": 26,
+    }

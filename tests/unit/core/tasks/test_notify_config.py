@@ -153,7 +153,7 @@ def test_a_mistake_in_the_defaults_names_them_and_hides_the_value() -> None:
 
 def test_check_reports_the_defaults_on_their_line() -> None:
     problems = check_tasks_text('[tasks.a]\ncommand = "true"\n[notify.webhook]\nurl = "x"\n')
-    assert [problem.line for problem in problems] == [3]
+    assert [problem.line for problem in problems] == [4]  # the line of the url key
     assert "notify.webhook: url:" in problems[0].message
 
 
