@@ -17,4 +17,4 @@ EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the daemon is unreachable, or refuses t
 EXIT_TEMPFAIL = 75  # EX_TEMPFAIL: rejected (queue full, shutting down), worth a retry
 EXIT_GAVE_UP = 124  # ``trigger --timeout``: gave up waiting, the run goes on (as timeout(1))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: interrupted by the user, the run goes on
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: our output was closed (``runbroker ... | head -1``)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: a run's output was closed (``trigger x | head -1``)
