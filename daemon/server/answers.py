@@ -246,12 +246,12 @@ class AnswerStream:
             more = source.fill(self, budget)
         pending = self.pending
         if pending:
+            self.written_bytes += self.pending_bytes  # before the write: it may pause us
             if len(pending) == 1:
                 self.transport.write(pending[0])
             else:  # uvloop writes them together (a writev), without joining them first
                 self.transport.writelines(pending)
             pending.clear()
-            self.written_bytes += self.pending_bytes
             self.pending_bytes = 0
             if self.holding is not None and not self.paused:
                 self._release_hold()  # the transport took it all without pausing: caught up
