@@ -5,13 +5,22 @@ drives, with a transport whose client reads what and when the test says."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+import json
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import pytest
+
+from daemon.server import answers
 from daemon.server.answers import READ_CHECK_S, WRITE_TIMEOUT_S, AnswerStream
 from daemon.wire.codec import encode_fields
 from daemon.wire.protocol import EVENT_DONE
+from tests.unit.core.executing import sh_task
+from tests.unit.server.serving import serving
 
 HIGH_WATER_BYTES = 64 * 1024  # as a transport's marks: pause above, resume below the low one
 LOW_WATER_BYTES = 16 * 1024
@@ -201,3 +210,36 @@ def test_a_paused_answer_still_being_written_cuts_off_only_an_idle_reader() -> N
     assert not transport.aborted
     server.loop.advance_to(at_s + WRITE_TIMEOUT_S + READ_CHECK_S)
     assert transport.aborted
+
+
+async def test_a_slow_steady_reader_of_a_real_socket_gets_its_done(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on the serving loop and a real socket, the limit made short: what the
+    transport reports as buffered is what its client has not read yet."""
+    limit_s = 1.0
+    monkeypatch.setattr(answers, "WRITE_TIMEOUT_S", limit_s)
+    monkeypatch.setattr(answers, "READ_CHECK_S", limit_s / 4)
+    path = short_dir / "rb.sock"
+    flood = sh_task("flood", "seq 1 15000")  # about 1 MB of answer lines
+    async with serving(path, flood, output_hold_s=0) as (_, _queue, finished):
+        # The run writes it all at once; its answer waits in the transport, closed once done.
+        loop = asyncio.get_running_loop()
+        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # little held in the kernel
+        slow.setblocking(False)
+        try:
+            await loop.sock_connect(slow, str(path))
+            await loop.sock_sendall(slow, b'{"task": "flood"}\n')
+            started_s = loop.time()
+            data = b""
+            while chunk := await loop.sock_recv(slow, 4 * 1024):
+                data += chunk
+                await asyncio.sleep(0.01)  # the reader's pace: at most 4 KiB every 10 ms
+        finally:
+            slow.close()
+        assert (await finished.wait("flood")).result is not None
+    assert loop.time() - started_s > 2 * limit_s  # reading took longer than the limit
+    done = json.loads(data.splitlines()[-1])
+    assert done["event"] == "done"
+    assert done["ok"] is True
