@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from daemon import __version__
-from daemon.exits import EXIT_INTERRUPTED, EXIT_OK
+from daemon.exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_OK
 
 TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
 if TYPE_CHECKING:
@@ -51,9 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except BrokenPipeError:
-        from daemon.face.pipe_end import closed_output
-
-        return closed_output()
+        return _closed_output()
 
 
 def _main(words: list[str]) -> int:
@@ -71,17 +69,50 @@ def _main(words: list[str]) -> int:
         _flush_output()
         raise
     _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit
-    if streaming:
-        from daemon.face.pipe_end import closed_output, reader_gone
-
-        if reader_gone():
-            return closed_output()
+    if streaming and _reader_gone():
+        return _closed_output()
     return code
 
 
 def _flush_output() -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+
+
+def _reader_gone() -> bool:
+    """Our stdout is a pipe whose reader has closed it (``runbroker trigger x | head -1``, head
+    done) although every write fit in the pipe and none failed: the kernel reports POLLERR on
+    a pipe's write end without readers. A reader that is still there (``| cat``) is not waited
+    for."""
+    import os
+    import select
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+    except (OSError, ValueError, AttributeError):  # closed, or not a real file (a capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR is reported whatever the mask
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _closed_output() -> int:
+    """The reader of a run's output went away (``trigger x | head -1``): exit quietly with
+    128 + SIGPIPE, as a shell reports a Unix tool that SIGPIPE ended. Whatever is still buffered
+    goes to /dev/null, so the interpreter's own flush at exit cannot complain either."""
+    import contextlib
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        # Not a real file (a test's capture): then nothing will flush to a pipe either.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _dispatch(words: list[str]) -> int:
