@@ -3,9 +3,10 @@ or running (its ``on_busy`` in the tasks file).
 
 ``queue`` queues one more run (a trigger's way when the task sets nothing); ``skip`` submits
 nothing (a trigger is refused with ``CODE_SKIPPED``; a tick's slot is skipped, which is also a
-tick's way when the task sets nothing); ``coalesce`` joins the task's queued run, if there is
-one (a trigger hears that run's events, its output and its result), else queues one behind the
-running run; ``replace`` cancels the task's queued and running runs (``REASON_REPLACED``) and
+tick's way when the task sets nothing); ``coalesce`` joins the task's queued run of the same
+request (the same args and env: a run with other ones would not do what was asked), if there
+is one (a trigger hears that run's events, its output and its result), else queues one;
+``replace`` cancels the task's queued and running runs (``REASON_REPLACED``) and
 queues the new one. Only a task that sets a policy pays for the check, one look through the
 waiting runs (at most ``RUNBROKER_QUEUE_CAPACITY``); a task without one is submitted as before.
 """
@@ -67,8 +68,8 @@ class BusyPolicy:
         if on_busy == "skip":
             raise Skipped(request.task)
         if on_busy == "coalesce":
-            queued = self.queued_run(request.task)
-            if queued is None:  # only running: the one run queued behind it covers the request
+            queued = self.queued_run(request)
+            if queued is None:  # none of this request waits: the one queued now covers it
                 return Admitted(queue.submit(request, listener, watcher))
             if listener is not None:
                 _join(queued, listener, self.position(queued))
@@ -76,11 +77,11 @@ class BusyPolicy:
             return Admitted(queued, joined=True)
         return Admitted(self._replace(request, listener, watcher))
 
-    def queued_run(self, task: str) -> Run | None:
-        """The task's last queued run (None: none is waiting)."""
+    def queued_run(self, request: RunRequest) -> Run | None:
+        """The last queued run of the same request: its task, args and env (None: none)."""
         found = None
         for run in self.queue.waiting():
-            if run.request.task == task:
+            if _same_request(run.request, request):
                 found = run
         return found
 
@@ -106,6 +107,15 @@ class BusyPolicy:
             log.info("run.replacing", run_id=current.id, task=task, by=run.id)
             self.cancel_running(current.id, REASON_REPLACED)
         return run
+
+
+def _same_request(queued: RunRequest, request: RunRequest) -> bool:
+    """Whether a run of ``queued`` does what ``request`` asks (the trigger kind aside)."""
+    return (
+        queued.task == request.task
+        and queued.args == request.args
+        and dict(queued.env) == dict(request.env)
+    )
 
 
 def _join(run: Run, listener: Listener, position: int) -> None:

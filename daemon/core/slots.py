@@ -161,8 +161,9 @@ class SlotRecord:
         self._totals[slot.task][slot.outcome] += slot.count
 
     def last(self, task: str) -> list[Slot]:
-        """The last settled slots of ``task``, oldest first (at most ``kept_per_task``)."""
-        return list(self._kept.get(task, ()))
+        """The last settled slots of ``task`` (at most ``kept_per_task``), by planned time:
+        a slot's run ends after later slots were skipped or missed, and is read in its place."""
+        return sorted(self._kept.get(task, ()), key=_planned_at)
 
     def tasks(self) -> list[str]:
         """The tasks with settled slots, sorted."""
@@ -171,6 +172,10 @@ class SlotRecord:
     def totals(self, task: str) -> dict[str, int]:
         """How many slots of ``task`` were settled as each outcome (zeros for an unknown one)."""
         return dict(self._totals.get(task) or dict.fromkeys(OUTCOMES, 0))
+
+
+def _planned_at(slot: Slot) -> float:
+    return slot.planned_at
 
 
 def _log_settled(slot: Slot) -> None:

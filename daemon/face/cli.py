@@ -42,6 +42,11 @@ def entry() -> None:
     sys.exit(code)
 
 
+# Their output is a run's, which goes on without its reader: 141 once it has gone
+# (``face/pipe_end.py``); every other command's is a whole answer and its code stands.
+_STREAMING = ("trigger", "logs", "once")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
@@ -50,6 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(words: list[str]) -> int:
+    command = words[0] if words else ""
+    streaming = command in _STREAMING
+    if not streaming and command != "run":
+        from daemon.face.pipe_end import drop_output_once_closed
+
+        drop_output_once_closed()
     try:
         code = _dispatch(words)
     except KeyboardInterrupt:
@@ -58,7 +69,7 @@ def _main(words: list[str]) -> int:
         _flush_output()
         raise
     _flush_output()  # a closed pipe shows here, not as a traceback at interpreter exit
-    if words[:1] != ["run"] and _reader_gone():
+    if streaming and _reader_gone():
         return _closed_output()
     return code
 
@@ -69,7 +80,7 @@ def _flush_output() -> None:
 
 
 def _reader_gone() -> bool:
-    """Our stdout is a pipe whose reader has closed it (``runbroker status | head -1``, head
+    """Our stdout is a pipe whose reader has closed it (``runbroker trigger x | head -1``, head
     done) although every write fit in the pipe and none failed: the kernel reports POLLERR on
     a pipe's write end without readers. A reader that is still there (``| cat``) is not waited
     for."""
@@ -89,7 +100,7 @@ def _reader_gone() -> bool:
 
 
 def _closed_output() -> int:
-    """The reader of our output went away (``runbroker status | head -1``): exit quietly with
+    """The reader of a run's output went away (``trigger x | head -1``): exit quietly with
     128 + SIGPIPE, as a shell reports a Unix tool that SIGPIPE ended. Whatever is still buffered
     goes to /dev/null, so the interpreter's own flush at exit cannot complain either."""
     import contextlib

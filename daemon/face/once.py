@@ -1,7 +1,10 @@
 """``runbroker once [TASK] [--skip]``: run a task once in this process, for external schedulers.
 
 Concurrent callers are coalesced through ``coord.Exclusive``: a caller that finds a run in
-flight records a rerun and exits 0 at once, since that run covers it.
+flight records a rerun and exits 0 at once, since that run covers it; with ``--skip`` it exits
+3, as a ``trigger`` its ``on_busy`` skipped does. Host cron mails whatever a job prints, so
+``once`` prints the job's output and its own errors, and its log lines only at the
+``RUNBROKER_LOG_LEVEL`` one sets.
 """
 
 from __future__ import annotations
@@ -15,13 +18,22 @@ from daemon.coord.exclusive import Exclusive
 from daemon.coord.outcome import Outcome
 from daemon.core.runqueue import Event, Run, RunRequest, RunResult
 from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
-from daemon.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_TEMPFAIL
+from daemon.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SKIPPED,
+    EXIT_TEMPFAIL,
+)
 from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
 from daemon.wire.protocol import EVENT_OUTPUT
 from daemon.wire.reasons import REASON_INTERRUPTED
 
 log = get_logger("runbroker.once")
+
+QUIET_LOG_LEVEL = "error"  # without RUNBROKER_LOG_LEVEL: what a failed run says is its own line
 
 
 class _Interrupts:
@@ -105,7 +117,9 @@ def main(task: str, *, skip: bool = False) -> int:
     except (SettingsError, TaskConfigError, ValueError) as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    configure_logging(settings.log_format, settings.log_level, stream=sys.stderr)
+    asked = "log_level" in settings.model_fields_set  # RUNBROKER_LOG_LEVEL is set
+    level = settings.log_level if asked else QUIET_LOG_LEVEL
+    configure_logging(settings.log_format, level, stream=sys.stderr)
     refusal = tasks.refusal(RunRequest(task=task))
     if refusal is not None:
         print(f"runbroker: {refusal}", file=sys.stderr)
@@ -132,7 +146,9 @@ def main(task: str, *, skip: bool = False) -> int:
     print(f"runbroker: {_NOT_RUN[result.outcome].format(task=task)}", file=sys.stderr)
     if result.outcome == Outcome.GATED:
         return EXIT_TEMPFAIL
-    return EXIT_OK  # queued, discarded or skipped: the run in flight covers this call
+    if result.outcome == Outcome.SKIPPED:
+        return EXIT_SKIPPED
+    return EXIT_OK  # queued or discarded: the rerun after the run in flight covers this call
 
 
 # What a caller that did not run the task was told, in words (the JSON log line has the rest).

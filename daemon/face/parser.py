@@ -211,7 +211,9 @@ def build_parser(
 
     once = sub.add_parser("once", help="run a task once in this process, coalesced across callers")
     once.add_argument("task", nargs="?", default="default")
-    once.add_argument("--skip", action="store_true", help="skip instead of queueing a rerun")
+    once.add_argument(
+        "--skip", action="store_true", help="skip (exit 3) instead of queueing a rerun"
+    )
 
     sub.add_parser("migrate", help="apply the database migrations", add_help=False)
     sub.add_parser("jobs", help="manage scheduled jobs in PostgreSQL", add_help=False)

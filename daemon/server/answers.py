@@ -5,6 +5,9 @@ falls ``HOLD_BYTES`` behind holds the run's output back (``OutputFlow``), as a p
 reader would, for at most the flow's bound. One still behind then is let go: it loses output
 lines (counted in ``done``'s ``dropped_lines``) until it catches up, never lifecycle events.
 A ``logs`` client pulls its lines from a ``LineSource`` as it reads, so a slow one holds no copy.
+A client is cut off only when it reads nothing for ``WRITE_TIMEOUT_S``: the transport tells
+when its buffer fills and drains below a mark, not each read, so while one is buffered the
+bytes it has passed on are checked every ``READ_CHECK_S``, and each that moved counts as a read.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT
 BUFFERED_BYTES_MAX = 4 * 1024 * 1024  # per client: output beyond this is dropped and counted
 HOLD_BYTES = 1024 * 1024  # a client this far behind holds the run's output back
 WRITE_TIMEOUT_S = 60.0  # a client that reads nothing for this long is cut off
+READ_CHECK_S = WRITE_TIMEOUT_S / 4  # so one is cut off within 60 to 75 s of its last read
+_EARLY_S = 0.001  # a timer may fire this early: what is left of the limit is due
 FILL_BYTES = 256 * 1024  # a line source's lines written ahead of what its client has read
 
 log = get_logger("runbroker.server")
@@ -30,10 +35,24 @@ def _nothing() -> None:
     """A closed stream's ``request_ended``: the request has ended with its connection."""
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timers(Protocol):
+    """The serving loop's clock and timers (a test drives its own)."""
+
+    def time(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> Cancellable: ...
+
+
 class AnswerServer(Protocol):
     """What a connection's answers need of the server (``SocketServer`` is one)."""
 
-    loop: asyncio.AbstractEventLoop
+    @property
+    def loop(self) -> Timers: ...
+
     draining: bool  # the daemon is stopping: a connection ends once its client has closed
 
     def flush_later(self, stream: AnswerStream) -> None: ...
@@ -65,7 +84,11 @@ class AnswerStream:
         self.flush_scheduled = False
         self.finished = False  # the last line is queued: close once it is written
         self.dropped_lines = 0
-        self.stalled: asyncio.TimerHandle | None = None  # the client stopped reading
+        self.paused = False  # the transport's buffer is full: the client is behind
+        self.reader_check: Cancellable | None = None  # watching a client that may have stopped
+        self.written_bytes = 0  # handed to the transport, in all
+        self.passed_on_bytes = 0  # of them, what had left the transport at the last check
+        self.read_at_s = 0.0  # when the client was last seen reading
         self.closing = False
         self.source: LineSource | None = None  # a logs request's lines
         self.batch = False  # the client takes a read's output lines together (``encode_output``)
@@ -86,18 +109,45 @@ class AnswerStream:
 
     # -- the transport's flow control (forwarded by the connection) -------------------------
     def pause_writing(self) -> None:
-        if self.stalled is None:  # cut off unless the client reads again in time
-            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self.abort)
+        self.paused = True
+        self._watch_reader()  # cut off unless the client reads again in time
 
     def resume_writing(self) -> None:
-        if self.stalled is not None and not self.closing:
-            self.stalled.cancel()
-            self.stalled = None
+        self.paused = False
+        if self.reader_check is not None and not self.closing:  # closing: its last lines
+            self.reader_check.cancel()
+            self.reader_check = None
         self.lagging = False  # caught up
         if self.holding is not None:
             self._release_hold()
         if self.source is not None:
             self.wake()
+
+    # -- a client that reads nothing for WRITE_TIMEOUT_S is cut off ---------------------------
+    def _watch_reader(self) -> None:
+        if self.reader_check is None:
+            timers = self.server.loop
+            self.read_at_s = timers.time()
+            self.passed_on_bytes = self._passed_on()
+            self.reader_check = timers.call_later(READ_CHECK_S, self._check_reader)
+
+    def _passed_on(self) -> int:
+        """The bytes the transport has passed on to the client (its socket buffer and beyond)."""
+        assert self.transport is not None
+        return self.written_bytes - self.transport.get_write_buffer_size()
+
+    def _check_reader(self) -> None:
+        timers = self.server.loop
+        now_s = timers.time()
+        passed_on = self._passed_on()
+        if passed_on > self.passed_on_bytes:  # it read since the last check
+            self.passed_on_bytes, self.read_at_s = passed_on, now_s
+        left_s = self.read_at_s + WRITE_TIMEOUT_S - now_s
+        if left_s <= _EARLY_S:
+            self.reader_check = None
+            self.abort()
+            return
+        self.reader_check = timers.call_later(min(READ_CHECK_S, left_s), self._check_reader)
 
     def _release_hold(self) -> None:
         run, self.holding = self.holding, None
@@ -191,20 +241,21 @@ class AnswerStream:
             return
         source = self.source
         more = False
-        if source is not None and not self.finished and self.stalled is None:
+        if source is not None and not self.finished and not self.paused:
             budget = FILL_BYTES - self.transport.get_write_buffer_size() - self.pending_bytes
             more = source.fill(self, budget)
         pending = self.pending
         if pending:
+            self.written_bytes += self.pending_bytes  # before the write: it may pause us
             if len(pending) == 1:
                 self.transport.write(pending[0])
             else:  # uvloop writes them together (a writev), without joining them first
                 self.transport.writelines(pending)
             pending.clear()
             self.pending_bytes = 0
-            if self.holding is not None and self.stalled is None:
+            if self.holding is not None and not self.paused:
                 self._release_hold()  # the transport took it all without pausing: caught up
-        if more and self.stalled is None:  # not paused by the transport: go on next turn
+        if more and not self.paused:  # not paused by the transport: go on next turn
             self.wake()
         if self.finished and not self.closing:
             self._close_after_write()
@@ -217,17 +268,18 @@ class AnswerStream:
             # With PID 1 every process of the container goes when the daemon exits: the client
             # must read its last line first, so the connection ends when the client closes it.
             transport.write_eof()
-            if self.stalled is None:
-                self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self.abort)
+            self._watch_reader()
             return
         transport.close()  # what is still buffered is written first
-        if transport.get_write_buffer_size() and self.stalled is None:
-            self.stalled = self.server.loop.call_later(WRITE_TIMEOUT_S, self.abort)
+        if transport.get_write_buffer_size():
+            self._watch_reader()
 
     def abort(self) -> None:
         """Drop the connection now, unwritten lines and all."""
         self.closed = True
-        self.stalled = None
+        if self.reader_check is not None:
+            self.reader_check.cancel()
+            self.reader_check = None
         if self.transport is not None:
             self.transport.abort()
 
@@ -242,5 +294,6 @@ class AnswerStream:
             self.source.close()
         if self.holding is not None:
             self._release_hold()
-        if self.stalled is not None:
-            self.stalled.cancel()
+        if self.reader_check is not None:
+            self.reader_check.cancel()
+            self.reader_check = None

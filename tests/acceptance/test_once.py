@@ -1,4 +1,5 @@
-"""``runbroker once`` as external schedulers use it: concurrent callers coalesce."""
+"""``runbroker once`` as external schedulers use it: concurrent callers coalesce; a skipped
+caller exits 3; what it prints by default is the job's output and its own errors."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ JOB = (
 )
 
 
-def _env(workdir: Path, command: str) -> dict[str, str]:
+def _env(workdir: Path, command: str, log_level: str | None = "info") -> dict[str, str]:
+    """The environment of a ``once`` caller; ``log_level`` None: RUNBROKER_LOG_LEVEL unset."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("RUNBROKER_")}
+    if log_level is not None:
+        env["RUNBROKER_LOG_LEVEL"] = log_level
     env.update(
         RUNBROKER_LOCK_DIR=str(workdir / "locks"),
         RUNBROKER_SOCKET=str(workdir / "rb.sock"),
@@ -64,19 +68,39 @@ def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
 def test_the_runner_exits_with_the_run_status_and_names_the_job_status(workdir: Path) -> None:
     failing = subprocess.run(
         [RUNBROKER, "once"],
-        env=_env(workdir, "sh -c 'echo out; echo err >&2; exit 3'"),
+        env=_env(workdir, "sh -c 'echo out; echo err >&2; exit 3'", log_level=None),
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
     assert failing.returncode == 1
-    assert failing.stdout == "out\n"  # stdout is the job's; logs go to stderr
-    assert "exit status 3" in failing.stderr
+    assert failing.stdout == "out\n"  # stdout is the job's
+    # By default (host cron mails it) stderr is the job's and runbroker's own error, no log.
+    assert failing.stderr == "err\nrunbroker: failed: exit status 3\n"
     ok = subprocess.run(
-        [RUNBROKER, "once"], env=_env(workdir, "true"), capture_output=True, timeout=30, check=False
+        [RUNBROKER, "once"],
+        env=_env(workdir, "sh -c 'echo out'", log_level=None),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
-    assert ok.returncode == 0
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "out\n", "")
+
+
+def test_log_lines_are_printed_at_the_level_one_asks(workdir: Path) -> None:
+    ran = subprocess.run(
+        [RUNBROKER, "once"],
+        env=_env(workdir, "true", log_level="info"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert ran.returncode == 0
+    events = [json.loads(line)["event"] for line in ran.stderr.splitlines()]
+    assert {"run.queued", "coord.ran", "once.done"} <= set(events)
 
 
 def test_skip_mode_skips_while_a_run_is_in_flight(workdir: Path) -> None:
@@ -84,10 +108,14 @@ def test_skip_mode_skips_while_a_run_is_in_flight(workdir: Path) -> None:
     runner = subprocess.Popen([RUNBROKER, "once"], env=env, stderr=subprocess.PIPE, text=True)
     eventually(lambda: (workdir / "runs").exists(), "the first run to start")
     skipped = subprocess.run(
-        [RUNBROKER, "once", "--skip"], env=env, capture_output=True, text=True, timeout=30
+        [RUNBROKER, "once", "--skip"],
+        env=_env(workdir, f"sh -c '{JOB}'", log_level=None),
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
-    assert skipped.returncode == 0
-    assert '"outcome": "skipped"' in skipped.stderr
+    assert skipped.returncode == 3  # not run, as a trigger that on_busy = "skip" skipped
+    assert skipped.stderr == "runbroker: skipped: a run of 'default' is in flight (--skip)\n"
     (workdir / "go").touch()
     runner.communicate(timeout=30)
     assert runner.returncode == 0

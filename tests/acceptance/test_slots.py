@@ -135,6 +135,32 @@ def test_coalesce_streams_the_joined_runs_output_and_result(
     assert len(daemon.log.events("run.started")) == 2
 
 
+def test_coalesce_joins_only_a_queued_run_of_the_same_args(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    go = workdir / "go"
+    tasks = f"""
+[tasks.sync]
+command = ["sh", "-c", "while [ ! -e {go} ]; do sleep 0.02; done; echo ran \\"$1\\"", "sh"]
+allow_args = true
+on_busy = "coalesce"
+"""
+    daemon = start_daemon(tasks_toml=tasks)
+    first = daemon.popen("trigger", "sync", "--arg", "first")
+    daemon.log.wait_for("run.started", lambda line: line.get("task") == "sync")
+    with_a = daemon.popen("trigger", "sync", "--arg", "A")
+    daemon.log.wait_for("run.queued", lambda line: line.get("task") == "sync", count=2)
+    with_b = daemon.popen("trigger", "sync", "--arg", "B")  # not A's run: one of its own
+    daemon.log.wait_for("run.queued", lambda line: line.get("task") == "sync", count=3)
+    again_a = daemon.popen("trigger", "sync", "--arg", "A")  # joins A's queued run
+    daemon.log.wait_for("run.joined", lambda line: line.get("task") == "sync")
+    go.touch()
+    results = [_finish(process) for process in (first, with_a, with_b, again_a)]
+    assert [code for code, _out, _err in results] == [0, 0, 0, 0]
+    assert [out for _code, out, _err in results] == ["ran first\n", "ran A\n", "ran B\n", "ran A\n"]
+    assert len(daemon.log.events("run.started")) == 3
+
+
 def test_replace_cancels_the_running_run_for_the_new_one(
     start_daemon: StartDaemon, workdir: Path
 ) -> None:

@@ -28,6 +28,18 @@ def _clock_s(clock: ManualClock) -> Any:
     return lambda: clock().timestamp()
 
 
+def test_the_last_slots_are_listed_by_planned_time_not_by_when_they_settled() -> None:
+    record = SlotRecord()
+    ran = record.open("backup", 1000.0)  # its run ends after the next two slots settled
+    skipped = record.open("backup", 1060.0)
+    missed = record.open("backup", 1120.0)
+    record.settle(missed, MISSED, reason="start deadline passed")
+    record.settle(skipped, SKIPPED, reason="busy")
+    record.settle(ran, RAN, run_id="r1", result="succeeded")
+    assert [slot.planned_at for slot in record.last("backup")] == [1000.0, 1060.0, 1120.0]
+    assert [slot.outcome for slot in record.last("backup")] == [RAN, SKIPPED, MISSED]
+
+
 def test_a_slot_is_settled_once_and_the_first_outcome_counts() -> None:
     record = SlotRecord()
     slot = record.open("backup", 1000.0)

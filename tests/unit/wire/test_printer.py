@@ -143,15 +143,22 @@ class _ReaderLeavesAfterFlush(io.TextIOWrapper):
 
 @pytest.mark.parametrize("reader_leaves", [True, False])
 def test_a_reader_gone_after_the_output_fit_the_pipe_ends_141(
-    monkeypatch: pytest.MonkeyPatch, reader_leaves: bool
+    monkeypatch: pytest.MonkeyPatch, short_dir: Path, reader_leaves: bool
 ) -> None:
+    path = short_dir / "rb.sock"
+    answers: list[Answer] = [
+        QUEUED,
+        {"event": "output", "ok": True, "id": "r1", "stream": "stdout", "line": "hello"},
+        {"event": "done", "ok": True, "id": "r1", "exit_code": 0},
+    ]
     read_end, write_end = os.pipe()
     stdout = _ReaderLeavesAfterFlush(write_end, read_end if reader_leaves else None)
     monkeypatch.setattr(sys, "stdout", stdout)
     try:
-        code = cli.main(["version"])
+        with fake_daemon(path, *answers):
+            code = cli.main(["trigger", "report", "--socket", str(path)])
         if not reader_leaves:  # a reader still there (| cat) gets it all and exit 0
-            assert os.read(read_end, 100).startswith(b"runbroker ")
+            assert os.read(read_end, 100) == b"hello\n"
     finally:
         monkeypatch.undo()
         stdout.close()
