@@ -195,3 +195,14 @@ def test_every_python_example_is_a_tested_file() -> None:
     ]
     for where, text, _mark in blocks("python"):
         assert text in tested, f"{where}: a Python example that no test runs"
+
+
+def test_the_image_recipe_is_the_same_in_the_readme_and_the_site() -> None:
+    """The container tier builds the README's; getting-started.md shows the same lines."""
+
+    def recipe(page: Path) -> list[str]:
+        section = page.read_text(encoding="utf-8").split("## Add it to your image", 1)[1]
+        return FENCE.findall(section.split("\n## ", 1)[0])
+
+    assert recipe(ROOT / "README.md") == recipe(DOCS / "getting-started.md")
+    assert len(recipe(ROOT / "README.md")) == 2  # the Dockerfile and the docker lines
