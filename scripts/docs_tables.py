@@ -18,9 +18,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+CODE_SPAN = re.compile(r"(`+).+?\1")
+
+
 def _cell(text: str) -> str:
-    """Text made safe for one cell of a Markdown table."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text made safe for one cell of a Markdown table: a ``|`` escaped, but in a code span,
+    where Python-Markdown's tables keep it as it is (an escape would show its backslash)."""
+    text = " ".join(text.split())
+    out, last = [], 0
+    for span in CODE_SPAN.finditer(text):
+        out += [text[last : span.start()].replace("|", "\\|"), span.group(0)]
+        last = span.end()
+    return "".join([*out, text[last:].replace("|", "\\|")])
 
 
 def exit_codes_table() -> str:
@@ -85,7 +94,7 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
         )
         repeat = " (repeatable)" if isinstance(action, argparse._AppendAction) else ""
         help_text = (action.help or "") + ("" if "repeatable" in (action.help or "") else repeat)
-        rows.append(f"| `{_cell(name)}` | {_cell(help_text + said)} |")
+        rows.append(f"| {_cell(f'`{name}`')} | {_cell(help_text + said)} |")
     return rows
 
 
