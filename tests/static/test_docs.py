@@ -206,3 +206,12 @@ def test_the_image_recipe_is_the_same_in_the_readme_and_the_site() -> None:
 
     assert recipe(ROOT / "README.md") == recipe(DOCS / "getting-started.md")
     assert len(recipe(ROOT / "README.md")) == 2  # the Dockerfile and the docker lines
+
+
+def test_the_tour_writes_the_tasks_file_it_shows() -> None:
+    """The tour's shell lines write the file its checked TOML block shows (the sessions test
+    gives the daemon that block)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (written,) = re.findall(r"cat > tasks\.toml <<'EOF'\n(.*?)^EOF$", readme, re.S | re.M)
+    shown = [text for _where, text, mark in blocks("toml") if mark == "tour: tasks file"]
+    assert shown == [written]
