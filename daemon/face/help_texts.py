@@ -116,7 +116,7 @@ Durations are Go-style: 90s, 1h30m, 250ms.
 SIGHUP, a change of the tasks file on disk and `runbroker reload` reload the tasks file, all
 or nothing; the settings above are read once, at start. SIGTERM, SIGINT, SIGQUIT, SIGXCPU and
 SIGPWR drain and stop; SIGUSR1 logs the status; the other signals are logged and ignored
-(README, "Signals and shutdown").
+(docs/signals.md, "Signals and shutdown").
 
 exit codes: 0 after a clean drain, 2 a configuration error, 1 a fatal error
 or a forced exit (a second signal).

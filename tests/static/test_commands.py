@@ -87,7 +87,7 @@ def test_the_wheel_holds_every_module_and_migration(tmp_path: Path) -> None:
     assert not missing, f"the wheel (and so the image) lacks: {missing}"
 
 
-OPERATIONS = REPO / "deploy" / "OPERATIONS.md"
+OPERATIONS = REPO / "docs" / "operations.md"
 
 
 def _doc_commands() -> list[list[str]]:

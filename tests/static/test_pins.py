@@ -26,7 +26,8 @@ def test_every_test_and_lint_tool_is_pinned() -> None:
         "optional-dependencies"
     ]
     wanted = [
-        re.split(r"[<>=!~\[ ]", spec, maxsplit=1)[0] for spec in extras["test"] + extras["lint"]
+        re.split(r"[<>=!~\[ ]", spec, maxsplit=1)[0]
+        for spec in extras["test"] + extras["lint"] + extras["docs"]
     ]
     pins = pinned()
     missing = [name for name in wanted if re.sub(r"[-_.]+", "-", name).lower() not in pins]

@@ -1,6 +1,6 @@
 """A notice's bounds and the webhook's document: the output tail never grows past its bounds
-whatever the run printed, a ping's URL keeps its query, and the README shows the document's
-every field."""
+whatever the run printed, a ping's URL keeps its query, and docs/notifications.md shows the
+document's every field."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from daemon.notify.notice import (
     run_notice,
 )
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "notifications.md"
 
 
 def _log_of(lines: list[str], bytes_max: int = 1 << 20) -> RunLog:
@@ -61,12 +61,12 @@ def test_a_ping_url_keeps_its_query_at_the_end(event: str, query: str) -> None:
     assert url == f"{base}{suffix}" + (f"?{query}" if query else "")
 
 
-def test_the_readme_shows_every_field_of_the_document() -> None:
+def test_the_notifications_page_shows_every_field_of_the_document() -> None:
     run = Run(RunRequest(task="backup"))
     run.mark_started()
     run.finish(RunResult(ok=False, reason="exit code 4", exit_code=4, duration_ms=812))
     fields = document(run_notice(run, ("failure",), TaskNotify(), None), "failure")
-    blocks = re.findall(r"```json\n(.*?)```", README.read_text(), re.S)
+    blocks = re.findall(r"```json\n(.*?)```", PAGE.read_text(), re.S)
     shown = [json.loads(block) for block in blocks if "runbroker.notification/1" in block]
-    assert len(shown) == 1, "the README shows the document once"
+    assert len(shown) == 1, "the page shows the document once"
     assert list(shown[0]) == list(fields)

@@ -1,4 +1,4 @@
-"""The README's example of ``daemon.testing``, kept word for word (tests/static checks)."""
+"""docs/testing.md's example of ``daemon.testing``, kept word for word (tests/static checks)."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any

@@ -279,12 +279,11 @@ def _codes() -> set[str]:
     return {value for name, value in vars(reasons).items() if name.startswith("CODE_")}
 
 
-def test_the_readme_lists_every_code_once_with_its_exit_code() -> None:
-    """The README's table of codes is the contract: each code in it is one ``reasons`` sends,
+def test_the_protocol_page_lists_every_code_once_with_its_exit_code() -> None:
+    """The protocol page's table of codes is the contract: each code in it is one ``reasons`` sends,
     and a client exits 75 for those ``worth_a_retry`` tells by their code, 69 for a refusal of
     its user."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## The socket and its protocol", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "protocol.md").read_text()
     table = section.split("| `code` | when (the reason's words) | exit code |", 1)[1]
     rows = re.findall(r"^\| `([a-z_]+)` \| .* \| ([^|]*) \|$", table, re.MULTILINE)
     assert sorted(code for code, _exit in rows) == sorted(_codes())

@@ -146,8 +146,8 @@ def test_run_ids_have_a_form_task_names_do_not() -> None:
         assert not looks_like_run_id(name)
     assert looks_like_run_id("rabcdef1-1")
     assert not looks_like_run_id("rabc-1")  # too few hex digits: a task name, like red-1
-    readme = (REPO / "README.md").read_text()
-    assert "(`r`, at least seven hex digits, `-`, a number:" in readme  # says the same
+    page = (REPO / "docs" / "output.md").read_text()
+    assert "(`r`, at least seven hex digits, `-`, a number:" in page  # says the same
 
 
 async def test_the_executor_journals_every_run_it_starts() -> None:
