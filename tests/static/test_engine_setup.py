@@ -4,6 +4,7 @@ no engine: the rendered podman configuration and the python stand-in's pip setti
 from __future__ import annotations
 
 import configparser
+import threading
 import tomllib
 from pathlib import Path
 
@@ -58,3 +59,26 @@ def test_pip_conf_keeps_the_hosts_settings_and_trusts_the_system_bundle(tmp_path
     bare = configparser.ConfigParser(interpolation=None)
     bare.read_string(podman_engine.pip_conf({}, tmp_path / "missing.conf"))
     assert dict(bare["global"]) == {"cert": "/etc/ssl/certs/ca-certificates.crt"}
+
+
+def test_a_long_step_says_it_started_is_still_going_and_ended(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    beats = threading.Event()
+    lines: list[str] = []
+    real_log = podman_engine.log
+
+    def log(message: str) -> None:
+        lines.append(message)
+        real_log(message)
+        if message.startswith("still "):
+            beats.set()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(podman_engine, "log", log)
+        with podman_engine.step("building an image", heartbeat_s=0.01):
+            assert beats.wait(30), "no heartbeat while the step ran"
+    assert lines[0] == "building an image ..."
+    assert lines[1].startswith("still building an image (")
+    assert lines[-1].startswith("building an image: done in ")
+    assert "engine: building an image ..." in capsys.readouterr().err

@@ -89,8 +89,33 @@ def engine_env(state: Path, base: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
+HEARTBEAT_S = 30.0
+"""How often a long set-up step says it is still at work: a silent CI is a stuck-looking one."""
+
+
 def log(message: str) -> None:
     print(f"engine: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def step(what: str, heartbeat_s: float = HEARTBEAT_S) -> Iterator[None]:
+    """Say that ``what`` starts, that it is still going every ``heartbeat_s``, and when it ended."""
+    started = time.monotonic()
+    ended = threading.Event()
+
+    def beat() -> None:
+        while not ended.wait(heartbeat_s):
+            log(f"still {what} ({time.monotonic() - started:.0f} s)")
+
+    log(f"{what} ...")
+    beater = threading.Thread(target=beat, name="engine-heartbeat", daemon=True)
+    beater.start()
+    try:
+        yield
+    finally:
+        ended.set()
+        beater.join()
+    log(f"{what}: done in {time.monotonic() - started:.1f} s")
 
 
 def run(
@@ -137,13 +162,13 @@ def install_packages() -> None:
     missing = missing_packages()
     if not missing:
         return
-    log(f"installing {' '.join(missing)} from Debian's archive")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    run(["apt-get", "update", "-qq"], env=env)
-    run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
-        env=env,
-    )
+    with step(f"installing {' '.join(missing)} from Debian's archive"):
+        run(["apt-get", "update", "-qq"], env=env)
+        run(
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+            env=env,
+        )
 
 
 # -- 2. configuration --------------------------------------------------------------------------
@@ -244,11 +269,10 @@ def rootfs_tar(state: Path, name: str) -> Path:
     if not tar.exists():
         for stale in cache.glob(f"{name}-*.tar*"):
             stale.unlink()
-        started = time.monotonic()
         partial = tar.with_suffix(".tar.partial")
-        run(mmdebstrap_argv(ROOTFS[name], partial))
+        with step(f"making the {name} root filesystem with mmdebstrap"):
+            run(mmdebstrap_argv(ROOTFS[name], partial))
         partial.rename(tar)
-        log(f"{name} root filesystem made in {time.monotonic() - started:.0f} s")
     return tar
 
 
@@ -262,7 +286,8 @@ def base_images(state: Path) -> dict[str, str]:
             zip(missing, pool.map(lambda name: rootfs_tar(state, name), missing), strict=True)
         )
     for name, tar in tars.items():
-        podman(state, "import", "--quiet", tar, tags[name])
+        with step(f"importing the {name} root filesystem"):
+            podman(state, "import", "--quiet", tar, tags[name])
     return tags
 
 
@@ -301,12 +326,11 @@ def python_context(state: Path) -> Path:
 
 
 def build(state: Path, containerfile: Path, tag: str, context: Path, *extra: str) -> None:
-    started = time.monotonic()
-    podman(
-        state, "build", "--quiet", "--format", "docker", "--layers", "--file", containerfile,
-        "--tag", tag, *extra, context,
-    )  # fmt: skip
-    log(f"{tag} built in {time.monotonic() - started:.1f} s")
+    with step(f"building {tag}"):
+        podman(
+            state, "build", "--quiet", "--format", "docker", "--layers", "--file", containerfile,
+            "--tag", tag, *extra, context,
+        )  # fmt: skip
 
 
 def stand_ins(state: Path) -> None:
