@@ -1,7 +1,9 @@
 """One reload of the tasks file, all or nothing, and its record for ``status`` and ``health``.
 
 The file is checked as start-up checks it before anything is swapped, so a bad file (any
-exception included) leaves the old tasks running and says why once.
+exception included) leaves the old tasks running and says why once. The check runs off the
+event loop (``off_loop``), which goes on answering meanwhile; the swap is done on the loop in
+one step, and the new plans' loops start a turn's worth at a time (``Ticker.started``).
 """
 
 from __future__ import annotations
@@ -10,17 +12,25 @@ import asyncio
 import hashlib
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.broker.reload.asking import ReloadRequests
+from daemon.broker.reload.off_loop import (
+    keep_out_of_collections,
+    no_collections,
+    off_the_loop,
+)
 from daemon.broker.ticking import tick_plans
 from daemon.core.tasks import (
+    Task,
     TaskChanges,
     TaskConfigError,
     TaskRegistry,
+    compare_tasks,
     read_tasks_file,
     tasks_from_bytes,
 )
@@ -37,10 +47,14 @@ WATCH_INOTIFY = "inotify"  # status: the file is watched
 WATCH_SIGNAL = "signal"  # inotify unavailable: SIGHUP and `runbroker reload` only
 WATCH_NONE = "none"  # no tasks file: nothing to reload
 WATCH_LOST = "lost"  # the watched directory went away: SIGHUP or `runbroker reload` re-arm it
+LOGGED_NAMES = 100  # names of each kind in a ``tasks.reloaded`` line; its counts say them all
 NO_TASKS_FILE = (
     "no tasks file to reload (RUNBROKER_TASKS_FILE is not set and the default tasks file did "
     "not exist at start)"
 )
+
+
+Checked = tuple[dict[str, Any], list[TickPlan], list[str]]  # tasks, their plans, warnings
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class TaskReloader:
         self.resync_watch: Callable[[], bool] | None = None  # the file watch's, when it runs
         self.outcomes: list[Callable[[bool], None]] = []  # after each reload (metrics)
         self.file_changed = asyncio.Event()
+        self.requests = ReloadRequests()  # clients' reloads and dry runs, answered in turn
         self._digest = registry.source_digest  # of the bytes the tasks came from
         self.last_at: float | None = None
         self.last: ReloadOutcome | None = None
@@ -88,8 +103,8 @@ class TaskReloader:
         return data is not None and hashlib.sha256(data).hexdigest() != self._digest
 
     # -- one reload ---------------------------------------------------------------------------
-    def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
-        """Reload now (``source``: signal, file, request).
+    async def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
+        """Reload now (``source``: signal, file, request); one at a time (``reload_forever``).
 
         None when ``only_if_changed`` and the file's bytes are those last seen."""
         if self.path is None:
@@ -107,11 +122,19 @@ class TaskReloader:
         if only_if_changed and digest == self._digest and not failed_last:
             return None
         self._digest = digest
-        checked = self.check(data)
-        if isinstance(checked, str):
-            return self._refused(source, checked)
-        tasks, plans, warnings = checked
-        changes = self._swap(tasks, plans, warnings)
+        running = self.registry.tasks  # swapped whole by a reload, never changed in place
+        with no_collections():
+            prepared = await off_the_loop(lambda: self._prepare(data, running))
+            if isinstance(prepared, str):
+                return self._refused(source, prepared)
+            if self.ticker.queue.closed:  # the daemon began to stop while the file was checked
+                return ReloadOutcome(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)
+            (tasks, plans, warnings), compared = prepared
+            if self.registry.tasks is not running:  # replaced meanwhile: compared again
+                compared = compare_tasks(self.registry.tasks, tasks)
+            changes = self._swap(tasks, plans, warnings, compared)
+            await self.ticker.started()  # the new plans tick: answered once they do
+            keep_out_of_collections()
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
             try:
@@ -123,9 +146,9 @@ class TaskReloader:
             file=str(self.path),
             source=source,
             **changes.counts(),
-            added_tasks=list(changes.added),
-            removed_tasks=list(changes.removed),
-            changed_tasks=list(changes.changed),
+            added_tasks=list(changes.added[:LOGGED_NAMES]),
+            removed_tasks=list(changes.removed[:LOGGED_NAMES]),
+            changed_tasks=list(changes.changed[:LOGGED_NAMES]),
         )
         return outcome
 
@@ -139,13 +162,26 @@ class TaskReloader:
         except TaskConfigError as exc:
             return str(exc)
 
-    def check(self, data: bytes) -> tuple[dict[str, Any], list[TickPlan], list[str]] | str:
+    def _prepare(
+        self, data: bytes, running: Mapping[str, Task]
+    ) -> tuple[Checked, TaskChanges] | str:
+        """``check`` of ``data`` and how its tasks differ from ``running``: a reload's work
+        before the swap, done in a thread of its own."""
+        checked = self.check(data)
+        if isinstance(checked, str):
+            return checked
+        return checked, compare_tasks(running, checked[0])
+
+    def check(self, data: bytes, source: str | None = None) -> Checked | str:
         """The tasks of the file's ``data`` and the ticker's plans of them, checked as start-up
-        checks them (with their interval warnings), or why the file is refused."""
+        checks them (with their interval warnings), or why the file is refused. ``source``
+        names the file (None: the tasks file). It reads nothing the loop changes: it runs in a
+        thread of its own."""
         importlib.invalidate_caches()  # a handler module added since start-up is found
         try:
-            tasks = tasks_from_bytes(data, str(self.path), self.default_command)
-            problem = self._problem(tasks)
+            source = str(self.path) if source is None else source
+            tasks = tasks_from_bytes(data, source, self.default_command)
+            problem = self._problem(tasks, source)
             plans, warnings = tick_plans(self.settings, TaskRegistry(dict(tasks)))
         except TaskConfigError as exc:
             return str(exc)
@@ -155,9 +191,15 @@ class TaskReloader:
             return f"{type(exc).__name__}: {exc}"
         return problem if problem is not None else (tasks, plans, warnings)
 
-    def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
+    def _swap(
+        self,
+        tasks: dict[str, Any],
+        plans: list[Any],
+        warnings: list[str],
+        changes: TaskChanges,
+    ) -> TaskChanges:
         """Put the checked tasks and their plans in place. Nothing here refuses."""
-        changes = self.registry.replace(tasks)
+        changes = self.registry.replace(tasks, changes)
         for warning in warnings:
             log.warning("settings.interval", warning=warning)
         self.ticker.replace_plans(plans)
@@ -170,20 +212,21 @@ class TaskReloader:
 
         return graces_s(self.settings.grace_s, {n: t.grace_s for n, t in tasks.items()})
 
-    def _problem(self, tasks: dict[str, Any]) -> str | None:
+    def _problem(self, tasks: dict[str, Any], source: str) -> str | None:
         """What start-up would refuse beyond the file itself: no task at all, a grace that
         breaks the fencing rule with a database."""
         if not tasks:
-            return f"tasks file {self.path}: no tasks (the daemon would have none)"
+            return f"tasks file {source}: no tasks (the daemon would have none)"
         if self.settings.database_dsn():
             from daemon.pg.fence import fencing_problem
 
             return fencing_problem(self.settings.lease_s, self._graces_s(tasks))
         return None
 
-    def named(self, reason: str) -> str:
-        """A refusal's reason, naming the file."""
-        return reason if str(self.path) in reason else f"tasks file {self.path}: {reason}"
+    def named(self, reason: str, source: str | None = None) -> str:
+        """A refusal's reason, naming the file (``source``; None: the tasks file)."""
+        source = str(self.path) if source is None else source
+        return reason if source in reason else f"tasks file {source}: {reason}"
 
     def _refused(self, source: str, reason: str) -> ReloadOutcome:
         reason = self.named(reason)
@@ -201,10 +244,10 @@ class TaskReloader:
         """The file watch says whether it still watches (``TasksFileWatcher.on_state``)."""
         self.watch = WATCH_INOTIFY if watching else WATCH_LOST
 
-    def answer(self) -> dict[str, Any]:
+    async def answer(self) -> dict[str, Any]:
         """``runbroker reload``: reload now, and the outcome as the wire answers it."""
         try:
-            outcome = self.reload("request")
+            outcome = await self.reload("request")
         except Exception as exc:  # a bug past the checks: still an answer, never a dead socket
             log.exception("tasks.reload_crashed", source="request")
             return reload_answer(False, f"reload failed: {type(exc).__name__}: {exc}", None)
