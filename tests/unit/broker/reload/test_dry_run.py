@@ -14,7 +14,7 @@ from daemon.broker.reload.dry_run import dry_run_answer
 from daemon.broker.reload.waking import reload_forever
 from daemon.wire.protocol import ControlRequest
 from tests.support.looping import looping
-from tests.unit.broker.reload.conftest import MakeBroker
+from tests.unit.broker.reload.conftest import MakeBroker, replace_file
 from tests.unit.tasks_toml import tasks_toml
 
 TASKS = {
@@ -101,3 +101,40 @@ async def test_the_broker_answers_the_dry_run_op(broker: Broker) -> None:
     assert answer["dry_run"] is True
     assert answer["unchanged"] == ["edit", "gone", "keep", "words"]
     assert answer["moves"] == []
+
+
+async def test_a_candidate_file_is_planned_against_the_running_tasks(
+    broker: Broker, tasks_file: Path
+) -> None:
+    """``--file``: the candidate's bytes, sent by the client; the tasks file is not read."""
+    replace_file(tasks_file, "[tasks.broken\n")  # not what the dry run reads
+    before = dict(broker.tasks.tasks)
+    candidate = ("/elsewhere/new.toml", tasks_toml(NEW_TASKS).encode())
+    answer = await dry_run_answer(broker.reloader, NOW, candidate)
+    assert answer["ok"] is True, answer
+    assert (answer["added"], answer["removed"]) == (["fresh"], ["gone"])
+    assert {move["task"] for move in answer["moves"]} == {"fresh", "gone", "edit", "words"}
+    assert broker.tasks.tasks == before
+    assert broker.reloader.last is None
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"[tasks.bad]\ncommand = ['true']\nschedule = 'daily 25:00'\n", "invalid schedule"),
+        (b"x" * (1024 * 1024 + 1), "larger than 1024 KiB, the most a tasks file may hold"),
+        (b"\xff\xfe", "not valid UTF-8"),
+    ],
+)
+async def test_a_bad_candidate_is_said_naming_it_and_nothing_changes(
+    broker: Broker, content: bytes, said: str
+) -> None:
+    before = dict(broker.tasks.tasks)
+    answer = await dry_run_answer(broker.reloader, NOW, ("new.toml", content))
+    assert answer["ok"] is False
+    assert answer["reason"].startswith("tasks file new.toml")
+    assert said in answer["reason"]
+    assert str(broker.reloader.path) not in answer["reason"]
+    assert broker.tasks.tasks == before
+    assert broker.reloader.last is None
+    assert broker.reloader.health_warnings() == []
