@@ -13,6 +13,7 @@ round in the same run, as the machine is shared and noisy):
 
 ``python bench/bench_reload.py --runbroker before=/tmp/old/bin/runbroker --runbroker
 after=.venv/bin/runbroker``; without ``--runbroker``, the ``runbroker`` beside this Python.
+``--metrics``: with ``RUNBROKER_METRICS_ADDR`` set (each new task's series are made too).
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class Prober:
         self.thread.join()
 
 
+METRICS: dict[str, str] = {}  # RUNBROKER_METRICS_ADDR, with --metrics
+
+
 def start(runbroker: str, workdir: Path, tasks: Path) -> tuple[subprocess.Popen[bytes], Path]:
     sock = workdir / "rb.sock"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNBROKER_")}
@@ -99,6 +103,7 @@ def start(runbroker: str, workdir: Path, tasks: Path) -> tuple[subprocess.Popen[
         RUNBROKER_INTERVAL="off",
         RUNBROKER_LOG_LEVEL="warning",
         RUNBROKER_LOG_FORMAT="json",
+        **METRICS,
     )
     proc = subprocess.Popen([runbroker, "run"], env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -176,7 +181,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runbroker", action="append", default=[], metavar="LABEL=PATH")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--metrics", action="store_true", help="RUNBROKER_METRICS_ADDR set")
     args = parser.parse_args()
+    if args.metrics:
+        METRICS["RUNBROKER_METRICS_ADDR"] = "127.0.0.1:0"
     daemons = [tuple(item.split("=", 1)) for item in args.runbroker] or [
         ("this", str(Path(sys.executable).with_name("runbroker")))
     ]

@@ -118,7 +118,10 @@ class Broker:
             )
             self.queue.on_finish(metrics.run_finished)
             self.slots.listeners.append(metrics.slot_settled)
-            self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
+            # prometheus_client's metrics take their own locks: new series are added off the loop.
+            self.reloader.listeners_off_loop.append(
+                lambda changes: metrics.add_tasks(changes.added)
+            )
             self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)

@@ -9,6 +9,7 @@ one step, and the new plans' loops start a turn's worth at a time (``Ticker.star
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib
 import time
@@ -82,6 +83,9 @@ class TaskReloader:
             self.path = None  # the default path, absent at start: no tasks file
         self.watch = WATCH_NONE if self.path is None else WATCH_SIGNAL
         self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
+        # After each swap too, in a thread of their own: thread-safe, and slow for thousands
+        # of tasks (the metrics' new series: seconds for 18,000).
+        self.listeners_off_loop: list[Callable[[TaskChanges], None]] = []
         self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
         self.resync_watch: Callable[[], bool] | None = None  # the file watch's, when it runs
         self.outcomes: list[Callable[[bool], None]] = []  # after each reload (metrics)
@@ -134,6 +138,11 @@ class TaskReloader:
                 compared = compare_tasks(self.registry.tasks, tasks)
             changes = self._swap(tasks, plans, warnings, compared)
             await self.ticker.started()  # the new plans tick: answered once they do
+            for slow in self.listeners_off_loop:
+                try:
+                    await off_the_loop(functools.partial(slow, changes))
+                except Exception:  # a listener's bug must not undo a good reload
+                    log.exception("tasks.reload_listener_failed")
             keep_out_of_collections()
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
