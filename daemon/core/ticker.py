@@ -144,7 +144,9 @@ class Ticker:
                 self.ticks.spawn = None
 
     def _wait_to_start(self, plans: list[TickPlan], *, at_start_up: bool) -> None:
+        now = time.time()
         for plan in plans:
+            plan.planned_at = now  # health's reference from now on, not the daemon's start
             self._to_start[id(plan)] = (plan, at_start_up)
         if self._to_start:
             self._all_started.clear()

@@ -218,3 +218,14 @@ async def test_started_returns_at_once_when_the_ticker_does_not_run() -> None:
     ticker.replace_plans([TickPlan("a", interval_s=60.0)])
     await ticker.started()
     assert ticker.plans[0].task == "a"
+
+
+async def test_a_plan_waiting_for_its_loop_counts_from_the_reload() -> None:
+    """Health's stall check measures a plan that has not fired from ``planned_at``: a plan a
+    reload added is planned from the reload, even before its loop has started."""
+    async with ticking() as (ticker, _time):
+        plans = [TickPlan(f"t{n}", interval_s=60.0) for n in range(2 * START_TURN)]
+        ticker.replace_plans(plans)
+        assert all(plan.planned_at is not None for plan in plans)
+        async with asyncio.timeout(5):
+            await ticker.started()
