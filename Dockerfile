@@ -12,9 +12,9 @@
 # CPython 3.11 (amd64 and arm64), so no compiler is needed anywhere.
 #
 # The checks of this file: tests/static/test_dockerfile.py (hadolint with no finding allowed, and
-# the structural facts below) and the container tier (tests/container: built and run on podman). The daemon's uid, 10001, appears in
-# USER, in the socket directory's owner, in docker-compose.yml and in deploy/: the tests check
-# that they all agree.
+# the structural facts below) and the container tier (tests/container: built and run on podman).
+# The daemon's uid, 10001, appears in USER, in docker-compose.yml and in deploy/: the tests
+# check that they all agree.
 
 FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 \
@@ -65,15 +65,20 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
-# Install the wheels, drop the packaging tools the daemon never uses, and create the user and
-# its socket directory (0700: the socket inside is owner-only from the moment it is bound).
+# Install the wheels, drop the packaging tools the daemon never uses, and create the user. /run
+# is sticky and writable by all, as /tmp, and has no runbroker directory: without a mount the
+# daemon makes its own socket directory there (0700), and a tmpfs mounted there
+# (`--tmpfs /run/runbroker:mode=1777`) has the mode it is given on Docker and podman alike (over
+# a directory of the image, runc before 1.1.8 would give it that directory's mode, and podman's
+# copy of /run under --read-only drops the directory's write bits for others). The socket is
+# owner-only from the moment it is bound, and both ends check the peer's uid.
 RUN --mount=type=bind,from=build,source=/wheels/runtime,target=/wheels \
     pip install --no-index --find-links=/wheels /wheels/*.whl \
     && pip uninstall --yes setuptools wheel \
     && groupadd --system --gid 10001 runbroker \
     && useradd --system --no-log-init --uid 10001 --gid 10001 \
         --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin runbroker \
-    && install -d -o 10001 -g 10001 -m 0700 /run/runbroker \
+    && install -d -o root -g root -m 1777 /run \
     && install -d -o root -g root -m 0755 /etc/runbroker \
     && runbroker version
 USER 10001:10001

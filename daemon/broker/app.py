@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.broker.cancel import cancel_run
 from daemon.broker.engine import Engine
 from daemon.broker.gctune import tune_gc
-from daemon.broker.reload.dry_run import dry_run_answer
+from daemon.broker.reload.asking import Answer
 from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
 from daemon.broker.shutdown import shutdown
@@ -119,7 +119,10 @@ class Broker:
             )
             self.queue.on_finish(metrics.run_finished)
             self.slots.listeners.append(metrics.slot_settled)
-            self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
+            # prometheus_client's metrics take their own locks: new series are added off the loop.
+            self.reloader.listeners_off_loop.append(
+                lambda changes: metrics.add_tasks(changes.added)
+            )
             self.reloader.outcomes.append(metrics.reload_done)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
@@ -128,15 +131,15 @@ class Broker:
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
 
-    def control(self, request: ControlRequest) -> Mapping[str, Any]:
+    def control(self, request: ControlRequest) -> Mapping[str, Any] | Answer:
+        """A control op's answer; a reload's (and a dry run's) later, as the reload loop makes
+        them one at a time (``reload.asking``)."""
         if request.op == "status":
             return status.status_answer(self)
         if request.op == "health":
             return status.health_answer(self)
         if request.op == "reload":
-            if request.dry_run:
-                return dry_run_answer(self.reloader, datetime.now(UTC))
-            return self.reloader.answer()
+            return self.reloader.requests.ask(request)
         if request.op == "next":
             return next_answer(
                 self.ticker.plans,

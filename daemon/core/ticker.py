@@ -38,6 +38,9 @@ MAX_SLEEP_S = 60.0  # re-read the wall clock at least this often while waiting f
 
 MIN_GAP = 0.01  # two interval ticks are never closer than this fraction of the interval
 COUNT_TURN = 1024  # slots a late schedule counts between two turns of the loop
+# Plans whose loops start between two turns of the event loop: each loop's first step plans
+# its next time (a cron walk), so thousands at once would hold the loop for most of a second.
+START_TURN = 64
 
 
 @dataclass
@@ -86,6 +89,12 @@ class Ticker:
         self.skipped = 0
         self._group: asyncio.TaskGroup | None = None  # run()'s, while it runs
         self._loops: dict[int, asyncio.Task[None]] = {}  # by id() of their plan
+        # Plans whose loops are still to start (and whether at start-up), by id() of the plan,
+        # in order; run() starts them a turn's worth at a time.
+        self._to_start: dict[int, tuple[TickPlan, bool]] = {}
+        self._more_to_start = asyncio.Event()
+        self._all_started = asyncio.Event()
+        self._all_started.set()
         self.slots = SlotRecord() if slots is None else slots
         policy = BusyPolicy(queue, lambda _run_id, _reason: "") if busy is None else busy
         self.ticks = TickSlots(self.slots, policy, clock)
@@ -131,12 +140,39 @@ class Ticker:
             self._group = group
             self.ticks.spawn = group.create_task
             try:
-                for plan in self.plans:
-                    self._start(plan)
-                await asyncio.Event().wait()
+                self._wait_to_start(self.plans, at_start_up=True)
+                while True:
+                    await self._start_waiting()
+                    await self._more_to_start.wait()
             finally:
                 self._group = None
                 self.ticks.spawn = None
+
+    def _wait_to_start(self, plans: list[TickPlan], *, at_start_up: bool) -> None:
+        now = time.time()
+        for plan in plans:
+            plan.planned_at = now  # health's reference from now on, not the daemon's start
+            self._to_start[id(plan)] = (plan, at_start_up)
+        if self._to_start:
+            self._all_started.clear()
+            self._more_to_start.set()
+
+    async def _start_waiting(self) -> None:
+        """Start the loops of the plans waiting for one, ``START_TURN`` per turn of the loop."""
+        self._more_to_start.clear()
+        started = 0
+        while self._to_start:
+            plan, at_start_up = self._to_start.pop(next(iter(self._to_start)))
+            self._start(plan, at_start_up=at_start_up)
+            started += 1
+            if started % START_TURN == 0:
+                await asyncio.sleep(0)
+        self._all_started.set()
+
+    async def started(self) -> None:
+        """Until every plan given so far has its loop (at once when the ticker does not run)."""
+        if self._group is not None:
+            await self._all_started.wait()
 
     def _start(self, plan: TickPlan, *, at_start_up: bool = True) -> None:
         plan.planned_at = time.time()
@@ -223,12 +259,14 @@ class Ticker:
                 same.on_busy, same.start_deadline_s = plan.on_busy, plan.start_deadline_s
             kept.append(plan if same is None else same)
         for gone in old.values():
+            self._to_start.pop(id(gone), None)
             task = self._loops.pop(id(gone), None)
             if task is not None:
                 task.cancel()
         self.plans = kept
-        for plan in started:
-            self._start(plan, at_start_up=False)
+        self._wait_to_start(started, at_start_up=False)
+        if not self._to_start:
+            self._all_started.set()
 
     async def _interval_loop(
         self, plan: TickPlan, interval_s: float, fire_now: bool, anchor: float | None = None

@@ -15,15 +15,28 @@ if TYPE_CHECKING:
 
 
 def _control(
-    args: argparse.Namespace, op: str, run_id: str = "", *, dry_run: bool = False
+    args: argparse.Namespace,
+    op: str,
+    run_id: str = "",
+    *,
+    dry_run: bool = False,
+    candidate: bytes | None = None,
 ) -> dict[str, Any] | int:
-    """The daemon's answer, or the exit code when it cannot be asked (the reason printed)."""
+    """The daemon's answer, or the exit code when it cannot be asked (the reason printed).
+    ``candidate``: the bytes of ``args.file`` (``reload --dry-run --file``)."""
     from daemon.wire import client
     from daemon.wire.protocol import ControlRequest
 
     path = args.socket or client.socket_path_from_env()
+    request = ControlRequest(
+        op=op,
+        id=run_id,
+        dry_run=dry_run,
+        file=args.file if candidate is not None else "",
+        content=candidate,
+    )
     try:
-        return client.control(path, ControlRequest(op=op, id=run_id, dry_run=dry_run))
+        return client.control(path, request)
     except client.Unreachable as exc:
         print(exc, file=sys.stderr)
         return EXIT_UNAVAILABLE
@@ -85,7 +98,20 @@ def reload(args: argparse.Namespace) -> int:
     from daemon.face.status_text import reload_plan_lines, reload_summary
     from daemon.wire.reasons import worth_a_retry
 
-    answer = _control(args, "reload", dry_run=args.dry_run)
+    candidate: bytes | None = None
+    if args.file:
+        if not args.dry_run:
+            print(
+                "runbroker: reload --file needs --dry-run (a reload reads the tasks file)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        read = _candidate(args.file)
+        if isinstance(read, str):
+            print(f"runbroker: reload would be refused: {read}", file=sys.stderr)
+            return EXIT_FAILED
+        candidate = read
+    answer = _control(args, "reload", dry_run=args.dry_run, candidate=candidate)
     if isinstance(answer, int):
         return answer
     if answer.get("ok"):
@@ -95,8 +121,10 @@ def reload(args: argparse.Namespace) -> int:
             print(f"reloaded: {reload_summary(answer)}")
         return EXIT_OK
     reason = str(answer.get("reason", "unknown"))
-    if reason.startswith("unknown op") or "unknown field 'dry_run'" in reason:
+    unknown = ("unknown field 'dry_run'", "unknown field 'file'", "unknown field 'content'")
+    if reason.startswith("unknown op") or any(field in reason for field in unknown):
         what = "reload --dry-run" if args.dry_run else "reload"
+        what += " --file" if args.file else ""
         print(
             f"runbroker: this daemon does not know `{what}` (it is older than this client): "
             "restart it to read the tasks file again",
@@ -106,3 +134,20 @@ def reload(args: argparse.Namespace) -> int:
     refused = "reload would be refused" if args.dry_run else "reload refused"
     print(f"runbroker: {refused}: {reason}", file=sys.stderr)
     return EXIT_TEMPFAIL if worth_a_retry(answer) else EXIT_FAILED
+
+
+def _candidate(path_text: str) -> bytes | str:
+    """The candidate file's bytes, read as the daemon reads its tasks file (a regular file of
+    at most 1 MiB, never blocking on a FIFO), or why it cannot be read. Read here, not by the
+    daemon: the file is the one this user sees, and the request stays within the socket's
+    bound (1 MiB as base64 is far below 8 MiB)."""
+    from pathlib import Path
+
+    from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
+
+    try:
+        return read_tasks_file(Path(path_text))
+    except FileNotFoundError:
+        return f"tasks file {path_text} does not exist"
+    except TaskConfigError as exc:
+        return str(exc)

@@ -39,7 +39,9 @@ saying so. RUNBROKER_* settings are not reloaded (restart the daemon to change t
 With --dry-run the daemon reads and checks the file the same way but changes nothing: it
 prints the tasks a reload would add, remove and change, and how each one's next planned time
 moves (a task whose timing is unchanged keeps its next time; a new or changed one starts from
-the reload, without a start-up tick).
+the reload, without a start-up tick). With --dry-run --file PATH, the same of the file at
+PATH (read by this command, at most 1 MiB) against the tasks the daemon runs now: a file can
+be previewed before it is put in the watched place, where it would be reloaded at once.
 
 exit codes:
   0    reloaded (the tasks added, removed, changed and unchanged are printed);
@@ -51,6 +53,8 @@ exit codes:
 
 examples:
   runbroker reload --dry-run             what a reload of the edited file would do
+  runbroker reload --dry-run --file new.toml
+                                         what a reload would do if new.toml were the file
 """
 
 LOGS_HELP = """\

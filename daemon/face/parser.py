@@ -158,6 +158,12 @@ def build_parser(
     reload.add_argument(
         "--dry-run", action="store_true", help="print the plan of a reload; change nothing"
     )
+    reload.add_argument(
+        "--file",
+        default="",
+        metavar="PATH",
+        help="with --dry-run: the plan if the tasks file were PATH (read here, sent whole)",
+    )
     socket_option(reload)
 
     upcoming = documented(

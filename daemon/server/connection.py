@@ -38,7 +38,8 @@ log = get_logger("runbroker.server")
 # it was refused instead of meeting a broken pipe. ANSWERING: the answer is being written.
 READING, DRAINING, ANSWERING, CLOSED = range(4)
 
-ControlHandler = Callable[[ControlRequest], Mapping[str, Any]]
+# A control op's answer, or its future (a reload's: made later, off the event loop).
+ControlHandler = Callable[[ControlRequest], "Mapping[str, Any] | asyncio.Future[Mapping[str, Any]]"]
 
 
 class ConnectionServer(AnswerServer, Protocol):
@@ -69,6 +70,7 @@ class Connection(asyncio.Protocol):
         self.buffer = bytearray()  # the request, while it is gathered
         self.control_only = False  # past the bound: status, health, cancel and reload only
         self.answers = AnswerStream(server, self._stop_deadline)
+        self.later: asyncio.Future[Mapping[str, Any]] | None = None  # an answer to come
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -148,6 +150,8 @@ class Connection(asyncio.Protocol):
         self.state = CLOSED
         if self.buffer:
             self._forget_buffer()
+        if self.later is not None:  # nobody to answer: a dry run waiting its turn is dropped
+            self.later.cancel()
         self.answers.close()
         self._stop_deadline()
         server = self.server
@@ -221,10 +225,22 @@ class Connection(asyncio.Protocol):
                 answers.read_from(reader)
                 return
             answers.begin()
-            answers.send(encode_event(**server.control(request)))
-            self.answers.finish()
+            answer = server.control(request)
+            if isinstance(answer, asyncio.Future):
+                self.later = answer
+                answer.add_done_callback(self._answered_later)
+                return
+            answers.send(encode_event(**answer))
+            answers.finish()
             return
         self._submit(request)
+
+    def _answered_later(self, answer: asyncio.Future[Mapping[str, Any]]) -> None:
+        self.later = None
+        if self.state == CLOSED or answer.cancelled():
+            return
+        self.answers.send(encode_event(**answer.result()))
+        self.answers.finish()
 
     def _refuse(self, reason: str, code: str, event: str = "", *, complete: bool = False) -> None:
         """Answer with a single ``done`` line; ``complete``: the request was all read."""

@@ -6,6 +6,7 @@ about a tenth of ``json.dumps``'s time, and refuses what a request must not carr
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from daemon.wire.protocol import (
     MAX_ARGS,
     MAX_ENV,
     MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
     MAX_REQUEST_BYTES,
     NEXT_COUNT_DEFAULT,
     NEXT_COUNT_MAX,
@@ -82,6 +84,25 @@ def _import_orjson() -> None:
     _loads, _dumps = orjson.loads, orjson.dumps
 
 
+def _candidate(obj: Mapping[str, Any], dry_run: bool) -> tuple[str, bytes | None]:
+    """A reload dry run's candidate file: its name and its bytes (None: the tasks file)."""
+    if "file" not in obj and "content" not in obj:
+        return "", None
+    if not dry_run:
+        raise ProtocolError("invalid request: file and content need dry_run")
+    file, content = obj.get("file"), obj.get("content")
+    if not isinstance(file, str) or not file:
+        raise ProtocolError("invalid request: file must be a non-empty string")
+    if len(file) > MAX_PATH_CHARS or "\0" in file:
+        raise ProtocolError(f"invalid request: bad file {clip(file)!r}")
+    if not isinstance(content, str):
+        raise ProtocolError("invalid request: content must be a base64 string")
+    try:
+        return file, base64.b64decode(content, validate=True)
+    except ValueError:  # binascii.Error
+        raise ProtocolError("invalid request: content must be a base64 string") from None
+
+
 def _load_json(line: bytes) -> Any:
     if _loads is None:
         _import_orjson()
@@ -120,7 +141,8 @@ def decode_request(line: bytes) -> Request:
             dry_run = obj.get("dry_run", False)
             if not isinstance(dry_run, bool):
                 raise ProtocolError("invalid request: dry_run must be true or false")
-            return ControlRequest(op=op, id=run_id, dry_run=dry_run)
+            file, content = _candidate(obj, dry_run)
+            return ControlRequest(op=op, id=run_id, dry_run=dry_run, file=file, content=content)
         _known_fields(obj, CONTROL_FIELDS, f"op {op!r}")
         return ControlRequest(op=op, id=run_id)
     _known_fields(obj, SUBMIT_FIELDS, "a run request")

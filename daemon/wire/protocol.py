@@ -21,6 +21,7 @@ REQUEST_DEADLINE_S = 30.0
 MAX_ARGS = 256
 MAX_ENV = 256
 MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
+MAX_PATH_CHARS = 4096  # a file's name (``reload --dry-run --file``), as PATH_MAX
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
 CONTROL_OPS = ("status", "cancel", "health", "reload", "logs", "next")
@@ -30,7 +31,7 @@ CONTROL_OPS = ("status", "cancel", "health", "reload", "logs", "next")
 SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
 CONTROL_FIELDS = frozenset({"op", "id"})
 LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
-RELOAD_FIELDS = frozenset({"op", "id", "dry_run"})
+RELOAD_FIELDS = frozenset({"op", "id", "dry_run", "file", "content"})
 NEXT_FIELDS = frozenset({"op", "task", "count", "after"})
 NEXT_COUNT_DEFAULT = 5  # ``next``: the planned times of each task, unless told
 NEXT_COUNT_MAX = 100
@@ -86,13 +87,27 @@ class ControlRequest:
     """A control request: ``op`` is ``status``, ``health``, ``reload``, ``cancel`` (of run ``id``),
     ``logs`` or ``next``.
 
-    ``reload``'s ``dry_run`` asks for the plan and changes nothing. For ``logs``: a run ``id``, a
+    ``reload``'s ``dry_run`` asks for the plan and changes nothing; with ``content`` (a
+    candidate file's bytes, read by the client, base64 on the wire) and its name ``file``, of
+    that file instead of the tasks file. For ``logs``: a run ``id``, a
     ``task`` or neither (the latest run), ``follow`` until the run ends, ``runs`` for a list of
     the last finished runs instead, and ``batch`` as a ``SubmitRequest``'s. For ``next``: a
     ``task`` or every one, ``count`` planned times each, the first ones ``after`` an RFC 3339
     instant (empty: now)."""
 
-    __slots__ = ("after", "batch", "count", "dry_run", "follow", "id", "op", "runs", "task")
+    __slots__ = (
+        "after",
+        "batch",
+        "content",
+        "count",
+        "dry_run",
+        "file",
+        "follow",
+        "id",
+        "op",
+        "runs",
+        "task",
+    )
 
     def __init__(
         self,
@@ -105,6 +120,8 @@ class ControlRequest:
         count: int = 0,
         dry_run: bool = False,
         after: str = "",
+        file: str = "",
+        content: bytes | None = None,
     ) -> None:
         self.op = op
         self.id = id
@@ -115,8 +132,10 @@ class ControlRequest:
         self.count = count
         self.dry_run = dry_run
         self.after = after
+        self.file = file
+        self.content = content
 
-    def _key(self) -> tuple[str, str, str, bool, int, int, bool, str]:
+    def _key(self) -> tuple[str, str, str, bool, int, int, bool, str, str, bytes | None]:
         return (
             self.op,
             self.id,
@@ -126,6 +145,8 @@ class ControlRequest:
             self.count,
             self.dry_run,
             self.after,
+            self.file,
+            self.content,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -137,7 +158,7 @@ class ControlRequest:
     def __repr__(self) -> str:
         return (
             "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r}, count={!r}, "
-            "dry_run={!r}, after={!r})".format(*self._key())
+            "dry_run={!r}, after={!r}, file={!r})".format(*self._key()[:-1])
         )
 
 
@@ -156,6 +177,11 @@ def encode_request(request: Request) -> bytes:
         for key in ("id", "task", "follow", "runs", "batch", "count", "dry_run", "after"):
             if getattr(request, key):
                 body[key] = getattr(request, key)
+        if request.content is not None:
+            import base64  # only for ``reload --dry-run --file``: not on a trigger's path
+
+            body["file"] = request.file
+            body["content"] = base64.b64encode(request.content).decode("ascii")
     else:
         body = {}
         if request.task != "default":

@@ -103,12 +103,12 @@ def test_the_daemon_is_pid_1_as_10001_read_only_without_capabilities(
     assert argv[1:3] == ["/usr/local/bin/runbroker", "run"], argv
     # The same process, seen from the host: the container's PID 1 is the daemon.
     assert Path(f"/proc/{daemon.pid}/cmdline").read_text() == cmdline
-    # A read-only root; the socket directory a tmpfs of the daemon's own, mode 0700.
+    # A read-only root; the socket directory a tmpfs, sticky and writable by all (as /tmp).
     probe = _podman(engine, "exec", container, "touch", "/probe")
     assert probe.returncode != 0
     assert "Read-only file system" in probe.stderr
     socket_dir = _podman(engine, "exec", container, "stat", "-c", "%a %u %g", "/run/runbroker")
-    assert socket_dir.stdout.split() == ["700", str(DAEMON_UID), str(DAEMON_UID)]
+    assert socket_dir.stdout.split() == ["1777", "0", "0"]
     writable = _podman(engine, "exec", container, "touch", "/run/runbroker/probe", "/tmp/probe")
     assert writable.returncode == 0, writable.stderr
     host_config = engine.inspect(container)["HostConfig"]

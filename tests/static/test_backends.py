@@ -110,7 +110,7 @@ def test_generated_override_makes_the_hardened_daemon_of_the_test(workdir: Path)
     # Inherited from the base file: the same hardening as the broker.
     assert service["read_only"] is True
     assert service["user"] == f"{RUNBROKER_UID}:{RUNBROKER_UID}"
-    assert "/run/runbroker:mode=0700,uid=10001,gid=10001" in service["tmpfs"]
+    assert "/run/runbroker:mode=1777" in service["tmpfs"]
     assert "RUNBROKER_DATABASE_URL" not in service["environment"]
 
 

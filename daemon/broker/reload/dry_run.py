@@ -5,18 +5,23 @@ The file is read and checked by the reloader's own steps (``TaskReloader.read_fi
 file, and each added, removed or changed task's next planned time is given before and after.
 After a reload a plan whose timing is unchanged keeps its loop (its next time stays); a new or
 changed one starts on its schedule or interval from the reload, without a start-up fire
-(``daemon.core.ticker``).
+(``daemon.core.ticker``). With ``--file`` the client sends a candidate file's bytes, checked
+by the same steps against the tasks that run now, so a file can be previewed before it lands in
+the watched place. The check runs off the event loop, as a reload's does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
+from daemon.broker.reload.off_loop import no_collections, off_the_loop
 from daemon.broker.reload.reloader import NO_TASKS_FILE, TaskReloader
 from daemon.core.rfc3339 import rfc3339_utc
-from daemon.core.tasks import compare_tasks
+from daemon.core.tasks import TaskConfigError, compare_tasks
+from daemon.core.tasks.tasks_file import check_size
 from daemon.core.ticker import TickPlan
 from daemon.observe.upcoming import next_due
 from daemon.schedules.every import every_text
@@ -24,18 +29,48 @@ from daemon.wire.control_answers import reload_plan_answer
 from daemon.wire.control_shapes import ReloadMove
 
 
-def dry_run_answer(reloader: TaskReloader, now: datetime) -> dict[str, Any]:
+async def dry_run_answer(
+    reloader: TaskReloader, now: datetime, candidate: tuple[str, bytes] | None = None
+) -> dict[str, Any]:
     """The answer of ``{"op": "reload", "dry_run": true}``: ok with the plan, or the reason a
-    reload would be refused."""
-    if reloader.path is None:
+    reload would be refused. ``candidate``: the name and bytes of a file to check instead of
+    the tasks file (``--file``)."""
+    source: str | None = None
+    data: bytes | str
+    if candidate is not None:
+        source, data = candidate
+        try:
+            check_size(data, source)
+        except TaskConfigError as exc:
+            data = str(exc)
+    elif reloader.path is None:
         return reload_plan_answer(False, NO_TASKS_FILE)
-    data = reloader.read_file()
-    checked = reloader.check(data) if isinstance(data, bytes) else data
+    else:
+        data = reloader.read_file()
+    if isinstance(data, str):
+        return reload_plan_answer(False, reloader.named(data, source))
+    # What runs now, as the loop holds it: a reload swaps these whole, never in place.
+    running, plans = reloader.registry.tasks, list(reloader.ticker.plans)
+    with no_collections():
+        return await off_the_loop(lambda: _plan(reloader, data, source, running, plans, now))
+
+
+def _plan(
+    reloader: TaskReloader,
+    data: bytes,
+    source: str | None,
+    running: Mapping[str, object],
+    running_plans: list[TickPlan],
+    now: datetime,
+) -> dict[str, Any]:
+    """The answer of a dry run of ``data``, computed in a thread of its own: the check and
+    each task's next times are the costly part of a large file."""
+    checked = reloader.check(data, source)
     if isinstance(checked, str):
-        return reload_plan_answer(False, reloader.named(checked))
+        return reload_plan_answer(False, reloader.named(checked, source))
     tasks, plans, _warnings = checked
-    changes = compare_tasks(reloader.registry.tasks, tasks)
-    old = {plan.task: plan for plan in reloader.ticker.plans}
+    changes = compare_tasks(running, tasks)
+    old = {plan.task: plan for plan in running_plans}
     new = {plan.task: plan for plan in plans}
     moves: list[ReloadMove] = []
     for name in changes.added:

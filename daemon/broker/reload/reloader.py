@@ -1,23 +1,39 @@
 """One reload of the tasks file, all or nothing, and its record for ``status`` and ``health``.
 
 The file is checked as start-up checks it before anything is swapped, so a bad file (any
-exception included) leaves the old tasks running and says why once.
+exception included) leaves the old tasks running and says why once. The check runs off the
+event loop (``off_loop``), which goes on answering meanwhile; the swap is done on the loop in
+one step, and the new plans' loops start a turn's worth at a time (``Ticker.started``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.broker.reload.asking import ReloadRequests
+from daemon.broker.reload.off_loop import (
+    keep_out_of_collections,
+    no_collections,
+    off_the_loop,
+)
 from daemon.broker.tasks_check import take_tasks
-from daemon.core.tasks import TaskChanges, TaskConfigError, TaskRegistry, read_tasks_file
+from daemon.core.tasks import (
+    Task,
+    TaskChanges,
+    TaskConfigError,
+    TaskRegistry,
+    compare_tasks,
+    read_tasks_file,
+)
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
@@ -31,10 +47,14 @@ WATCH_INOTIFY = "inotify"  # status: the file is watched
 WATCH_SIGNAL = "signal"  # inotify unavailable: SIGHUP and `runbroker reload` only
 WATCH_NONE = "none"  # no tasks file: nothing to reload
 WATCH_LOST = "lost"  # the watched directory went away: SIGHUP or `runbroker reload` re-arm it
+LOGGED_NAMES = 100  # names of each kind in a ``tasks.reloaded`` line; its counts say them all
 NO_TASKS_FILE = (
     "no tasks file to reload (RUNBROKER_TASKS_FILE is not set and the default tasks file did "
     "not exist at start)"
 )
+
+
+Checked = tuple[dict[str, Any], list[TickPlan], list[str]]  # tasks, their plans, warnings
 
 
 @dataclass(frozen=True)
@@ -62,10 +82,14 @@ class TaskReloader:
             self.path = None  # the default path, absent at start: no tasks file
         self.watch = WATCH_NONE if self.path is None else WATCH_SIGNAL
         self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
+        # After each swap too, in a thread of their own: thread-safe, and slow for thousands
+        # of tasks (the metrics' new series: seconds for 18,000).
+        self.listeners_off_loop: list[Callable[[TaskChanges], None]] = []
         self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
         self.resync_watch: Callable[[], bool] | None = None  # the file watch's, when it runs
         self.outcomes: list[Callable[[bool], None]] = []  # after each reload (metrics)
         self.file_changed = asyncio.Event()
+        self.requests = ReloadRequests()  # clients' reloads and dry runs, answered in turn
         self._digest = registry.source_digest  # of the bytes the tasks came from
         self.last_at: float | None = None
         self.last: ReloadOutcome | None = None
@@ -82,8 +106,8 @@ class TaskReloader:
         return data is not None and hashlib.sha256(data).hexdigest() != self._digest
 
     # -- one reload ---------------------------------------------------------------------------
-    def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
-        """Reload now (``source``: signal, file, request).
+    async def reload(self, source: str, *, only_if_changed: bool = False) -> ReloadOutcome | None:
+        """Reload now (``source``: signal, file, request); one at a time (``reload_forever``).
 
         None when ``only_if_changed`` and the file's bytes are those last seen."""
         if self.path is None:
@@ -101,11 +125,24 @@ class TaskReloader:
         if only_if_changed and digest == self._digest and not failed_last:
             return None
         self._digest = digest
-        checked = self.check(data)
-        if isinstance(checked, str):
-            return self._refused(source, checked)
-        tasks, plans, warnings = checked
-        changes = self._swap(tasks, plans, warnings)
+        running = self.registry.tasks  # swapped whole by a reload, never changed in place
+        with no_collections():
+            prepared = await off_the_loop(lambda: self._prepare(data, running))
+            if isinstance(prepared, str):
+                return self._refused(source, prepared)
+            if self.ticker.queue.closed:  # the daemon began to stop while the file was checked
+                return ReloadOutcome(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)
+            (tasks, plans, warnings), compared = prepared
+            if self.registry.tasks is not running:  # replaced meanwhile: compared again
+                compared = compare_tasks(self.registry.tasks, tasks)
+            changes = self._swap(tasks, plans, warnings, compared)
+            await self.ticker.started()  # the new plans tick: answered once they do
+            for slow in self.listeners_off_loop:
+                try:
+                    await off_the_loop(functools.partial(slow, changes))
+                except Exception:  # a listener's bug must not undo a good reload
+                    log.exception("tasks.reload_listener_failed")
+            keep_out_of_collections()
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
         for listener in self.listeners:
             try:
@@ -117,9 +154,9 @@ class TaskReloader:
             file=str(self.path),
             source=source,
             **changes.counts(),
-            added_tasks=list(changes.added),
-            removed_tasks=list(changes.removed),
-            changed_tasks=list(changes.changed),
+            added_tasks=list(changes.added[:LOGGED_NAMES]),
+            removed_tasks=list(changes.removed[:LOGGED_NAMES]),
+            changed_tasks=list(changes.changed[:LOGGED_NAMES]),
         )
         return outcome
 
@@ -133,12 +170,25 @@ class TaskReloader:
         except TaskConfigError as exc:
             return str(exc)
 
-    def check(self, data: bytes) -> tuple[dict[str, Any], list[TickPlan], list[str]] | str:
+    def _prepare(
+        self, data: bytes, running: Mapping[str, Task]
+    ) -> tuple[Checked, TaskChanges] | str:
+        """``check`` of ``data`` and how its tasks differ from ``running``: a reload's work
+        before the swap, done in a thread of its own."""
+        checked = self.check(data)
+        if isinstance(checked, str):
+            return checked
+        return checked, compare_tasks(running, checked[0])
+
+    def check(self, data: bytes, source: str | None = None) -> Checked | str:
         """The tasks of the file's ``data`` and the ticker's plans of them, checked by start-up's
-        own check (``tasks_check``, with their interval warnings), or why the file is refused."""
+        own check (``tasks_check``, with their interval warnings), or why the file is refused.
+        ``source`` names the file (None: the tasks file). It reads nothing the loop changes: it
+        runs in a thread of its own."""
         importlib.invalidate_caches()  # a handler module added since start-up is found
         try:
-            taken = take_tasks(self.settings, self.default_command, data, str(self.path))
+            source = str(self.path) if source is None else source
+            taken = take_tasks(self.settings, self.default_command, data, source)
         except TaskConfigError as exc:
             return str(exc)
         except BaseException as exc:  # synchronous code: never a real cancellation
@@ -147,9 +197,15 @@ class TaskReloader:
             return f"{type(exc).__name__}: {exc}"
         return taken.tasks, taken.plans, taken.warnings
 
-    def _swap(self, tasks: dict[str, Any], plans: list[Any], warnings: list[str]) -> TaskChanges:
+    def _swap(
+        self,
+        tasks: dict[str, Any],
+        plans: list[Any],
+        warnings: list[str],
+        changes: TaskChanges,
+    ) -> TaskChanges:
         """Put the checked tasks and their plans in place. Nothing here refuses."""
-        changes = self.registry.replace(tasks)
+        changes = self.registry.replace(tasks, changes)
         for warning in warnings:
             log.warning("settings.interval", warning=warning)
         self.ticker.replace_plans(plans)
@@ -162,9 +218,10 @@ class TaskReloader:
 
         return graces_s(self.settings.grace_s, {n: t.grace_s for n, t in tasks.items()})
 
-    def named(self, reason: str) -> str:
-        """A refusal's reason, naming the file."""
-        return reason if str(self.path) in reason else f"tasks file {self.path}: {reason}"
+    def named(self, reason: str, source: str | None = None) -> str:
+        """A refusal's reason, naming the file (``source``; None: the tasks file)."""
+        source = str(self.path) if source is None else source
+        return reason if source in reason else f"tasks file {source}: {reason}"
 
     def _refused(self, source: str, reason: str) -> ReloadOutcome:
         reason = self.named(reason)
@@ -182,10 +239,10 @@ class TaskReloader:
         """The file watch says whether it still watches (``TasksFileWatcher.on_state``)."""
         self.watch = WATCH_INOTIFY if watching else WATCH_LOST
 
-    def answer(self) -> dict[str, Any]:
+    async def answer(self) -> dict[str, Any]:
         """``runbroker reload``: reload now, and the outcome as the wire answers it."""
         try:
-            outcome = self.reload("request")
+            outcome = await self.reload("request")
         except Exception as exc:  # a bug past the checks: still an answer, never a dead socket
             log.exception("tasks.reload_crashed", source="request")
             return reload_answer(False, f"reload failed: {type(exc).__name__}: {exc}", None)

@@ -125,10 +125,13 @@ class TaskRegistry:
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def replace(self, tasks: Mapping[str, Task]) -> TaskChanges:
+    def replace(self, tasks: Mapping[str, Task], changes: TaskChanges | None = None) -> TaskChanges:
         """Swap in ``tasks`` whole (a reload) and say what changed. A removed name is
-        remembered (a queued run of it is refused with that reason) until a reload adds it."""
-        changes = compare_tasks(self.tasks, tasks)
+        remembered (a queued run of it is refused with that reason) until a reload adds it.
+        ``changes``: ``compare_tasks`` of the tasks held now and ``tasks``, made before (off
+        the event loop: thousands of tasks take tens of milliseconds)."""
+        if changes is None:
+            changes = compare_tasks(self.tasks, tasks)
         for name in changes.removed:
             self.removed[name] = removed_task_reason(name)
         self.tasks = dict(tasks)

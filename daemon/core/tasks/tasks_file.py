@@ -68,11 +68,22 @@ def _bounded_read(fd: int, path: Path) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     if left <= 0:
-        raise TaskConfigError(
-            f"tasks file {path}: larger than {TASKS_FILE_MAX_BYTES // 1024} KiB, the most a "
-            "tasks file may hold"
-        )
+        raise _too_large(str(path))
     return b"".join(chunks)
+
+
+def check_size(data: bytes, source: str) -> None:
+    """``TaskConfigError`` when ``data`` (a file's bytes read elsewhere: ``reload --dry-run
+    --file``) is larger than a tasks file may be."""
+    if len(data) > TASKS_FILE_MAX_BYTES:
+        raise _too_large(source)
+
+
+def _too_large(source: str) -> TaskConfigError:
+    return TaskConfigError(
+        f"tasks file {source}: larger than {TASKS_FILE_MAX_BYTES // 1024} KiB, the most a "
+        "tasks file may hold"
+    )
 
 
 def duration_value(place: str, value: Any, *, zero_ok: bool = False) -> float:

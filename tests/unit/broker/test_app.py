@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from daemon.broker.app import Broker
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import Task
 from daemon.wire.protocol import ControlRequest
@@ -20,6 +23,13 @@ def _op(op: str, run_id: str = "") -> ControlRequest:
     return ControlRequest(op, run_id)
 
 
+def _answer(broker: Broker, request: ControlRequest) -> Mapping[str, Any]:
+    """A control op answered at once (every op but ``reload``)."""
+    answer = broker.control(request)
+    assert not isinstance(answer, asyncio.Future)
+    return answer
+
+
 async def test_status_health_and_cancel_of_a_queued_run(
     make_settings: MakeSettings, short_dir: Path
 ) -> None:
@@ -28,7 +38,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
     )
     first = broker.queue.submit(RunRequest(task="default"))
     second = broker.queue.submit(RunRequest(task="default", trigger="tick"))
-    status = broker.control(_op("status"))
+    status = _answer(broker, _op("status"))
     assert status["event"] == "status"
     assert status["ok"] is True
     assert status["pid"] == os.getpid()
@@ -45,7 +55,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
     assert status["database"] is None
     json.dumps(status)  # the answer goes on the wire as it is
 
-    assert broker.control(_op("health")) == {
+    assert _answer(broker, _op("health")) == {
         "event": "health",
         "ok": True,
         "reason": "",
@@ -53,7 +63,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
         "ready_reason": "",
     }
 
-    assert broker.control(_op("cancel", first.id)) == {
+    assert _answer(broker, _op("cancel", first.id)) == {
         "event": "cancel",
         "ok": True,
         "id": first.id,
@@ -61,14 +71,14 @@ async def test_status_health_and_cancel_of_a_queued_run(
     }
     assert first.result is not None
     assert (first.result.reason, first.result.cancelled) == (REASON_USER_CANCEL, True)
-    after = broker.control(_op("status"))
+    after = _answer(broker, _op("status"))
     assert [item["id"] for item in after["waiting"]] == [second.id]
     assert [item["id"] for item in after["recent"]] == [first.id]
     assert (after["recent"][0]["reason"], after["recent"][0]["code"]) == (
         REASON_USER_CANCEL,
         "cancelled",
     )
-    unknown = broker.control(_op("cancel", "r-nope"))
+    unknown = _answer(broker, _op("cancel", "r-nope"))
     assert unknown == {
         "event": "cancel",
         "ok": False,
@@ -77,7 +87,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
         "code": "no_such_run",
     }
     broker.queue.close()
-    assert broker.control(_op("health")) == {
+    assert _answer(broker, _op("health")) == {
         "event": "health",
         "ok": False,
         "reason": "shutting down",
@@ -101,17 +111,17 @@ async def test_cancel_and_health_of_a_running_run(
         async with asyncio.timeout(10):
             run = broker.queue.submit(RunRequest(task="stuck"))
             await entered.wait()
-            status = broker.control(_op("status"))
+            status = _answer(broker, _op("status"))
             assert status["current"]["id"] == run.id
             assert status["current"]["task"] == "stuck"
-            assert broker.control(_op("health"))["ok"] is True
+            assert _answer(broker, _op("health"))["ok"] is True
             # Wedged: well past timeout (5 s) + grace (1 s) + the margin.
             assert run.started_monotonic is not None
             run.started_monotonic -= 100
-            health = broker.control(_op("health"))
+            health = _answer(broker, _op("health"))
             assert health["ok"] is False
             assert health["reason"].startswith(f"executor wedged: run {run.id}")
-            answer = broker.control(_op("cancel", run.id))
+            answer = _answer(broker, _op("cancel", run.id))
             assert answer == {
                 "event": "cancel",
                 "ok": True,
@@ -119,7 +129,7 @@ async def test_cancel_and_health_of_a_running_run(
                 "state": "running",
                 "detail": "cancel requested; the run is being terminated and is still running",
             }
-            again = broker.control(_op("cancel", run.id))
+            again = _answer(broker, _op("cancel", run.id))
             assert again["detail"] == "cancel already requested; the run is still being terminated"
             result = await run.wait()
     finally:

@@ -38,11 +38,13 @@ def broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Broker:
     return Broker(settings, build_registry((), settings.tasks_file), Signals())
 
 
-def test_status_says_nothing_of_notifications_until_a_reload_adds_them(broker: Broker) -> None:
+async def test_status_says_nothing_of_notifications_until_a_reload_adds_them(
+    broker: Broker,
+) -> None:
     assert "notify" not in status_answer(broker)
     assert broker.settings.tasks_file is not None
     broker.settings.tasks_file.write_text(NOTIFIED)
-    outcome = broker.reloader.reload("test")
+    outcome = await broker.reloader.reload("test")
     assert outcome is not None
     notify = status_answer(broker).get("notify")
     assert notify is not None
@@ -50,10 +52,10 @@ def test_status_says_nothing_of_notifications_until_a_reload_adds_them(broker: B
     assert notify["silent"] == []
 
 
-def test_a_silent_task_is_a_warning_of_a_healthy_daemon(broker: Broker) -> None:
+async def test_a_silent_task_is_a_warning_of_a_healthy_daemon(broker: Broker) -> None:
     assert broker.settings.tasks_file is not None
     broker.settings.tasks_file.write_text(NOTIFIED)
-    broker.reloader.reload("test")
+    await broker.reloader.reload("test")
     broker.notifier.silence.silent["a"] = 0.0  # as if an hour had passed without a success
     answer = health_answer(broker)
     assert answer["ok"] is True

@@ -4,6 +4,7 @@ generated files and environments."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ def test_check_passes_a_file_exactly_when_the_daemon_starts_and_reloads_with_it(
     checked = check_file(settings_now, command, path)
     starts = _starts(monkeypatch)
     assert (checked.problems == []) == starts, checked.problems
-    dry_run = dry_run_answer(running.reloader, datetime.now(UTC))
+    dry_run = asyncio.run(dry_run_answer(running.reloader, datetime.now(UTC)))
     assert dry_run["ok"] == starts, dry_run
     if not starts:
         assert all(problem.message for problem in checked.problems)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from daemon.core.runqueue import RunQueue
 from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker import START_TURN, Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from tests.support.looping import looping
 
@@ -191,3 +191,41 @@ async def test_an_unchanged_schedule_keeps_its_loop_task() -> None:
         loop_task = ticker._loops[id(plan)]
         ticker.replace_plans([TickPlan("nightly", schedule=parse_schedule("cron */5 * * * *"))])
         assert ticker._loops[id(plan)] is loop_task
+
+
+async def test_thousands_of_new_plans_start_a_turn_s_worth_at_a_time() -> None:
+    """Each loop's first step plans its next time: thousands at once would hold the event
+    loop. ``started`` waits until every one has its loop; a plan removed by a later reload
+    before its loop started never gets one."""
+    count = 3 * START_TURN + 1
+    async with ticking() as (ticker, time):
+        plans = [TickPlan(f"t{n}", interval_s=60.0) for n in range(count)]
+        ticker.replace_plans(plans)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert 0 < ticker.loops_running < count  # not all in the same turn
+        ticker.replace_plans(plans[:-1])  # the last one, not started yet, is gone
+        async with asyncio.timeout(5):
+            await ticker.started()
+        await time.settle(count - 1)
+        assert ticker.loops_running == count - 1
+        assert id(plans[-1]) not in ticker._loops
+
+
+async def test_started_returns_at_once_when_the_ticker_does_not_run() -> None:
+    queue = RunQueue(16)
+    ticker = Ticker(queue, [])
+    ticker.replace_plans([TickPlan("a", interval_s=60.0)])
+    await ticker.started()
+    assert ticker.plans[0].task == "a"
+
+
+async def test_a_plan_waiting_for_its_loop_counts_from_the_reload() -> None:
+    """Health's stall check measures a plan that has not fired from ``planned_at``: a plan a
+    reload added is planned from the reload, even before its loop has started."""
+    async with ticking() as (ticker, _time):
+        plans = [TickPlan(f"t{n}", interval_s=60.0) for n in range(2 * START_TURN)]
+        ticker.replace_plans(plans)
+        assert all(plan.planned_at is not None for plan in plans)
+        async with asyncio.timeout(5):
+            await ticker.started()

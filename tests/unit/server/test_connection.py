@@ -258,3 +258,47 @@ async def test_a_closed_connection_is_freed_without_the_cycle_collector(short_di
         finally:
             gc.enable()
     assert alive == 0
+
+
+async def test_a_control_answer_to_come_is_written_when_given(short_dir: Path) -> None:
+    """A reload's answer is a future the reload loop sets later; meanwhile other requests are
+    answered, and a client that goes cancels its future."""
+    path = short_dir / "rb.sock"
+    later: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
+
+    def control(request: ControlRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        if request.op != "reload":
+            return {"event": request.op, "ok": True}
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        later.put_nowait(answer)
+        return answer
+
+    done = {"event": "reload", "ok": True, "added": ["fresh"]}
+    async with serving(path, sh_task("default", "true"), control=control), asyncio.timeout(10):
+        reload = asyncio.create_task(exchange(path, b'{"op":"reload"}\n'))
+        first = await later.get()
+        assert await exchange(path, b'{"op":"health"}\n') == [{"event": "health", "ok": True}]
+        assert not reload.done()
+        first.set_result(done)
+        assert await reload == [done]
+
+
+async def test_a_control_answer_to_come_is_cancelled_when_its_client_has_gone(
+    short_dir: Path,
+) -> None:
+    path = short_dir / "rb.sock"
+    later: list[asyncio.Future[dict[str, Any]]] = []
+
+    def control(request: ControlRequest) -> asyncio.Future[dict[str, Any]]:
+        later.append(asyncio.get_running_loop().create_future())
+        return later[-1]
+
+    async with serving(path, sh_task("default", "true"), control=control) as (server, _q, _f):
+        transport = FakeTransport()
+        connection = Connection(server)
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.data_received(b'{"op":"reload","dry_run":true}\n')
+        (answer,) = later
+        connection.connection_lost(None)
+        assert answer.cancelled()  # a dry run waiting its turn is then dropped
+        assert transport.written == b""

@@ -3,6 +3,7 @@ next time before and after, and nothing changed."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,8 +11,10 @@ import pytest
 
 from daemon.broker.app import Broker
 from daemon.broker.reload.dry_run import dry_run_answer
+from daemon.broker.reload.waking import reload_forever
 from daemon.wire.protocol import ControlRequest
-from tests.unit.broker.reload.conftest import MakeBroker
+from tests.support.looping import looping
+from tests.unit.broker.reload.conftest import MakeBroker, replace_file
 from tests.unit.tasks_toml import tasks_toml
 
 TASKS = {
@@ -44,11 +47,11 @@ def broker(make_broker: MakeBroker) -> Broker:
     return make_broker()
 
 
-def test_the_plan_says_what_changes_and_how_the_next_times_move(broker: Broker) -> None:
+async def test_the_plan_says_what_changes_and_how_the_next_times_move(broker: Broker) -> None:
     assert broker.reloader.path is not None
     broker.reloader.path.write_text(tasks_toml(NEW_TASKS))
     before = dict(broker.tasks.tasks)
-    answer = dry_run_answer(broker.reloader, NOW)
+    answer = await dry_run_answer(broker.reloader, NOW)
     assert answer["ok"] is True
     assert answer["dry_run"] is True
     assert (answer["added"], answer["removed"], answer["changed"], answer["unchanged"]) == (
@@ -74,10 +77,10 @@ def test_the_plan_says_what_changes_and_how_the_next_times_move(broker: Broker) 
     assert broker.reloader.last is None
 
 
-def test_a_file_a_reload_would_refuse_is_said_and_nothing_changes(broker: Broker) -> None:
+async def test_a_file_a_reload_would_refuse_is_said_and_nothing_changes(broker: Broker) -> None:
     assert broker.reloader.path is not None
     broker.reloader.path.write_text('[tasks.bad]\ncommand = ["true"]\nschedule = "daily 25:00"\n')
-    answer = dry_run_answer(broker.reloader, NOW)
+    answer = await dry_run_answer(broker.reloader, NOW)
     assert answer["ok"] is False
     assert answer["dry_run"] is True
     assert answer["code"] == "reload_refused"
@@ -86,12 +89,52 @@ def test_a_file_a_reload_would_refuse_is_said_and_nothing_changes(broker: Broker
     assert broker.reloader.last is None
     assert broker.reloader.health_warnings() == []
     broker.reloader.path.unlink()
-    assert "does not exist" in dry_run_answer(broker.reloader, NOW)["reason"]
+    assert "does not exist" in (await dry_run_answer(broker.reloader, NOW))["reason"]
 
 
-def test_the_broker_answers_the_dry_run_op(broker: Broker) -> None:
-    answer = broker.control(ControlRequest(op="reload", dry_run=True))
+async def test_the_broker_answers_the_dry_run_op(broker: Broker) -> None:
+    later = broker.control(ControlRequest(op="reload", dry_run=True))
+    assert isinstance(later, asyncio.Future)  # the reload loop answers it, off the event loop
+    async with looping(reload_forever(broker.reloader, asyncio.Event())), asyncio.timeout(10):
+        answer = await later
     assert answer["ok"] is True
     assert answer["dry_run"] is True
     assert answer["unchanged"] == ["edit", "gone", "keep", "words"]
     assert answer["moves"] == []
+
+
+async def test_a_candidate_file_is_planned_against_the_running_tasks(
+    broker: Broker, tasks_file: Path
+) -> None:
+    """``--file``: the candidate's bytes, sent by the client; the tasks file is not read."""
+    replace_file(tasks_file, "[tasks.broken\n")  # not what the dry run reads
+    before = dict(broker.tasks.tasks)
+    candidate = ("/elsewhere/new.toml", tasks_toml(NEW_TASKS).encode())
+    answer = await dry_run_answer(broker.reloader, NOW, candidate)
+    assert answer["ok"] is True, answer
+    assert (answer["added"], answer["removed"]) == (["fresh"], ["gone"])
+    assert {move["task"] for move in answer["moves"]} == {"fresh", "gone", "edit", "words"}
+    assert broker.tasks.tasks == before
+    assert broker.reloader.last is None
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"[tasks.bad]\ncommand = ['true']\nschedule = 'daily 25:00'\n", "invalid schedule"),
+        (b"x" * (1024 * 1024 + 1), "larger than 1024 KiB, the most a tasks file may hold"),
+        (b"\xff\xfe", "not valid UTF-8"),
+    ],
+)
+async def test_a_bad_candidate_is_said_naming_it_and_nothing_changes(
+    broker: Broker, content: bytes, said: str
+) -> None:
+    before = dict(broker.tasks.tasks)
+    answer = await dry_run_answer(broker.reloader, NOW, ("new.toml", content))
+    assert answer["ok"] is False
+    assert answer["reason"].startswith("tasks file new.toml")
+    assert said in answer["reason"]
+    assert str(broker.reloader.path) not in answer["reason"]
+    assert broker.tasks.tasks == before
+    assert broker.reloader.last is None
+    assert broker.reloader.health_warnings() == []

@@ -27,7 +27,7 @@ async def test_a_reload_swaps_the_tasks_and_the_ticker_plans(
     broker = make_broker()
     executor_registry = broker.executor.tasks
     replace_file(tasks_file, NEW_TASKS)
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer == {
         "event": "reload",
         "ok": True,
@@ -56,7 +56,7 @@ async def test_a_reload_swaps_the_tasks_and_the_ticker_plans(
         ("", "no tasks"),
     ],
 )
-def test_a_bad_file_is_refused_and_the_old_tasks_stay(
+async def test_a_bad_file_is_refused_and_the_old_tasks_stay(
     make_broker: MakeBroker,
     tasks_file: Path,
     text: str,
@@ -67,7 +67,7 @@ def test_a_bad_file_is_refused_and_the_old_tasks_stay(
     before = dict(broker.tasks.tasks)
     plans = list(broker.ticker.plans)
     replace_file(tasks_file, text)
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert named in answer["reason"]
     assert str(tasks_file) in answer["reason"]
@@ -85,12 +85,12 @@ def test_a_bad_file_is_refused_and_the_old_tasks_stay(
     assert any("last reload of the tasks file failed" in w for w in health["warnings"])
     assert "FAILED" in render_status(status_answer(broker))
     replace_file(tasks_file, TASKS)
-    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert (await broker.reloader.answer())["ok"] is True
     assert "warnings" not in health_answer(broker)
     assert status_answer(broker)["reload"]["last_failed_at"] is not None  # still said
 
 
-def test_without_a_tasks_file_there_is_nothing_to_reload(
+async def test_without_a_tasks_file_there_is_nothing_to_reload(
     make_broker: MakeBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_broker()  # the environment of the others, then as if RUNBROKER_TASKS_FILE were unset
@@ -101,44 +101,46 @@ def test_without_a_tasks_file_there_is_nothing_to_reload(
     assert not settings.tasks_file_required
     registry = TaskRegistry({"default": Task("default", command=("true",))})
     broker = Broker(settings, registry, Signals(), default_command=("true",))
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert answer["reason"].startswith("no tasks file to reload")
     assert status_answer(broker)["reload"]["watch"] == "none"
     assert "tasks file: none" in render_status(status_answer(broker))
 
 
-def test_an_unchanged_file_is_not_reloaded_for_a_file_event(
+async def test_an_unchanged_file_is_not_reloaded_for_a_file_event(
     make_broker: MakeBroker, tasks_file: Path
 ) -> None:
     broker = make_broker()
-    assert broker.reloader.reload("file", only_if_changed=True) is None
+    assert await broker.reloader.reload("file", only_if_changed=True) is None
     replace_file(tasks_file, NEW_TASKS)
-    outcome = broker.reloader.reload("file", only_if_changed=True)
+    outcome = await broker.reloader.reload("file", only_if_changed=True)
     assert outcome is not None
     assert outcome.ok
-    again = broker.reloader.reload("signal")  # asked for: always reloaded
+    again = await broker.reloader.reload("signal")  # asked for: always reloaded
     assert again is not None
     assert again.changes is not None
     assert again.changes.unchanged == ("edit", "fresh", "keep")
 
 
-def test_the_command_lines_default_task_survives_a_reload(
+async def test_the_command_lines_default_task_survives_a_reload(
     make_broker: MakeBroker, tasks_file: Path
 ) -> None:
     broker = make_broker()
     broker.reloader.default_command = ("true",)
     broker.tasks.replace({**broker.tasks.tasks, "default": Task("default", command=("true",))})
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is True
     assert "default" in answer["unchanged"]
 
 
-def test_new_tasks_get_their_zero_metric_series(make_broker: MakeBroker, tasks_file: Path) -> None:
+async def test_new_tasks_get_their_zero_metric_series(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
     broker = make_broker(METRICS_ADDR="127.0.0.1:0")
     assert broker.metrics_server is not None
     replace_file(tasks_file, NEW_TASKS)
-    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert (await broker.reloader.answer())["ok"] is True
     text = broker.metrics_server.metrics.exposition().decode()
     assert 'runbroker_runs_total{outcome="failed",task="fresh",trigger="tick"} 0.0' in text
     assert 'runbroker_last_success_timestamp_seconds{task="fresh"} 0.0' in text
@@ -155,21 +157,21 @@ def test_a_reload_summary_for_people() -> None:
     assert reload_summary(counts) == "1 added, 0 removed, 2 changed, 1 unchanged"
 
 
-def test_with_a_database_a_grace_that_breaks_fencing_is_refused(
+async def test_with_a_database_a_grace_that_breaks_fencing_is_refused(
     make_broker: MakeBroker, tasks_file: Path
 ) -> None:
     broker = make_broker(DATABASE_URL="postgresql://app@127.0.0.1:5432/app", LEASE="20s")
     widened: list[float] = []
     broker.reloader.fence_widen = widened.append
     replace_file(tasks_file, TASKS + '[tasks.slow]\ncommand = ["true"]\ngrace = "11s"\n')
-    refused = broker.control(ControlRequest("reload"))
+    refused = await broker.reloader.answer()
     assert refused["ok"] is False
     assert (
         "the grace of task slow (11s) must be at most half of RUNBROKER_LEASE" in refused["reason"]
     )
     assert "slow" not in broker.tasks
     replace_file(tasks_file, TASKS + '[tasks.slow]\ncommand = ["true"]\ngrace = "8s"\n')
-    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert (await broker.reloader.answer())["ok"] is True
     assert widened == [8.0]  # the runner's fence leaves room for the longest grace
 
 
@@ -182,26 +184,26 @@ def test_a_fence_widens_but_never_narrows() -> None:
     assert fence.lead_s == lead_s(20.0, 8.0)
 
 
-def test_a_file_nested_too_deeply_is_refused_not_raised(
+async def test_a_file_nested_too_deeply_is_refused_not_raised(
     make_broker: MakeBroker, tasks_file: Path
 ) -> None:
     broker = make_broker()
     before = dict(broker.tasks.tasks)
     replace_file(tasks_file, "[tasks.keep]\ncommand = " + "[" * 3000 + "]" * 3000 + "\n")
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert "RecursionError" in answer["reason"]
     assert broker.tasks.tasks == before
 
 
-def test_a_handler_module_calling_sys_exit_at_import_is_refused(
+async def test_a_handler_module_calling_sys_exit_at_import_is_refused(
     make_broker: MakeBroker, tasks_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "rb_exits_at_import.py").write_text("import sys\nsys.exit(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     broker = make_broker()
     replace_file(tasks_file, TASKS + "[tasks.bye]\nhandler = 'rb_exits_at_import:run'\n")
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert "SystemExit: 3" in answer["reason"]
     assert "bye" not in broker.tasks
@@ -216,7 +218,7 @@ def test_a_handler_module_calling_sys_exit_at_import_is_refused(
         ("asyncio.CancelledError('at import')", "CancelledError: at import"),
     ],
 )
-def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
+async def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
     make_broker: MakeBroker,
     tasks_file: Path,
     tmp_path: Path,
@@ -231,7 +233,7 @@ def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
     monkeypatch.syspath_prepend(str(tmp_path))
     broker = make_broker()
     replace_file(tasks_file, TASKS + f"[tasks.bye]\nhandler = '{module}:run'\n")
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert reason in answer["reason"]
     assert "bye" not in broker.tasks
@@ -239,7 +241,7 @@ def test_a_handler_module_raising_any_base_exception_at_import_is_refused(
     assert broker.reloader.last.ok is False
 
 
-def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
+async def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
     make_broker: MakeBroker, tasks_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from daemon.broker import tasks_check
@@ -252,30 +254,30 @@ def test_an_unexpected_failure_computing_the_plans_swaps_nothing(
 
     monkeypatch.setattr(tasks_check, "tick_plans", broken)
     replace_file(tasks_file, NEW_TASKS)
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert "RuntimeError: no plans today" in answer["reason"]
     assert broker.tasks.tasks == before  # all or nothing: not the new tasks with the old plans
     assert broker.ticker.plans == plans
 
 
-def test_a_file_back_with_the_running_bytes_clears_the_failure(
+async def test_a_file_back_with_the_running_bytes_clears_the_failure(
     make_broker: MakeBroker, tasks_file: Path
 ) -> None:
     broker = make_broker()
-    tasks_file.unlink()
-    refused = broker.reloader.reload("file", only_if_changed=True)
+    os.unlink(tasks_file)
+    refused = await broker.reloader.reload("file", only_if_changed=True)
     assert refused is not None
     assert not refused.ok
-    tasks_file.write_text(TASKS)  # the bytes the running tasks came from
-    outcome = broker.reloader.reload("file", only_if_changed=True)
+    replace_file(tasks_file, TASKS)  # the bytes the running tasks came from
+    outcome = await broker.reloader.reload("file", only_if_changed=True)
     assert outcome is not None
     assert outcome.ok
     assert status_answer(broker)["reload"]["last_ok"] is True
     assert "warnings" not in health_answer(broker)
 
 
-def test_a_refusal_from_outside_the_file_is_retried_by_the_next_file_event(
+async def test_a_refusal_from_outside_the_file_is_retried_by_the_next_file_event(
     make_broker: MakeBroker, tasks_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     modules = tmp_path / "handlers"
@@ -283,7 +285,7 @@ def test_a_refusal_from_outside_the_file_is_retried_by_the_next_file_event(
     monkeypatch.syspath_prepend(str(modules))
     broker = make_broker()
     replace_file(tasks_file, TASKS + "[tasks.late]\nhandler = 'rb_late_handler:run'\n")
-    first = broker.reloader.reload("file", only_if_changed=True)
+    first = await broker.reloader.reload("file", only_if_changed=True)
     assert first is not None
     assert not first.ok  # not installed yet; the import system has now listed the directory
     listed = modules.stat()
@@ -291,13 +293,13 @@ def test_a_refusal_from_outside_the_file_is_retried_by_the_next_file_event(
     # As if installed within the directory's timestamp granularity: only invalidate_caches()
     # makes the import system look again.
     os.utime(modules, ns=(listed.st_atime_ns, listed.st_mtime_ns))
-    again = broker.reloader.reload("file", only_if_changed=True)  # the same bytes
+    again = await broker.reloader.reload("file", only_if_changed=True)  # the same bytes
     assert again is not None
     assert again.ok, again.reason
     assert "late" in broker.tasks
 
 
-def test_reload_outcomes_are_counted_in_the_metrics(
+async def test_reload_outcomes_are_counted_in_the_metrics(
     make_broker: MakeBroker, tasks_file: Path
 ) -> None:
     broker = make_broker(METRICS_ADDR="127.0.0.1:0")
@@ -311,10 +313,10 @@ def test_reload_outcomes_are_counted_in_the_metrics(
     assert 'runbroker_tasks_reloads_total{outcome="refused"} 0.0' in text()
     assert "runbroker_tasks_reload_last_success 1.0" in text()
     replace_file(tasks_file, "[tasks.broken\n")
-    assert broker.control(ControlRequest("reload"))["ok"] is False
+    assert (await broker.reloader.answer())["ok"] is False
     assert 'runbroker_tasks_reloads_total{outcome="refused"} 1.0' in text()
     assert "runbroker_tasks_reload_last_success 0.0" in text()
     replace_file(tasks_file, NEW_TASKS)
-    assert broker.control(ControlRequest("reload"))["ok"] is True
+    assert (await broker.reloader.answer())["ok"] is True
     assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 1.0' in text()
     assert "runbroker_tasks_reload_last_success 1.0" in text()

@@ -4,6 +4,7 @@ names the key, and the value is in none of the answer, the ``tasks.reload_refuse
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from daemon.observe.status import health_answer, status_answer
-from daemon.wire.protocol import ControlRequest
 from tests.unit.broker.reload.conftest import TASKS, MakeBroker, replace_file
 
 _token = st.text(
@@ -37,7 +37,7 @@ def test_no_answer_log_line_warning_or_status_shows_the_value(
     notify = f"[tasks.keep.notify.webhook]\n{key} = {json.dumps(value)}\n"
     replace_file(tasks_file, TASKS + notify)
     with capture_logs() as logs:
-        answer = broker.control(ControlRequest("reload"))
+        answer = asyncio.run(broker.reloader.answer())
     assert answer["ok"] is False
     assert f"tasks.keep.notify.webhook: {key}: the value looks like a URL" in answer["reason"]
     (refused,) = [line for line in logs if line["event"] == "tasks.reload_refused"]

@@ -15,7 +15,6 @@ from daemon.broker.app import Broker
 from daemon.broker.reload.waking import reload_forever, start_watching
 from daemon.face.status_text import render_status
 from daemon.observe.status import health_answer, status_answer
-from daemon.wire.protocol import ControlRequest
 from tests.support.eventually import eventually_async
 from tests.support.looping import looping
 from tests.unit.broker.reload.conftest import NEW_TASKS, TASKS, MakeBroker, replace_file
@@ -52,7 +51,7 @@ async def test_a_change_before_the_watch_began_is_not_missed(
     assert watcher is not None
     watcher.close()
     assert broker.reloader.file_changed.is_set()
-    outcome = broker.reloader.reload("file", only_if_changed=True)
+    outcome = await broker.reloader.reload("file", only_if_changed=True)
     assert outcome is not None
     assert outcome.ok
 
@@ -101,7 +100,7 @@ async def test_a_lost_watch_is_said_and_a_reload_request_re_arms_it(
         assert any("watch" in w and "lost" in w for w in health_answer(broker)["warnings"])
         os.mkdir(home)
         replace_file(tasks_file, TASKS)
-        assert broker.control(ControlRequest("reload"))["ok"] is True
+        assert (await broker.reloader.answer())["ok"] is True
         assert reloader.watch == "inotify"
         assert "warnings" not in health_answer(broker)
     finally:
@@ -199,7 +198,7 @@ async def test_a_directory_that_never_goes_quiet_is_reloaded_after_the_cap(
     assert "fresh" in reloads.loaded[0]
 
 
-def test_a_reload_request_that_raises_is_still_answered(
+async def test_a_reload_request_that_raises_is_still_answered(
     make_broker: MakeBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broker = make_broker()
@@ -208,6 +207,6 @@ def test_a_reload_request_that_raises_is_still_answered(
         raise RuntimeError("replace_plans broke")
 
     monkeypatch.setattr(broker.ticker, "replace_plans", broken)
-    answer = broker.control(ControlRequest("reload"))
+    answer = await broker.reloader.answer()
     assert answer["ok"] is False
     assert answer["reason"] == "reload failed: RuntimeError: replace_plans broke"
