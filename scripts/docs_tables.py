@@ -48,7 +48,9 @@ def exit_codes_table() -> str:
             values[name] = values[node.value.id]
         else:
             continue
-        comment = lines[node.lineno - 1].partition("#")[2].strip()
+        # A long comment is on a line of its own inside the parentheses ruff format adds.
+        span = lines[node.lineno - 1 : node.end_lineno or node.lineno]
+        comment = " ".join(line.partition("#")[2].strip() for line in span if "#" in line)
         rows.setdefault(values[name], []).append((name, comment))
     out = ["| code | name in `daemon/exits.py` | meaning |", "| --- | --- | --- |"]
     for value in sorted(rows):
@@ -74,6 +76,8 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
     rows: list[str] = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+            continue
+        if action.help == argparse.SUPPRESS:  # hidden from --help: not an argument to offer
             continue
         if action.option_strings:
             name = ", ".join(action.option_strings)

@@ -114,6 +114,17 @@ def test_the_generated_tables_are_the_code() -> None:
         )
 
 
+def test_the_generated_tables_say_every_meaning_and_no_hidden_argument() -> None:
+    """Each exit code has its comment, also one that ruff format put on a line of its own, and
+    an argument hidden from ``--help`` is not offered in the command reference."""
+    tables = _tables()
+    rows = [line.split(" | ") for line in tables.exit_codes_table().splitlines()[2:]]
+    assert rows
+    assert all(row[2].strip(" |") for row in rows), rows
+    assert "once --skip" in tables.exit_codes_table()
+    assert "SUPPRESS" not in tables.commands_reference()
+
+
 def test_the_task_keys_table_is_every_key_the_loader_takes() -> None:
     header = "| key | type | default | meaning | example |"
     keys = [row[0].strip("`") for row in _table_rows(DOCS / "tasks.md", header)]
