@@ -84,15 +84,20 @@ def missing(old: str) -> list[tuple[int, str]]:
     return [(n, unit) for n, unit in units(old) if unit not in text and unit not in reviewed]
 
 
-def main(argv: list[str]) -> int:
-    revision = argv[1] if len(argv) > 1 else "HEAD"
-    old = subprocess.run(
+def readme_at(revision: str) -> str:
+    """The README as git holds it at ``revision``."""
+    return subprocess.run(
         ["git", "show", f"{revision}:README.md"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+
+
+def main(argv: list[str]) -> int:
+    revision = argv[1] if len(argv) > 1 else "HEAD"
+    old = readme_at(revision)
     lost = missing(old)
     for number, unit in lost:
         print(f"README.md@{revision}:{number}: {unit}")

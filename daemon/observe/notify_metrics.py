@@ -4,6 +4,7 @@ nothing): what was sent, given up, retried and dropped, what waits, and each sil
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -11,6 +12,35 @@ from prometheus_client.registry import Collector
 from daemon.observe.sources import NotifyRecord
 
 KINDS = ("webhook", "ping", "command")
+# The notifier's figures of one number each, as series: zero without a notifier.
+NOTIFY_FIGURES: tuple[
+    tuple[
+        type[GaugeMetricFamily | CounterMetricFamily],
+        str,
+        str,
+        Literal["dropped", "retries", "pending"],
+    ],
+    ...,
+] = (
+    (
+        CounterMetricFamily,
+        "runbroker_notifications_dropped",
+        "Notifications dropped: the oldest of a full queue, or left at the end of a shutdown.",
+        "dropped",
+    ),
+    (
+        CounterMetricFamily,
+        "runbroker_notification_retries",
+        "HTTP notification attempts after a first one.",
+        "retries",
+    ),
+    (
+        GaugeMetricFamily,
+        "runbroker_notifications_pending",
+        "Notifications waiting to be sent.",
+        "pending",
+    ),
+)
 
 
 class NotifyCollector(Collector):
@@ -31,21 +61,8 @@ class NotifyCollector(Collector):
             sent.add_metric([kind, "sent"], figures["sent"])
             sent.add_metric([kind, "failed"], figures["failed"])
         yield sent
-        yield CounterMetricFamily(
-            "runbroker_notifications_dropped",
-            "Notifications dropped: the oldest of a full queue, or left at the end of a shutdown.",
-            value=0 if status is None else status["dropped"],
-        )
-        yield CounterMetricFamily(
-            "runbroker_notification_retries",
-            "HTTP notification attempts after a first one.",
-            value=0 if status is None else status["retries"],
-        )
-        yield GaugeMetricFamily(
-            "runbroker_notifications_pending",
-            "Notifications waiting to be sent.",
-            value=0 if status is None else status["pending"],
-        )
+        for family, name, documentation, figure in NOTIFY_FIGURES:
+            yield family(name, documentation, value=0 if status is None else status[figure])
         silent = GaugeMetricFamily(
             "runbroker_task_silent_seconds",
             "Each task past its max_silence: how long it has gone without a success (a series"

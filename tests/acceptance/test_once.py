@@ -35,6 +35,20 @@ def _env(workdir: Path, command: str, log_level: str | None = "info") -> dict[st
     return env
 
 
+def _once(
+    workdir: Path, command: str, *argv: str, log_level: str | None = "info"
+) -> subprocess.CompletedProcess[str]:
+    """``runbroker once ARGV`` run to its end in ``_env``'s environment, its output captured."""
+    return subprocess.run(
+        [RUNBROKER, "once", *argv],
+        env=_env(workdir, command, log_level),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
 def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
     env = _env(workdir, f"sh -c '{JOB}'")
     callers = [
@@ -66,38 +80,17 @@ def test_eight_concurrent_callers_never_overlap(workdir: Path) -> None:
 
 
 def test_the_runner_exits_with_the_run_status_and_names_the_job_status(workdir: Path) -> None:
-    failing = subprocess.run(
-        [RUNBROKER, "once"],
-        env=_env(workdir, "sh -c 'echo out; echo err >&2; exit 3'", log_level=None),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    failing = _once(workdir, "sh -c 'echo out; echo err >&2; exit 3'", log_level=None)
     assert failing.returncode == 1
     assert failing.stdout == "out\n"  # stdout is the job's
     # By default (host cron mails it) stderr is the job's and runbroker's own error, no log.
     assert failing.stderr == "err\nrunbroker: failed: exit status 3\n"
-    ok = subprocess.run(
-        [RUNBROKER, "once"],
-        env=_env(workdir, "sh -c 'echo out'", log_level=None),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    ok = _once(workdir, "sh -c 'echo out'", log_level=None)
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "out\n", "")
 
 
 def test_log_lines_are_printed_at_the_level_one_asks(workdir: Path) -> None:
-    ran = subprocess.run(
-        [RUNBROKER, "once"],
-        env=_env(workdir, "true", log_level="info"),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    ran = _once(workdir, "true", log_level="info")
     assert ran.returncode == 0
     events = [json.loads(line)["event"] for line in ran.stderr.splitlines()]
     assert {"run.queued", "coord.ran", "once.done"} <= set(events)
@@ -107,13 +100,7 @@ def test_skip_mode_skips_while_a_run_is_in_flight(workdir: Path) -> None:
     env = _env(workdir, f"sh -c '{JOB}'")
     runner = subprocess.Popen([RUNBROKER, "once"], env=env, stderr=subprocess.PIPE, text=True)
     eventually(lambda: (workdir / "runs").exists(), "the first run to start")
-    skipped = subprocess.run(
-        [RUNBROKER, "once", "--skip"],
-        env=_env(workdir, f"sh -c '{JOB}'", log_level=None),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    skipped = _once(workdir, f"sh -c '{JOB}'", "--skip", log_level=None)
     assert skipped.returncode == 3  # not run, as a trigger that on_busy = "skip" skipped
     assert skipped.stderr == "runbroker: skipped: a run of 'default' is in flight (--skip)\n"
     (workdir / "go").touch()
@@ -123,8 +110,6 @@ def test_skip_mode_skips_while_a_run_is_in_flight(workdir: Path) -> None:
 
 
 def test_unknown_task_is_a_usage_error(workdir: Path) -> None:
-    result = subprocess.run(
-        [RUNBROKER, "once", "nope"], env=_env(workdir, "true"), capture_output=True, text=True
-    )
+    result = _once(workdir, "true", "nope")
     assert result.returncode == 2
     assert result.stderr == "runbroker: unknown task 'nope': this container defines default\n"

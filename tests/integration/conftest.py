@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from daemon.pg.admin.commands import main
+from daemon.pg.store.base import Outlook
 from daemon.pg.store.migrate import as_tuples, load_migrations
 from daemon.pg.store.postgres import PostgresStore
 
@@ -103,3 +105,33 @@ async def sql(db_dsn: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close()
+
+
+@pytest.fixture
+def cli_env(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test database as ``RUNBROKER_DATABASE_URL``, where ``runbroker jobs`` reads it."""
+    monkeypatch.setenv("RUNBROKER_DATABASE_URL", db_dsn)
+    return db_dsn
+
+
+async def jobs(*argv: str) -> int:
+    """``runbroker jobs ARGV``'s exit code, run in a thread: the command runs a loop of its own."""
+    return await asyncio.to_thread(main, list(argv))
+
+
+async def printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """What ``runbroker jobs ARGV`` alone printed, once it has exited 0."""
+    capsys.readouterr()
+    assert await jobs(*argv) == 0
+    return capsys.readouterr().out
+
+
+class CountingStore(PostgresStore):
+    """Counts the runner's claim-loop turns, so a test knows the runner has looked."""
+
+    turns = 0
+
+    async def outlook(self) -> Outlook:
+        outlook = await super().outlook()
+        self.turns += 1
+        return outlook

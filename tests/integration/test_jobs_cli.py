@@ -8,25 +8,9 @@ import json
 import asyncpg
 import pytest
 
-from daemon.pg.admin.commands import main, migrate_main
+from daemon.pg.admin.commands import migrate_main
 from daemon.pg.store.postgres import PostgresStore
-
-
-@pytest.fixture
-def cli_env(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RUNBROKER_DATABASE_URL", db_dsn)
-    return db_dsn
-
-
-async def jobs(*argv: str) -> int:
-    return await asyncio.to_thread(main, list(argv))
-
-
-async def printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """What ``runbroker jobs ARGV`` alone printed, once it has exited 0."""
-    capsys.readouterr()
-    assert await jobs(*argv) == 0
-    return capsys.readouterr().out
+from tests.integration.conftest import jobs, printed
 
 
 async def test_migrate_reports_up_to_date(cli_env: str, capsys: pytest.CaptureFixture[str]) -> None:

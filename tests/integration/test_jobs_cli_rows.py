@@ -20,22 +20,11 @@ from daemon.pg.admin.view import job_dict, jobs_table, run_dict, runs_table
 from daemon.pg.plan import plan_claim, plan_finish
 from daemon.pg.store.base import Claimed, ClaimPlan, DueJob, Started, WriteBatch
 from daemon.pg.store.postgres import PostgresStore
+from tests.integration.conftest import printed
 from tests.integration.jobrows import add, success
 
 T = datetime(2026, 7, 1, 10, 0, tzinfo=UTC)  # every due row's occurrence, the latest passed
 YEARLY = "cron 0 10 1 7 *"  # its next is 2027-07-01T10:00:00Z: nothing missed, nothing coalesced
-
-
-@pytest.fixture
-def cli_env(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RUNBROKER_DATABASE_URL", db_dsn)
-    return db_dsn
-
-
-async def printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    capsys.readouterr()
-    assert await asyncio.to_thread(main, list(argv)) == 0
-    return capsys.readouterr().out
 
 
 def cells(out: str) -> dict[str, dict[str, str]]:

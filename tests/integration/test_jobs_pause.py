@@ -11,32 +11,9 @@ import asyncpg
 import pytest
 
 from daemon.face.status_text import render_status
-from daemon.pg.admin.commands import main
-from daemon.pg.store.base import Outlook
-from daemon.pg.store.postgres import PostgresStore
+from tests.integration.conftest import CountingStore, jobs
 from tests.support.eventually import eventually_async
 from tests.support.pgfakes import running
-
-
-class CountingStore(PostgresStore):
-    """Counts the runner's claim-loop turns, so a test knows the runner has looked."""
-
-    turns = 0
-
-    async def outlook(self) -> Outlook:
-        outlook = await super().outlook()
-        self.turns += 1
-        return outlook
-
-
-@pytest.fixture
-def cli_env(db_dsn: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RUNBROKER_DATABASE_URL", db_dsn)
-    return db_dsn
-
-
-async def jobs(*argv: str) -> int:
-    return await asyncio.to_thread(main, list(argv))
 
 
 async def said(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> tuple[str, str]:

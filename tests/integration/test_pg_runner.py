@@ -11,22 +11,12 @@ import pytest
 
 from daemon.core.runqueue import Run, RunQueue, RunResult
 from daemon.pg.runner import PgRunner
-from daemon.pg.store.base import Dependency, Outlook
+from daemon.pg.store.base import Dependency
 from daemon.pg.store.postgres import PostgresStore
+from tests.integration.conftest import CountingStore
 from tests.integration.jobrows import add, add_apart
 from tests.support.eventually import eventually_async
 from tests.support.pgfakes import FakeExecutor, fail, make_settings, running
-
-
-class CountingStore(PostgresStore):
-    """Counts the runner's claim-loop turns, so a test knows the runner has looked."""
-
-    turns = 0
-
-    async def outlook(self) -> Outlook:
-        outlook = await super().outlook()
-        self.turns += 1
-        return outlook
 
 
 async def test_notify_wakes_an_idle_runner_at_once(db_dsn: str, sql: asyncpg.Connection) -> None:

@@ -6,14 +6,12 @@ lines the page shows), each JSON block parses, each Python block is a tested fil
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ import pytest
 from daemon.core.context_vars import ENV_PREFIX
 from daemon.core.tasks.loading import _KEYS as TASK_KEYS
 from daemon.settings import Settings
+from tests.static.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -34,17 +33,6 @@ EXAMPLE_HANDLERS = """
 async def nightly(run):
     return None
 """
-
-
-def _tables() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "docs_tables", ROOT / "scripts" / "docs_tables.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def blocks(language: str) -> list[tuple[str, str, str | None]]:
@@ -108,7 +96,7 @@ def test_the_settings_table_is_the_settings_model(monkeypatch: pytest.MonkeyPatc
 def test_the_generated_tables_are_the_code() -> None:
     """Exit codes, every command's arguments and the metrics, as scripts/docs_tables.py makes
     them now (run it to bring the pages up to date)."""
-    for path, text in _tables().rewritten():
+    for path, text in load_script("docs_tables").rewritten():
         assert path.read_text(encoding="utf-8") == text, (
             f"{path.relative_to(ROOT)} differs from the code: run python scripts/docs_tables.py"
         )
@@ -117,7 +105,7 @@ def test_the_generated_tables_are_the_code() -> None:
 def test_the_generated_tables_say_every_meaning_and_no_hidden_argument() -> None:
     """Each exit code has its comment, also one that ruff format put on a line of its own, and
     an argument hidden from ``--help`` is not offered in the command reference."""
-    tables = _tables()
+    tables = load_script("docs_tables")
     rows = [line.split(" | ") for line in tables.exit_codes_table().splitlines()[2:]]
     assert rows
     assert all(row[2].strip(" |") for row in rows), rows

@@ -4,12 +4,10 @@ it the new tables at once, and a silent task is a health warning, never unhealth
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
 
-from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.shutdown import NOTIFY_DRAIN_MAX_S, shutdown
 from daemon.broker.signals import Signals
@@ -23,19 +21,21 @@ PLAIN = '[tasks.a]\ncommand = "true"\n'
 NOTIFIED = PLAIN + '[tasks.a.notify]\nmax_silence = "1h"\n'
 
 
-@pytest.fixture
-def broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Broker:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
+def broker_of(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks: str) -> Broker:
+    """A broker (not started) of the tasks file ``tasks``, with its socket in ``tmp_path``
+    and no default task, in the environment ``clean_env`` left and the test set."""
     monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
     monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
     tasks_file = tmp_path / "tasks.toml"
-    tasks_file.write_text(PLAIN)
+    tasks_file.write_text(tasks)
     monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(tasks_file))
     settings = load_settings()
     return Broker(settings, build_registry((), settings.tasks_file), Signals())
+
+
+@pytest.fixture
+def broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clean_env: None) -> Broker:
+    return broker_of(monkeypatch, tmp_path, PLAIN)
 
 
 async def test_status_says_nothing_of_notifications_until_a_reload_adds_them(
@@ -87,7 +87,7 @@ async def test_a_stop_gives_pending_notifications_at_most_their_share_of_the_bud
 
 
 def test_the_failing_tasks_come_back_from_the_state_directory_at_start(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clean_env: None
 ) -> None:
     """The broker hands the notifier the state it opened: a task that failed in the last life
     is still failing, and its run's end is written down again."""
@@ -96,19 +96,9 @@ def test_the_failing_tasks_come_back_from_the_state_directory_at_start(
     earlier.open()
     earlier.ended("a", failed=True)
     earlier.close()
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
-    monkeypatch.setenv("RUNBROKER_SOCKET", str(tmp_path / "rb.sock"))
-    monkeypatch.setenv("RUNBROKER_INTERVAL", "off")
     monkeypatch.setenv("RUNBROKER_STATE_DIR", str(state_dir))
-    tasks_file = tmp_path / "tasks.toml"
     hooked = PLAIN + '[tasks.a.notify.webhook]\nurl = "http://127.0.0.1:9/"\non = ["recovery"]\n'
-    tasks_file.write_text(hooked)
-    monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(tasks_file))
-    settings = load_settings()
-    broker = Broker(settings, build_registry((), settings.tasks_file), Signals())
+    broker = broker_of(monkeypatch, tmp_path, hooked)
     broker._open_state()
     assert broker.slot_state is not None
     assert broker.slot_state.failing == {"a"}

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from daemon import exits
-from daemon import settings as settings_module
 from daemon.face import cli
 
 
-def test_a_good_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def tasks_file(tmp_path: Path, text: str) -> Path:
+    """``text`` written as a tasks file in ``tmp_path``, the file ``check`` is given."""
     path = tmp_path / "tasks.toml"
-    path.write_text('[tasks.a]\ncommand = ["true"]\n')
+    path.write_text(text)
+    return path
+
+
+def test_a_good_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tasks_file(tmp_path, '[tasks.a]\ncommand = ["true"]\n')
     assert cli.main(["check", str(path)]) == exits.EXIT_OK
     assert capsys.readouterr().out == f"{path}: ok\n"
 
@@ -22,8 +26,9 @@ def test_a_good_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_a_bad_file_exits_2_with_a_line_per_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "tasks.toml"
-    path.write_text('[tasks.a]\ncomand = ["true"]\n\n[tasks.b]\ncommand = ["true"]\ntz = "UTC"\n')
+    path = tasks_file(
+        tmp_path, '[tasks.a]\ncomand = ["true"]\n\n[tasks.b]\ncommand = ["true"]\ntz = "UTC"\n'
+    )
     assert cli.main(["check", str(path)]) == exits.EXIT_CONFIG
     assert capsys.readouterr().err.splitlines() == [
         f"{path}:2: tasks.a: unknown key 'comand'",
@@ -32,12 +37,11 @@ def test_a_bad_file_exits_2_with_a_line_per_problem(
 
 
 def test_without_a_file_the_settings_name_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    clean_env: None,
 ) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("RUNBROKER_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setattr(settings_module, "DOCKER_SECRET_PATH", tmp_path / "no-such-secret")
     monkeypatch.setenv("RUNBROKER_TASKS_FILE", str(tmp_path / "absent.toml"))
     assert cli.main(["check"]) == exits.EXIT_CONFIG
     assert capsys.readouterr().err == f"{tmp_path / 'absent.toml'}: no such file\n"
@@ -49,8 +53,9 @@ def test_a_file_run_refuses_is_refused_with_runs_words_on_its_line(
     capsys: pytest.CaptureFixture[str],
     clean_env: None,
 ) -> None:
-    path = tmp_path / "tasks.toml"
-    path.write_text('[tasks.a]\ncommand = ["true"]\n\n[tasks.a.notify]\nmax_silence = "auto"\n')
+    path = tasks_file(
+        tmp_path, '[tasks.a]\ncommand = ["true"]\n\n[tasks.a.notify]\nmax_silence = "auto"\n'
+    )
     assert cli.main(["check", str(path)]) == exits.EXIT_CONFIG
     assert capsys.readouterr().err == (
         f"{path}:5: tasks.a.notify: max_silence = 'auto' needs the task's own interval or "
@@ -69,10 +74,10 @@ def test_a_file_run_refuses_is_refused_with_runs_words_on_its_line(
 def test_an_interval_the_daemon_clamps_is_a_warning_on_its_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_env: None
 ) -> None:
-    path = tmp_path / "tasks.toml"
-    path.write_text(
+    path = tasks_file(
+        tmp_path,
         '[tasks.a]\ncommand = ["true"]\n# fast\ninterval = "10ms"\n[tasks.b]\n'
-        'command = ["true"]\ninterval = "50ms"\n'
+        'command = ["true"]\ninterval = "50ms"\n',
     )
     assert cli.main(["check", str(path)]) == exits.EXIT_OK
     out, err = capsys.readouterr()
@@ -88,8 +93,7 @@ def test_a_grace_that_breaks_the_fencing_rule_is_on_its_line_with_a_database(
     capsys: pytest.CaptureFixture[str],
     clean_env: None,
 ) -> None:
-    path = tmp_path / "tasks.toml"
-    path.write_text('[tasks.a]\ncommand = ["true"]\n\ngrace = "40s"\n')
+    path = tasks_file(tmp_path, '[tasks.a]\ncommand = ["true"]\n\ngrace = "40s"\n')
     assert cli.main(["check", str(path)]) == exits.EXIT_OK
     capsys.readouterr()
     monkeypatch.setenv("RUNBROKER_DATABASE_URL", "postgresql://runbroker@127.0.0.1:1/none")
