@@ -21,7 +21,7 @@ from daemon.pg.deps import DependencyWaiter
 from daemon.pg.fence import FENCE_WHY, LEASE_LOST_WHY, LeaseFence
 from daemon.pg.health import LOGGER_NAME
 from daemon.pg.replica import Replica
-from daemon.pg.store.base import Claimed, Release, WriteBatch, WriteOutcome
+from daemon.pg.store.base import Claimed, Release, Renewal, WriteBatch, WriteOutcome
 from daemon.pg.unusable import UnusableJobs
 from daemon.pg.writer import ResultWriter
 from daemon.wire.reasons import REASON_FENCED, unknown_task_reason
@@ -187,11 +187,22 @@ class HeldRuns:
             self.fence.settled(held.claimed.run_id)
             self.writer.release(Release(held.claimed.job.id, held.claimed.run_id))
 
-    def renewed(self, kept_job_ids: set[int], sent_at: float) -> None:
-        """A heartbeat sent at ``sent_at`` renewed the leases of ``kept_job_ids``."""
-        for run_id, held in self.held.items():
-            if not held.settled and not held.fenced and held.claimed.job.id in kept_job_ids:
-                self.fence.renewed(run_id, held, sent_at)
+    def answered(self, sent: list[Held], renewal: Renewal, sent_at: float) -> None:
+        """A heartbeat sent at ``sent_at`` for the runs ``sent`` was answered: the fences of
+        those it renewed move on, and those it did not renew are stopped as lost.
+
+        Only ``sent`` is judged: a run claimed while the heartbeat was on its way is not in its
+        answer, yet holds the lease its claim granted. A settled run is left to its record,
+        whose write is guarded by the lease and says itself whether the lease held."""
+        for held in sent:
+            run_id, job_id = held.claimed.run_id, held.claimed.job.id
+            if held.settled or self.held.get(run_id) is not held:
+                continue
+            if job_id in renewal.kept:
+                if not held.fenced:
+                    self.fence.renewed(run_id, held, sent_at)
+            elif not held.lost:
+                self.lease_lost(held, removed=job_id in renewal.gone)
 
     def _fenced(self, held: Held) -> None:
         """The lease could not be renewed in time: stop the run before the lease ends."""

@@ -104,7 +104,8 @@ class BackgroundLoops:
         wait_s = every_s
         while not await wait_event(self.closing, wait_s if self.health.up else min(1.0, wait_s)):
             # settled runs too: a lease is held until the run's record is written
-            job_ids = {h.claimed.job.id for h in self.runs.held.values()}
+            sent = list(self.runs.held.values())
+            job_ids = {h.claimed.job.id for h in sent}
             sent_at = self.runs.fence.now()
             wait_s = every_s
             if not job_ids:
@@ -121,10 +122,7 @@ class BackgroundLoops:
             finally:
                 wait_s = max(0.0, sent_at + every_s - self.runs.fence.now())
             self.health.ok()
-            self.runs.renewed(renewal.kept, sent_at)
-            for held in list(self.runs.held.values()):
-                if held.claimed.job.id not in renewal.kept and not held.lost:
-                    self.runs.lease_lost(held, removed=held.claimed.job.id in renewal.gone)
+            self.runs.answered(sent, renewal, sent_at)
 
     async def prune_loop(self) -> None:
         every_s = min(PRUNE_EVERY_S, self.settings.run_retention_s / 4)

@@ -107,6 +107,11 @@ def test_three_replicas_run_every_occurrence_exactly_once(
         "FROM job_runs r JOIN scheduled_jobs j ON j.id = r.job_id "
         "WHERE j.name = ANY($1::text[]) ORDER BY j.name, r.id",
         [row["name"] for row in odd],
+    ) + query(
+        dsn,
+        "SELECT name, enabled, next_run_at, now() AS db_now, scheduled_for, attempt, "
+        "lease_owner, last_status, last_error FROM scheduled_jobs WHERE name = ANY($1::text[])",
+        [row["name"] for row in odd],
     )
     ticks = query(
         dsn,
@@ -114,10 +119,17 @@ def test_three_replicas_run_every_occurrence_exactly_once(
         "JOIN scheduled_jobs j ON j.id = r.job_id WHERE j.name = 'ticker' "
         "ORDER BY r.scheduled_for",
     )
-    times = [t["scheduled_for"] for t in ticks]
+    # a loaded machine may start a tick late, past the next one: it then runs once for both,
+    # and a row of attempt 0 records the occurrences it passed over
+    ran = [t for t in ticks if t["attempt"] != 0]
+    times = [t["scheduled_for"] for t in ran]
     assert len(times) == len(set(times))  # no occurrence ran twice
-    assert {(t["attempt"], t["status"]) for t in ticks} == {(1, "succeeded")}
-    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert {(t["attempt"], t["status"]) for t in ran} == {(1, "succeeded")}
+    assert {t["status"] for t in ticks if t["attempt"] == 0} <= {"coalesced"}
+    gaps = [
+        later - earlier
+        for earlier, later in itertools.pairwise([t["scheduled_for"] for t in ticks])
+    ]
     assert all(gap % timedelta(seconds=1) == timedelta(0) for gap in gaps)  # on the grid
     owners = value(dsn, "SELECT count(DISTINCT owner) FROM job_runs")
     assert owners >= 2

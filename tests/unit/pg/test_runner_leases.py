@@ -5,12 +5,13 @@ another replica holds or a job removed stopping the run."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from daemon.pg.store.base import Renewal
 from daemon.pg.store.memory import MemoryStore
 from daemon.pg.store.memory_rows import MemRun
 from daemon.wire.reasons import REASON_FENCED, REASON_JOB_REMOVED, REASON_LEASE_LOST
@@ -105,3 +106,47 @@ async def test_a_running_run_its_replica_no_longer_holds_is_stopped_saying_why_o
     events = [e["event"] for e in logs]
     assert events.count(event) == 1  # not again at its record
     assert {"job.lease_lost", "job.removed"} & set(events) == {event}
+
+
+class _SlowRenewals(MemoryStore):
+    """A renewal whose answer is held back until ``answer`` is set, as a loaded machine's
+    reply is late: the runner claims meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def heartbeat(self, owner: str, job_ids: Sequence[int], lease_s: float) -> Renewal:
+        renewal = await super().heartbeat(owner, job_ids, lease_s)
+        if job_ids and not self.answer.is_set():
+            self.in_flight.set()
+            await self.answer.wait()
+        return renewal
+
+
+async def test_a_run_claimed_while_a_renewal_is_on_its_way_keeps_its_lease_and_runs_once(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
+    store = _SlowRenewals()
+    store.add("first", "slow", "every 1h", now() - timedelta(seconds=1))
+    first_gate = asyncio.Event()
+    # lease 3 s: a renewal every 0.6 s, given up after 1.5 s, runs fenced 2.25 s after one
+    async with running(store, gate=first_gate, lease_s=3.0) as h:
+        await store.wait_for(lambda: bool(h.executor.started))
+        await asyncio.wait_for(store.in_flight.wait(), 5.0)  # it renews "first" alone
+        second_gate = h.executor.release_gate = asyncio.Event()  # what starts next waits
+        first_gate.set()
+        await store.wait_for(lambda: store.job("first").last_status == "succeeded")
+        store.add("second", "slow", "every 1h", now() - timedelta(seconds=1))
+        store.notify()
+        await store.wait_for(lambda: len(h.executor.started) == 2)  # "second" runs
+        renewals = store.calls.count("heartbeat")
+        store.answer.set()  # the answer names "first" only: "second" was claimed after it
+        await store.wait_for(lambda: store.calls.count("heartbeat") > renewals)  # looked at
+        second_gate.set()
+        await store.wait_for(lambda: store.job("second").last_status == "succeeded")
+    assert h.executor.cancels == []
+    (record,) = store.runs_of("second")
+    assert (record.attempt, record.status, record.error) == (1, "succeeded", None)
+    assert "job.lease_lost" not in [e["event"] for e in logs]
