@@ -103,7 +103,7 @@ class Broker:
         self.notifier = Notifier(tasks, self.journal, self.children)
         self.queue.on_finish(self.notifier.run_finished)
         self.queue.on_submit(self.notifier.run_submitted)
-        self.reloader.listeners.append(self.notifier.refresh)
+        self.reloader.listeners.add(self.notifier.refresh)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:
             from daemon.observe.metrics import Metrics  # prometheus only when asked
@@ -117,9 +117,9 @@ class Broker:
                 notify=self.notifier,
             )
             self.queue.on_finish(metrics.run_finished)
-            self.slots.listeners.append(metrics.slot_settled)
-            self.reloader.listeners.append(lambda changes: metrics.add_tasks(changes.added))
-            self.reloader.outcomes.append(metrics.reload_done)
+            self.slots.listeners.add(metrics.slot_settled)
+            self.reloader.listeners.add(lambda changes: metrics.add_tasks(changes.added))
+            self.reloader.outcomes.add(metrics.reload_done)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
             )

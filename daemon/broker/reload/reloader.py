@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.broker.ticking import tick_plans
+from daemon.core.subscribers import Subscribers
 from daemon.core.tasks import (
     TaskChanges,
     TaskConfigError,
@@ -67,10 +68,11 @@ class TaskReloader:
         if not settings.tasks_file_required and not settings.tasks_file.exists():
             self.path = None  # the default path, absent at start: no tasks file
         self.watch = WATCH_NONE if self.path is None else WATCH_SIGNAL
-        self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
+        # After each swap; one that raises never undoes a good reload.
+        self.listeners: Subscribers[TaskChanges] = Subscribers("tasks.reloaded")
         self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
         self.resync_watch: Callable[[], bool] | None = None  # the file watch's, when it runs
-        self.outcomes: list[Callable[[bool], None]] = []  # after each reload (metrics)
+        self.outcomes: Subscribers[bool] = Subscribers("tasks.reload_outcome")  # after each
         self.file_changed = asyncio.Event()
         self._digest = registry.source_digest  # of the bytes the tasks came from
         self.last_at: float | None = None
@@ -113,11 +115,7 @@ class TaskReloader:
         tasks, plans, warnings = checked
         changes = self._swap(tasks, plans, warnings)
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
-        for listener in self.listeners:
-            try:
-                listener(changes)
-            except Exception:  # a listener's bug must not undo a good reload
-                log.exception("tasks.reload_listener_failed")
+        self.listeners.tell(changes)
         log.info(
             "tasks.reloaded",
             file=str(self.path),
@@ -193,8 +191,7 @@ class TaskReloader:
 
     def _record(self, source: str, outcome: ReloadOutcome) -> ReloadOutcome:
         self.last_at, self.last, self.last_source = time.time(), outcome, source
-        for counted in self.outcomes:
-            counted(outcome.ok)
+        self.outcomes.tell(outcome.ok)
         return outcome
 
     def watch_state(self, watching: bool) -> None:
