@@ -28,6 +28,7 @@ from daemon.core.journal import Journal
 from daemon.core.runqueue import Run
 from daemon.core.slot_state import SlotState, StateDirRefused
 from daemon.core.slots import SlotRecord
+from daemon.core.strays import Stray
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
@@ -123,6 +124,11 @@ class Broker:
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
             )
+
+    @property
+    def strays(self) -> list[Stray]:
+        """The handlers the executor gave up on that still run (``status``, ``health``)."""
+        return self.executor.strays.listed()
 
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
