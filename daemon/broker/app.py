@@ -28,6 +28,7 @@ from daemon.core.journal import Journal
 from daemon.core.runqueue import Run
 from daemon.core.slot_state import SlotState, StateDirRefused
 from daemon.core.slots import SlotRecord
+from daemon.core.strays import Stray
 from daemon.core.tasks import TaskRegistry
 from daemon.core.ticker import Ticker
 from daemon.exits import EXIT_FATAL
@@ -103,7 +104,7 @@ class Broker:
         self.notifier = Notifier(tasks, self.journal, self.children)
         self.queue.on_finish(self.notifier.run_finished)
         self.queue.on_submit(self.notifier.run_submitted)
-        self.reloader.listeners.append(self.notifier.refresh)
+        self.reloader.listeners.add(self.notifier.refresh)
         self.metrics_server: MetricsServer | None = None
         if settings.metrics_addr:
             from daemon.observe.metrics import Metrics  # prometheus only when asked
@@ -118,15 +119,18 @@ class Broker:
                 state=self.slot_state,
             )
             self.queue.on_finish(metrics.run_finished)
-            self.slots.listeners.append(metrics.slot_settled)
+            self.slots.listeners.add(metrics.slot_settled)
             # prometheus_client's metrics take their own locks: new series are added off the loop.
-            self.reloader.listeners_off_loop.append(
-                lambda changes: metrics.add_tasks(changes.added)
-            )
-            self.reloader.outcomes.append(metrics.reload_done)
+            self.reloader.listeners_off_loop.add(lambda changes: metrics.add_tasks(changes.added))
+            self.reloader.outcomes.add(metrics.reload_done)
             self.metrics_server = MetricsServer(
                 metrics, settings.metrics_addr, lambda: status.health_problem(self)
             )
+
+    @property
+    def strays(self) -> list[Stray]:
+        """The handlers the executor gave up on that still run (``status``, ``health``)."""
+        return self.executor.strays.listed()
 
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import os
 from collections.abc import Mapping
 
@@ -92,6 +93,29 @@ class AttemptRunner:
     def cap_grace(self, grace_cap_s: float) -> None:
         """At shutdown: a command the cancel stops gets at most ``grace_cap_s`` of grace."""
         self._grace_cap_s = grace_cap_s
+
+    def grace_s(self, task: Task) -> float:
+        """How long ``task``'s attempt has to end once asked to stop (a shutdown's cap applied)."""
+        grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
+        cap_s = self._grace_cap_s
+        return grace_s if cap_s is None else min(grace_s, cap_s)
+
+    def given_up(self, task: Task) -> RunResult:
+        """The result of ``task``'s attempt when the executor stops waiting for it (its handler
+        ignored the cancellation): what it was stopped for, its cancel's reason or its timeout."""
+        if self._cancel_reason or self._stopping:
+            reason = self._cancel_reason or REASON_SHUTDOWN_CANCEL
+            return RunResult(ok=False, reason=reason, cancelled=True)
+        return self._timed_out_result(task)
+
+    def successor(self) -> AttemptRunner:
+        """The runner of the attempts after one the executor gave up on: that one keeps this
+        runner, whose state is its own until it ends; the next ones share its settings and
+        the shutdown's state, nothing of the attempt."""
+        runner = copy.copy(self)
+        runner._cancel_reason = ""
+        runner._deadline = runner._handler_context = runner._terminated = None
+        return runner
 
     def timed_out(self) -> bool:
         """The running attempt's timeout has fired (its cancel is on its way, or being
@@ -188,11 +212,9 @@ class AttemptRunner:
             if output is not None and not is_json_output(output):
                 return RunResult(ok=False, reason=REASON_NOT_JSON)
             return RunResult(ok=True, output=output)
-        task_grace_s = task.grace_s if task.grace_s is not None else self.default_grace_s
 
         def grace_s() -> float:
-            cap_s = self._grace_cap_s
-            return task_grace_s if cap_s is None else min(task_grace_s, cap_s)
+            return self.grace_s(task)
 
         journal_log = self.journal.current
         keep = journal_log.add_lines if journal_log is not None else None

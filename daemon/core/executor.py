@@ -1,7 +1,9 @@
 """The single consumer of the run queue: one run at a time, in arrival order.
 
 Each run gets exactly one result: success, failure (exit status or handler exception), timeout,
-cancellation, or shutdown. A handler's crash never takes the executor down.
+cancellation, or shutdown. A handler's crash never takes the executor down, and neither does one
+that ignores its cancellation: once its grace is over, its run has its result, the task it holds
+is a stray (``daemon.core.strays``), and the runs go on in a task of their own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from daemon.core.attempt import OUTPUT_HOLD_DEFAULT_S, OUTPUT_LOG_DEFAULT, Attem
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunResult, run_log_fields
+from daemon.core.strays import Strays
 from daemon.core.tasks import Task, TaskRefused, TaskRegistry
 from daemon.log.logs import get_logger, log_enabled
 from daemon.log.output_log import OutputLogMode
@@ -26,6 +29,9 @@ log = get_logger("runbroker.executor")
 CANCEL_REQUESTED = "requested"
 CANCEL_ALREADY_REQUESTED = "already requested"
 TURN_S = 0.002  # the longest the executor keeps the loop to itself while runs are waiting
+# Past its grace, a handler asked to stop has this long to answer before it is a stray: the loop
+# turns that tell it its cancellation and take its answer back.
+STRAY_MARGIN_S = 0.1
 
 
 class Executor:
@@ -58,26 +64,58 @@ class Executor:
         self._attempting = False  # suspended inside a run's attempt: a cancel reaches the run
         self._cancels = 0  # cancels cancel_current asked of the executor's task for this run
         self._stray_cancel = False  # the last attempt left a cancel of the task behind
+        self._handler: Task | None = None  # the running attempt's task, when it is a handler's
+        self._give_up: asyncio.TimerHandle | None = None  # when to stop waiting for the handler
+        self._moved: asyncio.Future[None] | None = None  # run_forever's, told the runs moved on
+        self.strays = Strays()  # the handlers given up on that still run
 
     async def run_forever(self) -> None:
         """Take runs until the queue is closed and drained, or when cancelled, until the running run
-        has its result.
+        has its result; then wait for the strays.
 
         Each attempt is awaited in place, and the next waiting run starts in the same step, up to
         ``TURN_S``, so that quick handlers cost no loop turn. Handlers share that task, so the
-        caller's cancel reaches it only as ``stop()``."""
-        runs = asyncio.get_running_loop().create_task(self._execute_runs())
+        caller's cancel reaches it only as ``stop()``. A handler given up on keeps that task,
+        and the runs go on in a new one."""
+        self._start_runs()
         try:
-            await asyncio.wait({runs})  # a cancel of this wait leaves the runs' task alone
+            runs = await self._runs_ended()
+            await self.strays.wait()
         except asyncio.CancelledError:
             self.attempts.stop()
-            runs.cancel()
-            await asyncio.wait({runs})
+            if self._task is not None:
+                self._task.cancel()  # a cancel of the waits above leaves the runs' task alone
+            self.strays.cancel()
+            await self._runs_ended()
+            await self.strays.wait()
             raise
-        runs.result()  # what ended it, raised here
+        if runs is not None:
+            runs.result()  # what ended it, raised here
+
+    def _start_runs(self) -> None:
+        """The runs' task, at the start or after a give-up (none once the executor stops)."""
+        stopping = self.attempts.stopping
+        loop = asyncio.get_running_loop()
+        self._task = None if stopping else loop.create_task(self._execute_runs())
+        moved = self._moved
+        if moved is not None and not moved.done():
+            moved.set_result(None)
+
+    async def _runs_ended(self) -> asyncio.Task[None] | None:
+        """The runs' task once it has ended, followed from task to task across give-ups."""
+        loop = asyncio.get_running_loop()
+        while True:
+            runs = self._task
+            if runs is None or runs.done():
+                return runs
+            self._moved = moved = loop.create_future()
+            try:
+                await asyncio.wait({runs, moved}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._moved = None
 
     async def _execute_runs(self) -> None:
-        self._task = asyncio.current_task()
+        me = asyncio.current_task()
         turn_ends = time.monotonic() + TURN_S
         turn = False
         while True:
@@ -91,7 +129,11 @@ class Executor:
             try:
                 await self.execute(run)
             finally:
-                self.queue.release(run)
+                stray = self._task is not me
+                if not stray:
+                    self.queue.release(run)
+            if stray:
+                return  # given up on: the run had its result then, and a new task took over
             turn = self._stray_cancel or (
                 bool(self.queue.waiting_count()) and time.monotonic() >= turn_ends
             )
@@ -130,6 +172,8 @@ class Executor:
         if run_id is not None and current.id != run_id:
             return ""
         self.attempts.note_cancel(reason)
+        if self._handler is not None:
+            self._give_up_after(current, self.attempts.grace_s(self._handler))
         if self._cancels or self.attempts.timed_out():
             # A second cancel (or one after the task's timeout has fired) must not cut the
             # first one's grace, or the handler's clean-up, short.
@@ -180,11 +224,15 @@ class Executor:
             log.info("run.started", **run_log_fields(run))
         started = time.monotonic()
         try:
-            result = await self._follow(run, task, started)
+            followed = await self._follow(run, task, started)
         finally:  # the run has its result by now, however it ended (shutdown: see _follow)
             if journal_log is not None:
                 shutdown = RunResult(ok=False, reason=REASON_SHUTDOWN_CANCEL, cancelled=True)
                 self.journal.end(journal_log, run.result or shutdown)
+        if followed is None:  # a stray's end: its run's result was told when it was given up on
+            assert run.result is not None
+            return run.result
+        result = followed
         duration_ms = result.duration_ms
         if result.ok:
             if verbose:
@@ -200,28 +248,76 @@ class Executor:
             )
         return result
 
-    async def _follow(self, run: Run, task: Task, started: float) -> RunResult:
+    async def _follow(self, run: Run, task: Task, started: float) -> RunResult | None:
         """The attempt, awaited in the runs' task: the run has its result when this returns.
 
         ``CancelledError`` means the shutdown's budget ran out, which ends the runs once this one
-        has its result."""
+        has its result. None: the executor gave up on the attempt, which has now ended."""
         overdue = self.attempts.watch_soft_timeout(run, task)
+        if task.handler is not None:
+            self._handler = task
+            if task.timeout_s is not None:
+                self._give_up_after(run, task.timeout_s + self.attempts.grace_s(task))
         self._attempting = True
         try:
             result = await self.attempts.run(run, task)
         finally:
-            self._attempting = False
             if overdue is not None:
                 overdue.cancel()
-            self._cancels = 0
-            # What the handler left on the task is taken back. A cancel it made and did not
-            # wait for may still be on its way: the loop turns before the next run, and
-            # _next_run lets it go by.
-            self._stray_cancel = self._take_back_cancels()
+            if run is self.queue.current:  # else given up on, and the executor has moved on
+                self._attempting = False
+                self._cancels = 0
+                self._handler = None
+                if self._give_up is not None:
+                    self._give_up.cancel()
+                    self._give_up = None
+                # What the handler left on the task is taken back. A cancel it made and did not
+                # wait for may still be on its way: the loop turns before the next run, and
+                # _next_run lets it go by.
+                self._stray_cancel = self._take_back_cancels()
+        if run is not self.queue.current:
+            return None
         _recorded(run, result, started)
         if self.attempts.stopping:
             raise asyncio.CancelledError  # the executor's own end, after the run's result
         return result
+
+    def _give_up_after(self, run: Run, grace_s: float) -> None:
+        """Stop waiting for ``run``'s handler ``grace_s`` (and the margin) from now, unless it
+        ends first or an earlier give-up is set."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + grace_s + STRAY_MARGIN_S
+        armed = self._give_up
+        if armed is not None:
+            if armed.when() <= when:
+                return
+            armed.cancel()
+        self._give_up = loop.call_at(when, self._gave_up_on, run, grace_s)
+
+    def _gave_up_on(self, run: Run, grace_s: float) -> None:
+        """``run``'s handler did not end within its grace once asked to stop: the run gets the
+        result it was stopped for, its task goes on as a stray, and the runs in a new task."""
+        self._give_up = None
+        runs, handler = self._task, self._handler
+        if run is not self.queue.current or runs is None or handler is None or run.is_done:
+            return
+        started = run.started_monotonic or time.monotonic()
+        result = _recorded(run, self.attempts.given_up(handler), started)
+        log.warning(
+            "run.done",
+            **run_log_fields(run),
+            ok=False,
+            reason=result.reason,
+            duration_ms=result.duration_ms,
+            stray=True,
+        )
+        self.strays.adopt(runs, run, grace_s)
+        self._attempting = False
+        self._cancels = 0
+        self._handler = None
+        self.attempts = self.attempts.successor()  # the stray keeps the one it runs in
+        self.queue.release(run)
+        self._start_runs()
 
     def _take_back_cancels(self) -> bool:
         """Take back every cancel request made of the runs' task, and return whether there were any.

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 
 from daemon.core.rfc3339 import rfc3339_utc
 from daemon.core.runqueue import Run, Watcher
+from daemon.core.subscribers import Subscribers
 from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.slots")
@@ -45,8 +46,6 @@ RUN_OUTCOMES = frozenset({RAN, CAUGHT_UP})  # settled from a run's result (``fol
 
 KEPT_PER_TASK = 20  # what ``status`` shows of each task
 TASKS_MAX = 512  # the tasks whose slots are kept: past it, the longest quiet one is forgotten
-
-SlotListener = Callable[["Slot"], None]
 
 
 @dataclass(slots=True)
@@ -88,7 +87,8 @@ class SlotRecord:
         )
         self._totals: dict[str, dict[str, int]] = {}
         self.open_slots = 0  # opened and not yet settled
-        self.listeners: list[SlotListener] = []  # told each settled slot; must not block
+        # Told each settled slot; must not block (one that raises never reaches the ticker).
+        self.listeners: Subscribers[Slot] = Subscribers("slot.settled")
 
     def open(self, task: str, planned_at: float, note: str = "", count: int = 1) -> Slot:
         """A slot of ``task`` planned at ``planned_at`` (with ``count``: that many slots from
@@ -117,12 +117,7 @@ class SlotRecord:
         self.open_slots -= slot.count
         self._keep(slot)
         _log_settled(slot)
-        for listener in list(self.listeners):
-            try:
-                listener(slot)
-            except Exception as exc:  # a listener's failure never reaches the ticker
-                self.listeners.remove(listener)
-                log.error("slot.listener_failed", error=type(exc).__name__)
+        self.listeners.tell(slot)
         return True
 
     def follow(

@@ -245,6 +245,11 @@ def render_status(answer: Mapping[str, Any], now: float | None = None) -> str:
         )
     else:
         lines.append("running: nothing")
+    for stray in answer.get("strays") or []:  # only while a handler given up on still runs
+        lines.append(
+            f"stray: {stray.get('id', '?')} {stray.get('task', '?')}, given up on "
+            f"{human_time(stray.get('given_up_at'), now)}: its handler ignored its cancellation"
+        )
     journal = answer.get("journal")  # an older daemon does not say
     if journal:
         mib = {key: (journal.get(key) or 0) / 1024**2 for key in journal if "bytes" in key}

@@ -19,6 +19,7 @@ from daemon.wire.control_shapes import (
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
     from daemon.core.runqueue import Run, RunQueue
+    from daemon.core.strays import Stray
     from daemon.core.tasks import TaskRegistry
     from daemon.core.ticker import Ticker
 
@@ -94,6 +95,10 @@ class BrokerState(Protocol):
     @property
     def recent(self) -> Iterable[Run]:
         """The latest finished runs, newest first."""
+
+    @property
+    def strays(self) -> list[Stray]:
+        """The handlers the executor gave up on that still run, the oldest first."""
 
     @property
     def reaper_mode(self) -> str:

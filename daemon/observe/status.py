@@ -153,6 +153,17 @@ def status_answer(broker: BrokerState) -> StatusAnswer:
         answer["notify"] = notify
     if broker.slot_state is not None:
         answer["state"] = broker.slot_state.status()
+    strays = broker.strays
+    if strays:
+        answer["strays"] = [
+            {
+                "id": stray.run_id,
+                "task": stray.task,
+                "started_at": _iso(stray.started_at) or "",
+                "given_up_at": _iso(stray.given_up_at) or "",
+            }
+            for stray in strays
+        ]
     return answer
 
 
@@ -203,11 +214,21 @@ def ticker_stall(broker: BrokerState, now: float) -> str | None:
 def health_warnings(broker: BrokerState) -> list[str]:
     """What is wrong without making the daemon unhealthy: a refused reload of the tasks file,
     a task past its ``max_silence``, a state directory that cannot be written, database job
-    rows it cannot use."""
+    rows it cannot use, a handler still running after the executor gave up on it."""
     warnings = broker.reloader.health_warnings() + broker.notifier.health_warnings()
     if broker.slot_state is not None:
         warnings += broker.slot_state.health_warnings()
+    warnings += stray_warnings(broker, time.time())
     return warnings + (broker.pgrunner.health_warnings() if broker.pgrunner is not None else [])
+
+
+def stray_warnings(broker: BrokerState, now: float) -> list[str]:
+    """One line a stray: the executor went on without it, so the daemon works."""
+    return [
+        f"run {stray.run_id} of task {stray.task!r}: its handler ignored its cancellation and "
+        f"still runs, {now - stray.given_up_at:.0f}s after its result was given"
+        for stray in broker.strays
+    ]
 
 
 def health_answer(broker: BrokerState) -> HealthAnswer:

@@ -121,7 +121,7 @@ class DaemonLife:
         )
         self.busy = BusyPolicy(queue, self.executor.cancel_running)
         record = SlotRecord(KEPT_PER_TASK, clock=lambda: time.clock().timestamp())
-        record.listeners.append(recorder.settled)
+        record.listeners.add(recorder.settled)
         queue.on_submit(recorder.queued)
         queue.on_finish(recorder.ended)
         self.state = None if state_path is None else SlotState(state_path)

@@ -28,6 +28,16 @@ class CurrentRun(RunSummary):
     elapsed_ms: int
 
 
+class StrayRun(TypedDict):
+    """A run whose handler ignored its cancellation past its grace: it has its result, and the
+    handler still runs."""
+
+    id: str
+    task: str
+    started_at: str  # RFC 3339, UTC
+    given_up_at: str  # when the executor stopped waiting for it
+
+
 class WaitingRun(RunSummary):
     position: int
 
@@ -176,6 +186,7 @@ class StatusAnswer(TypedDict):
     database: DatabaseStatus | None
     notify: NotRequired[NotifyStatus]  # only when a task has notifications, or had
     state: NotRequired[StateDirStatus]  # only with a state directory
+    strays: NotRequired[list[StrayRun]]  # only while a handler given up on still runs
 
 
 class HealthAnswer(TypedDict):

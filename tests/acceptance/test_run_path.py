@@ -3,6 +3,7 @@ peer or a careless job does to it, and what it must still do."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ StartDaemon = Callable[..., Daemon]
 
 HANDLERS = """
 import asyncio
+import os
 
 
 class Odd(BaseException):
@@ -58,6 +60,16 @@ async def leaves_exits(run):
 LEFT = []
 
 
+async def deaf(run):
+    # Swallows every cancellation until the test leaves its release file.
+    while not os.path.exists(os.environ["RP_RELEASE"]):
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass
+    return None
+
+
 async def orphans(run):
     # Twenty subshells, each leaving a sleep behind it: orphans in the daemon's own session.
     proc = await asyncio.create_subprocess_exec(
@@ -83,6 +95,14 @@ handler = "rp_handlers:leaves_exits"
 [tasks.orphans]
 handler = "rp_handlers:orphans"
 
+[tasks.deaf]
+handler = "rp_handlers:deaf"
+timeout = "1s"
+grace = "1s"
+
+[tasks.true]
+command = ["true"]
+
 [tasks.missing]
 command = ["/nonexistent/job"]
 
@@ -93,7 +113,37 @@ command = ["sh", "-c", "echo started; sleep 2; echo finished"]
 
 def _start(start_daemon: StartDaemon, workdir: Path) -> Daemon:
     (workdir / "rp_handlers.py").write_text(HANDLERS)
-    return start_daemon(tasks_toml=TASKS, env={"PYTHONPATH": str(workdir)})
+    env = {"PYTHONPATH": str(workdir), "RP_RELEASE": str(workdir / "release")}
+    return start_daemon(tasks_toml=TASKS, env=env)
+
+
+def test_a_handler_that_swallows_its_timeout_is_given_up_on_and_the_queue_moves_on(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = _start(start_daemon, workdir)
+    deaf = daemon.popen("trigger", "deaf")
+    [started] = daemon.log.wait_for("run.started", lambda line: line["task"] == "deaf")
+    queued = daemon.popen("trigger", "true")
+    daemon.log.wait_for("run.queued", lambda line: line["task"] == "true")
+    _out, err = deaf.communicate(timeout=20)
+    assert deaf.returncode == 1, err
+    assert "timed out after 1s" in err
+    queued.communicate(timeout=20)
+    assert queued.returncode == 0
+    status = json.loads(daemon.exec("status", "--json").stdout)
+    assert [(stray["id"], stray["task"]) for stray in status["strays"]] == [
+        (started["run_id"], "deaf")
+    ]
+    assert "stray: " in daemon.exec("status").stdout
+    health = daemon.exec("health")
+    assert health.returncode == 0, health.stderr  # a warning: the daemon works
+    assert "its handler ignored its cancellation" in health.stdout + health.stderr
+    (workdir / "release").touch()
+    daemon.log.wait_for("run.stray_ended", lambda line: line["run_id"] == started["run_id"])
+    assert "strays" not in json.loads(daemon.exec("status", "--json").stdout)
+    assert "warning" not in daemon.exec("health").stdout
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
 
 
 def test_a_handler_raising_any_base_exception_fails_its_run_and_pid_1_goes_on(

@@ -26,6 +26,7 @@ from daemon.broker.reload.off_loop import (
     off_the_loop,
 )
 from daemon.broker.tasks_check import take_tasks
+from daemon.core.subscribers import Subscribers
 from daemon.core.tasks import (
     Task,
     TaskChanges,
@@ -81,13 +82,14 @@ class TaskReloader:
         if not settings.tasks_file_required and not settings.tasks_file.exists():
             self.path = None  # the default path, absent at start: no tasks file
         self.watch = WATCH_NONE if self.path is None else WATCH_SIGNAL
-        self.listeners: list[Callable[[TaskChanges], None]] = []  # after each swap
+        # After each swap; one that raises never undoes a good reload.
+        self.listeners: Subscribers[TaskChanges] = Subscribers("tasks.reloaded")
         # After each swap too, in a thread of their own: thread-safe, and slow for thousands
         # of tasks (the metrics' new series: seconds for 18,000).
-        self.listeners_off_loop: list[Callable[[TaskChanges], None]] = []
+        self.listeners_off_loop: Subscribers[TaskChanges] = Subscribers("tasks.reloaded")
         self.fence_widen: Callable[[float], None] | None = None  # the runner's, with a database
         self.resync_watch: Callable[[], bool] | None = None  # the file watch's, when it runs
-        self.outcomes: list[Callable[[bool], None]] = []  # after each reload (metrics)
+        self.outcomes: Subscribers[bool] = Subscribers("tasks.reload_outcome")  # after each
         self.file_changed = asyncio.Event()
         self.requests = ReloadRequests()  # clients' reloads and dry runs, answered in turn
         self._digest = registry.source_digest  # of the bytes the tasks came from
@@ -137,18 +139,11 @@ class TaskReloader:
                 compared = compare_tasks(self.registry.tasks, tasks)
             changes = self._swap(tasks, plans, warnings, compared)
             await self.ticker.started()  # the new plans tick: answered once they do
-            for slow in self.listeners_off_loop:
-                try:
-                    await off_the_loop(functools.partial(slow, changes))
-                except Exception:  # a listener's bug must not undo a good reload
-                    log.exception("tasks.reload_listener_failed")
+            if self.listeners_off_loop:
+                await off_the_loop(functools.partial(self.listeners_off_loop.tell, changes))
             keep_out_of_collections()
         outcome = self._record(source, ReloadOutcome(True, changes=changes))
-        for listener in self.listeners:
-            try:
-                listener(changes)
-            except Exception:  # a listener's bug must not undo a good reload
-                log.exception("tasks.reload_listener_failed")
+        self.listeners.tell(changes)
         log.info(
             "tasks.reloaded",
             file=str(self.path),
@@ -231,8 +226,7 @@ class TaskReloader:
 
     def _record(self, source: str, outcome: ReloadOutcome) -> ReloadOutcome:
         self.last_at, self.last, self.last_source = time.time(), outcome, source
-        for counted in self.outcomes:
-            counted(outcome.ok)
+        self.outcomes.tell(outcome.ok)
         return outcome
 
     def watch_state(self, watching: bool) -> None:

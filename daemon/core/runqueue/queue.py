@@ -2,7 +2,7 @@
 
 Submitting never blocks. Capacity counts waiting runs only, so that capacity 0 means "run now
 or reject", never "reject everything". Listeners are called synchronously and must not block,
-so that a slow client never stalls the executor.
+so that a slow client never stalls the executor, and one that raises never reaches it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from daemon.core.runqueue.records import RunRequest, RunResult
 from daemon.core.runqueue.run import Listener, Run, Watcher, run_log_fields
+from daemon.core.subscribers import Subscribers
 from daemon.log.logs import get_logger, log_enabled
 from daemon.wire import protocol
 from daemon.wire.reasons import (
@@ -68,8 +69,8 @@ class RunQueue:
         self._rejected_full = 0
         self._rejected_closed = 0
         self._finished = 0
-        self._on_finish: list[Callable[[Run], None]] = []
-        self._on_submit: list[Callable[[Run], None]] = []
+        self._on_finish: Subscribers[Run] = Subscribers("run.finished")
+        self._on_submit: Subscribers[Run] = Subscribers("run.submitted")
         # run.queued lines (info) are not even built when LOG_LEVEL drops them.
         self.log_runs = log_enabled(logging.INFO)
 
@@ -103,9 +104,7 @@ class RunQueue:
                 protocol.EVENT_QUEUED,
                 protocol.queued_event(run.id, len(self._waiting), request.task),
             )
-        if self._on_submit:
-            for callback in list(self._on_submit):
-                callback(run)
+        self._on_submit.tell(run)
         return run
 
     def room(self) -> int:
@@ -144,20 +143,20 @@ class RunQueue:
         if self.current is run:
             self.current = None
         self._finished += 1
-        for callback in list(self._on_finish):
-            callback(run)
+        self._on_finish.tell(run)
 
     def on_finish(self, callback: Callable[[Run], None]) -> None:
-        self._on_finish.append(callback)
+        """``callback`` hears every run the queue is done with (its result told); one that
+        raises is logged once, and never reaches the executor."""
+        self._on_finish.add(callback)
 
     def on_submit(self, callback: Callable[[Run], None]) -> None:
         """``callback`` hears every run accepted from now on (``logs -f`` waiting for a
         task's first run), until ``off_submit``."""
-        self._on_submit.append(callback)
+        self._on_submit.add(callback)
 
     def off_submit(self, callback: Callable[[Run], None]) -> None:
-        if callback in self._on_submit:
-            self._on_submit.remove(callback)
+        self._on_submit.remove(callback)
 
     # -- control ----------------------------------------------------------------------------
     def cancel_waiting(self, run_id: str, reason: str = REASON_USER_CANCEL) -> Run | None:
@@ -168,8 +167,7 @@ class RunQueue:
         run.finish(RunResult(ok=False, reason=reason, cancelled=True))
         _log.warning("run.done", **run_log_fields(run), ok=False, reason=reason, cancelled=True)
         self._finished += 1
-        for callback in list(self._on_finish):
-            callback(run)
+        self._on_finish.tell(run)
         return run
 
     def close(self) -> None:

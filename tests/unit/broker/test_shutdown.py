@@ -5,6 +5,7 @@ start-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,10 +16,11 @@ import pytest
 
 from daemon.broker.app import Broker, run_broker
 from daemon.core.runqueue import Event, Rejected, Run, RunRequest
+from daemon.core.tasks import RunContext, Task
 from daemon.server.server import SocketServer
 from daemon.wire.reasons import REASON_CLOSED, REASON_SHUTDOWN_CANCEL
 from tests.unit.broker.conftest import DEFAULT, TERM_TRAP, Logs, MakeSettings, broker_of
-from tests.unit.core.executing import registry_of, sh_task
+from tests.unit.core.executing import handler_task, registry_of, sh_task
 
 
 class Journal:
@@ -210,3 +212,73 @@ async def test_a_signal_during_start_up_stops_the_broker_once_it_runs(
     async with asyncio.timeout(10):
         assert await run_broker(settings, registry_of(DEFAULT), [signal.SIGTERM]) == 0
     assert not path.exists()
+
+
+def _deaf_task(entered: asyncio.Event, release: asyncio.Event) -> Task:
+    """A handler that swallows every cancellation until ``release`` is set, and its task's
+    timeout and grace: it is a stray 0.1 s after it starts."""
+
+    async def deaf(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+        return None
+
+    return handler_task("deaf", deaf, timeout_s=0.05, grace_s=0.05)
+
+
+async def test_a_stray_that_ends_in_the_budget_is_awaited_and_the_exit_is_clean(
+    make_settings: MakeSettings, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+    settings = make_settings(SOCKET=str(short_dir / "rb.sock"), INTERVAL="off")
+    broker = broker_of(settings, _deaf_task(entered, release), DEFAULT)
+    serving = await _serving(broker, monkeypatch)
+    async with asyncio.timeout(20):
+        run = broker.queue.submit(RunRequest(task="deaf"))
+        assert (await run.wait()).timed_out
+        assert len(broker.executor.strays) == 1
+        broker.signals.received()
+        release.set()  # the stray ends while the shutdown drains, which waits for it
+        assert await serving == 0
+    assert len(broker.executor.strays) == 0
+
+
+async def test_a_stray_that_never_ends_cannot_hold_the_exit_past_the_budget(
+    make_settings: MakeSettings, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exits: list[int] = []
+    exited = asyncio.Event()
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)  # PID 1 exits here; the test process must not
+        exited.set()
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    entered, release = asyncio.Event(), asyncio.Event()
+    settings = make_settings(
+        SOCKET=str(short_dir / "rb.sock"), INTERVAL="off", SHUTDOWN_TIMEOUT="1s"
+    )
+    broker = broker_of(settings, _deaf_task(entered, release), DEFAULT)
+    serving = await _serving(broker, monkeypatch)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(20):
+            assert (await broker.queue.submit(RunRequest(task="deaf")).wait()).timed_out
+            stopped_at = loop.time()
+            broker.signals.received()
+            await exited.wait()
+            took_s = loop.time() - stopped_at
+    finally:
+        # What the real exit ends: the stray, and the notifier a stuck shutdown does not drain.
+        release.set()
+        serving.cancel()
+        async with asyncio.timeout(10):
+            await asyncio.wait({serving})
+        watchdog_pid = broker.children.watchdog.pid
+        if watchdog_pid > 0:  # its pipe is closed: it exits at once; collected, as the exit would
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(watchdog_pid, 0)
+    assert exits == [1]
+    assert took_s < 1.5

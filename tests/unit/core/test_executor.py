@@ -244,3 +244,19 @@ async def test_what_a_crashing_handler_bound_in_its_context_is_on_its_crash_line
 
 async def _binds_nothing(_run: RunContext) -> dict[str, Any] | None:
     raise ValueError("plain failure")
+
+
+async def test_a_queue_subscriber_that_raises_never_stops_the_executor() -> None:
+    async def fine(_run: RunContext) -> dict[str, Any] | None:
+        return None
+
+    def broken(_run: Run) -> None:
+        raise RuntimeError("a subscriber's bug")
+
+    async with executing(handler_task("fine", fine)) as (queue, _):
+        queue.on_submit(broken)
+        queue.on_finish(broken)
+        first = queue.submit(RunRequest(task="fine"))
+        second = queue.submit(RunRequest(task="fine"))
+        assert (await result_of(first)).ok
+        assert (await result_of(second)).ok  # the executor took the next run

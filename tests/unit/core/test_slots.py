@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -109,19 +110,25 @@ def test_each_settled_slot_is_one_log_event_a_missed_one_a_warning() -> None:
     assert (events[2]["run_id"], events[2]["count"]) == ("r9", 3)
 
 
-def test_a_listener_hears_every_settled_slot_and_one_that_raises_is_dropped() -> None:
+def test_a_listener_hears_every_settled_slot_and_one_that_raises_never_reaches_the_ticker(
+    logs: list[MutableMapping[str, Any]],
+) -> None:
     record = SlotRecord()
     heard: list[Slot] = []
 
     def broken(_slot: Slot) -> None:
         raise RuntimeError("a metrics bug")
 
-    record.listeners += [broken, heard.append]
+    record.listeners.add(broken)
+    record.listeners.add(heard.append)
     first, second = record.open("t", 1.0), record.open("t", 2.0)
-    record.settle(first, SKIPPED)
-    record.settle(second, SKIPPED)
+    assert record.settle(first, SKIPPED)
+    assert record.settle(second, SKIPPED)
     assert heard == [first, second]
-    assert record.listeners == [heard.append]
+    assert broken in record.listeners  # kept, and logged once
+    assert [line["news"] for line in logs if line["event"] == "subscriber.failed"] == [
+        "slot.settled"
+    ]
 
 
 def test_settled_at_is_the_clock_of_the_record() -> None:

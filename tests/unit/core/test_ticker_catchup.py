@@ -208,7 +208,7 @@ async def test_a_catch_up_run_still_queued_at_its_start_deadline_leaves_the_queu
     state.open()
     queue, record = RunQueue(4), SlotRecord()
     settled: list[Slot] = []
-    record.listeners.append(settled.append)
+    record.listeners.add(settled.append)
     long_job = queue.submit(RunRequest("backup"))
     assert await queue.take() is long_job
     clock = ManualClock(restart)

@@ -46,7 +46,7 @@ async def _ticking(
 def _tick_queue() -> tuple[RunQueue, SlotRecord, list[Slot]]:
     record = SlotRecord()
     settled: list[Slot] = []
-    record.listeners.append(settled.append)
+    record.listeners.add(settled.append)
     return RunQueue(8), record, settled
 
 

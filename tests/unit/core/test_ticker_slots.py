@@ -131,7 +131,7 @@ async def test_every_planned_time_has_exactly_one_outcome(
     executor = VirtualExecutor(queue, time_, lambda _start: next(lengths), {})
     record = SlotRecord(10_000)
     settled: list[Slot] = []
-    record.listeners.append(settled.append)
+    record.listeners.add(settled.append)
     ticker_plans = [_plan(f"t{i}", *spec) for i, spec in enumerate(plans)]
     ticker = Ticker(
         queue,

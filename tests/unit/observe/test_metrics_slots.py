@@ -25,7 +25,7 @@ def _samples(metrics: Metrics) -> dict[tuple[str, str], float]:
 def test_the_counter_has_every_outcome_from_start_and_counts_each_slot() -> None:
     record = SlotRecord()
     metrics = Metrics(RunQueue(1), tasks=["report"])
-    record.listeners.append(metrics.slot_settled)
+    record.listeners.add(metrics.slot_settled)
     assert _samples(metrics) == {("report", outcome): 0.0 for outcome in OUTCOMES}
     record.settle(record.open("report", PLANNED), MISSED, reason="late")
     record.settle(record.open("report", PLANNED + 600, count=3), SKIPPED)

@@ -5,6 +5,7 @@ declared shapes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import types
 import typing
@@ -18,7 +19,8 @@ from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
 from daemon.core.runqueue import RunRequest, RunResult
-from daemon.core.tasks import Task, TaskRegistry
+from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.face.status_text import render_status
 from daemon.observe.status import health_answer, health_problem, readiness_problem, status_answer
 from daemon.pg.runner import PgRunner
 from daemon.pg.store.base import Claimed, StoreUnavailable
@@ -109,6 +111,45 @@ async def test_a_run_wedged_past_its_timeout_is_unhealthy_until_it_ends(
     run.finish(RunResult(ok=False, reason="timed out after 1s"))
     broker.queue.release(run)
     assert health_problem(broker) is None
+
+
+async def test_a_handler_given_up_on_is_a_warning_in_health_and_listed_in_status(
+    settings: Settings,
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def deaf(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+        return None
+
+    task = Task("deaf", handler=deaf, handler_ref="tests:deaf", timeout_s=0.05, grace_s=0.05)
+    broker = _broker(settings, task, Task("default", command=("true",)))
+    executing = asyncio.create_task(broker.executor.run_forever())
+    try:
+        async with asyncio.timeout(10):
+            run = broker.queue.submit(RunRequest(task="deaf"))
+            assert (await run.wait()).timed_out
+            status = _wire(status_answer(broker))
+            assert mismatches(status, StatusAnswer) == []
+            assert [(stray["id"], stray["task"]) for stray in status["strays"]] == [
+                (run.id, "deaf")
+            ]
+            assert f"stray: {run.id} deaf, given up on" in render_status(status)
+            health = health_answer(broker)
+            assert (health["ok"], health["ready"]) == (True, True)  # the daemon works on
+            [warning] = health.get("warnings", [])
+            assert warning.startswith(f"run {run.id} of task 'deaf': its handler ignored")
+            release.set()
+            await broker.executor.strays.wait()
+            assert "strays" not in status_answer(broker)
+            assert "warnings" not in health_answer(broker)
+    finally:
+        broker.queue.close()
+        release.set()
+        await executing
 
 
 async def test_a_ticker_silent_for_two_intervals_is_unhealthy_until_it_fires(

@@ -244,7 +244,7 @@ async def test_following_a_task_before_its_first_run_waits_for_it(asked: bytes, 
     assert (header["id"], header["state"], header["task"]) == (run.id, "queued", "chatty")
     assert (line["line"], done["event"], done["exit_code"]) == ("first", "done", 3)
     assert transport.closed
-    assert queue._on_submit == []
+    assert len(queue._on_submit) == 0
 
 
 async def test_a_follower_waiting_for_a_first_run_that_leaves_stops_waiting() -> None:
@@ -254,5 +254,5 @@ async def test_a_follower_waiting_for_a_first_run_that_leaves_stops_waiting() ->
     await loop_turns()
     assert len(queue._on_submit) == 1
     transport.protocol.connection_lost(None)
-    assert queue._on_submit == []
+    assert len(queue._on_submit) == 0
     queue.submit(RunRequest(task="chatty"))  # heard by nobody

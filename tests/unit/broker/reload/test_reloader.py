@@ -320,3 +320,23 @@ async def test_reload_outcomes_are_counted_in_the_metrics(
     assert (await broker.reloader.answer())["ok"] is True
     assert 'runbroker_tasks_reloads_total{outcome="succeeded"} 1.0' in text()
     assert "runbroker_tasks_reload_last_success 1.0" in text()
+
+
+async def test_a_reload_subscriber_that_raises_never_undoes_or_stops_a_reload(
+    make_broker: MakeBroker, tasks_file: Path
+) -> None:
+    broker = make_broker()
+    told: list[bool] = []
+
+    def broken(_news: object) -> None:
+        raise RuntimeError("a subscriber's bug")
+
+    broker.reloader.listeners.add(broken)
+    broker.reloader.listeners_off_loop.add(broken)
+    broker.reloader.outcomes.add(broken)
+    broker.reloader.outcomes.add(told.append)
+    replace_file(tasks_file, NEW_TASKS)
+    answer = await broker.reloader.answer()
+    assert answer["ok"] is True, answer
+    assert sorted(broker.tasks.names()) == ["edit", "fresh", "keep"]
+    assert told == [True]

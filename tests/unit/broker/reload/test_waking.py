@@ -26,7 +26,7 @@ async def test_sighup_and_a_file_change_wake_a_reload(
     broker = make_broker()
     reloaded: asyncio.Queue[str] = asyncio.Queue()
     reloader = broker.reloader
-    reloader.listeners.append(lambda _changes: reloaded.put_nowait(reloader.last_source))
+    reloader.listeners.add(lambda _changes: reloaded.put_nowait(reloader.last_source))
     sighup = asyncio.Event()
     watcher = start_watching(reloader)
     try:
@@ -71,7 +71,7 @@ async def test_the_reload_loop_goes_on_after_a_reload_that_raised(
 
     monkeypatch.setattr(reloader, "reload", reload)
     reloaded = asyncio.Event()
-    reloader.listeners.append(lambda _changes: reloaded.set())
+    reloader.listeners.add(lambda _changes: reloaded.set())
     sighup = asyncio.Event()
     async with looping(reload_forever(reloader, sighup, debounce_s=0.01)), asyncio.timeout(10):
         sighup.set()
@@ -143,7 +143,7 @@ class _Reloads:
         self.broker = broker
         self.loaded: list[frozenset[str]] = []
         self.changed = asyncio.Event()
-        broker.reloader.listeners.append(self._done)
+        broker.reloader.listeners.add(self._done)
 
     def _done(self, _changes: object) -> None:
         self.loaded.append(self.broker.tasks.names())

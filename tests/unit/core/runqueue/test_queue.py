@@ -268,3 +268,24 @@ async def test_a_run_waited_for_before_and_after_its_result() -> None:
     assert early.finish(RunResult(ok=True, reason="first")) is True
     assert (await waiter).reason == "first"
     assert (await early.wait()).reason == "first"  # after its result: no waiting at all
+
+
+async def test_a_subscriber_that_raises_never_reaches_the_submitter_or_the_executor() -> None:
+    queue = RunQueue(capacity=4)
+    finished: list[str] = []
+
+    def broken(_run: Run) -> None:
+        raise RuntimeError("a subscriber's bug")
+
+    queue.on_submit(broken)
+    queue.on_finish(broken)
+    queue.on_finish(lambda run: finished.append(run.id))
+    first = queue.submit(_req())  # submit: told, and the run is accepted all the same
+    waiting = queue.submit(_req())
+    assert await queue.take() is first
+    first.finish(RunResult(ok=True))
+    queue.release(first)  # release: the executor's call
+    assert queue.cancel_waiting(waiting.id) is waiting  # cancel_waiting: a control op's call
+    assert finished == [first.id, waiting.id]
+    assert queue.current is None
+    assert queue.statistics().finished == 2
