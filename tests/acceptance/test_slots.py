@@ -132,6 +132,8 @@ def test_coalesce_streams_the_joined_runs_output_and_result(
     results = [_finish(process) for process in (first, second, third)]
     assert [code for code, _out, _err in results] == [0, 0, 0]
     assert [out for _code, out, _err in results] == ["ran\n"] * 3
+    # The clients have their results before the log reader may have read every line of them.
+    daemon.log.wait_for("run.done", lambda line: line.get("task") == "sync", count=2)
     assert len(daemon.log.events("run.started")) == 2
 
 
@@ -158,6 +160,7 @@ on_busy = "coalesce"
     results = [_finish(process) for process in (first, with_a, with_b, again_a)]
     assert [code for code, _out, _err in results] == [0, 0, 0, 0]
     assert [out for _code, out, _err in results] == ["ran first\n", "ran A\n", "ran B\n", "ran A\n"]
+    daemon.log.wait_for("run.done", lambda line: line.get("task") == "sync", count=3)
     assert len(daemon.log.events("run.started")) == 3
 
 
