@@ -66,7 +66,8 @@ def slots_between(
         last_k = math.floor((until - grid) / interval_s)
         if last_k < first_k:
             return Slots()
-        return Slots(last_k - first_k + 1, grid + first_k * interval_s, grid + last_k * interval_s)
+        newest = min(grid + last_k * interval_s, until)  # a float's rounding never past it
+        return Slots(last_k - first_k + 1, grid + first_k * interval_s, newest)
     if schedule is None:
         return Slots()
     at = datetime.fromtimestamp(after, UTC)

@@ -159,3 +159,10 @@ def test_a_schedule_across_dst_has_each_slot_counted_once(
     if plan.run_at is not None:
         following = schedule.next_after(datetime.fromtimestamp(plan.run_at, UTC))
         assert following is None or following.timestamp() > now  # the newest one runs
+
+
+def test_an_intervals_newest_slot_is_never_past_the_end_by_a_floats_rounding() -> None:
+    until = 1_780_920_000.0
+    slots = slots_between(0.2, until, interval_s=0.05)
+    assert slots.newest_at <= until
+    assert slots.count == round((until - 0.2) / 0.05)
