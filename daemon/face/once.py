@@ -10,8 +10,11 @@ flight records a rerun and exits 0 at once, since that run covers it; with ``--s
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import sys
+from typing import NoReturn
 
 from daemon.broker.engine import Engine
 from daemon.coord.exclusive import Exclusive
@@ -92,15 +95,37 @@ async def run_single(
         executor.cancel_current(None, REASON_INTERRUPTED)
 
     watcher = asyncio.create_task(cancel_on_signal())
+    forever = asyncio.create_task(executor.run_forever())
     try:
-        await executor.run_forever()
+        result = await run.wait()
+        # A handler given up on (a stray) may never end: it is waited for within the shutdown
+        # budget, as the daemon's exit waits for it, and then left behind with the process.
+        ended, _ = await asyncio.wait({forever}, timeout=settings.shutdown_timeout_s)
+        if not ended:
+            _exit_without_strays(request.task, result, settings.shutdown_timeout_s)
+        forever.result()
     finally:
+        forever.cancel()  # nothing to cancel once it has ended; else what ended this call
         watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
+        await asyncio.gather(watcher, forever, return_exceptions=True)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
             signal.signal(signum, interrupts.handle)  # for the time between reruns
-    return await run.wait()
+    return result
+
+
+def _exit_without_strays(task: str, result: RunResult, budget_s: float) -> NoReturn:
+    """End the process now: the event loop's own end would wait for the stray for good."""
+    print(f"runbroker: failed: {result.reason}", file=sys.stderr)
+    print(
+        f"runbroker: a handler of {task!r} given up on still runs {budget_s:g}s later "
+        "(RUNBROKER_SHUTDOWN_TIMEOUT); exiting without it",
+        file=sys.stderr,
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(EXIT_FAILED if not result.ok else EXIT_OK)
 
 
 def main(task: str, *, skip: bool = False) -> int:

@@ -113,3 +113,53 @@ def test_unknown_task_is_a_usage_error(workdir: Path) -> None:
     result = _once(workdir, "true", "nope")
     assert result.returncode == 2
     assert result.stderr == "runbroker: unknown task 'nope': this container defines default\n"
+
+
+DEAF_HANDLER = """
+import asyncio
+
+
+async def deaf(run):
+    # Swallows every cancellation: its run is given up on, and the handler never ends.
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass
+"""
+
+
+def test_a_handler_that_swallows_its_cancellation_cannot_hold_once_for_good(
+    workdir: Path,
+) -> None:
+    (workdir / "once_deaf.py").write_text(DEAF_HANDLER)
+    tasks = workdir / "tasks.toml"
+    tasks.write_text('[tasks.deaf]\nhandler = "once_deaf:deaf"\ntimeout = "1s"\ngrace = "1s"\n')
+    env = _env(workdir, "true", log_level=None)
+    env.update(
+        PYTHONPATH=str(workdir),
+        RUNBROKER_TASKS_FILE=str(tasks),
+        RUNBROKER_SHUTDOWN_TIMEOUT="1s",
+    )
+    done = subprocess.run(
+        [RUNBROKER, "once", "deaf"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.splitlines()
+    assert json.loads(said[0])["event"] == "run.stray"  # an error: logged at once's level
+    assert said[1:] == [
+        "runbroker: failed: timed out after 1s",
+        "runbroker: a handler of 'deaf' given up on still runs 1s later "
+        "(RUNBROKER_SHUTDOWN_TIMEOUT); exiting without it",
+    ]
+    # Its lock went with the process: the next caller runs at once.
+    again = subprocess.run(
+        [RUNBROKER, "once"], env=_env(workdir, "true", log_level=None),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
