@@ -5,7 +5,6 @@ start-up."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -16,11 +15,10 @@ import pytest
 
 from daemon.broker.app import Broker, run_broker
 from daemon.core.runqueue import Event, Rejected, Run, RunRequest
-from daemon.core.tasks import RunContext, Task
 from daemon.server.server import SocketServer
 from daemon.wire.reasons import REASON_CLOSED, REASON_SHUTDOWN_CANCEL
 from tests.unit.broker.conftest import DEFAULT, TERM_TRAP, Logs, MakeSettings, broker_of
-from tests.unit.core.executing import handler_task, registry_of, sh_task
+from tests.unit.core.executing import deaf_task, registry_of, sh_task
 
 
 class Journal:
@@ -214,26 +212,12 @@ async def test_a_signal_during_start_up_stops_the_broker_once_it_runs(
     assert not path.exists()
 
 
-def _deaf_task(entered: asyncio.Event, release: asyncio.Event) -> Task:
-    """A handler that swallows every cancellation until ``release`` is set, and its task's
-    timeout and grace: it is a stray 0.1 s after it starts."""
-
-    async def deaf(_run: RunContext) -> dict[str, Any] | None:
-        entered.set()
-        while not release.is_set():
-            with contextlib.suppress(asyncio.CancelledError):
-                await release.wait()
-        return None
-
-    return handler_task("deaf", deaf, timeout_s=0.05, grace_s=0.05)
-
-
 async def test_a_stray_that_ends_in_the_budget_is_awaited_and_the_exit_is_clean(
     make_settings: MakeSettings, short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, release = asyncio.Event(), asyncio.Event()
     settings = make_settings(SOCKET=str(short_dir / "rb.sock"), INTERVAL="off")
-    broker = broker_of(settings, _deaf_task(entered, release), DEFAULT)
+    broker = broker_of(settings, deaf_task(entered, release), DEFAULT)
     serving = await _serving(broker, monkeypatch)
     async with asyncio.timeout(20):
         run = broker.queue.submit(RunRequest(task="deaf"))
@@ -260,7 +244,7 @@ async def test_a_stray_that_never_ends_cannot_hold_the_exit_past_the_budget(
     settings = make_settings(
         SOCKET=str(short_dir / "rb.sock"), INTERVAL="off", SHUTDOWN_TIMEOUT="1s"
     )
-    broker = broker_of(settings, _deaf_task(entered, release), DEFAULT)
+    broker = broker_of(settings, deaf_task(entered, release), DEFAULT)
     serving = await _serving(broker, monkeypatch)
     loop = asyncio.get_running_loop()
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,20 @@ async def result_of(run: Run) -> RunResult:
 
 def handler_task(name: str, handler: Handler, **options: Any) -> Task:
     return Task(name=name, handler=handler, handler_ref=f"tests:{name}", **options)
+
+
+def deaf_task(entered: asyncio.Event, release: asyncio.Event) -> Task:
+    """Task ``deaf``: a handler that swallows every cancellation until ``release`` is set, with
+    a timeout and a grace of 0.05 s, so that it is a stray 0.1 s after it starts."""
+
+    async def deaf(_run: RunContext) -> dict[str, Any] | None:
+        entered.set()
+        while not release.is_set():
+            with suppress(asyncio.CancelledError):
+                await release.wait()
+        return None
+
+    return handler_task("deaf", deaf, timeout_s=0.05, grace_s=0.05)
 
 
 async def waits_a_moment(_run: RunContext) -> dict[str, Any] | None:

@@ -5,7 +5,6 @@ declared shapes."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import types
 import typing
@@ -19,7 +18,7 @@ from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
 from daemon.core.runqueue import RunRequest, RunResult
-from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.core.tasks import Task, TaskRegistry
 from daemon.face.status_text import render_status
 from daemon.observe.status import health_answer, health_problem, readiness_problem, status_answer
 from daemon.pg.runner import PgRunner
@@ -28,6 +27,7 @@ from daemon.pg.store.memory import MemoryStore
 from daemon.settings import Settings
 from daemon.wire.control_shapes import HealthAnswer, StatusAnswer
 from tests.support.eventually import eventually_async
+from tests.unit.core.executing import deaf_task
 
 
 def mismatches(value: Any, shape: Any, where: str = "answer") -> list[str]:
@@ -117,15 +117,7 @@ async def test_a_handler_given_up_on_is_a_warning_in_health_and_listed_in_status
     settings: Settings,
 ) -> None:
     entered, release = asyncio.Event(), asyncio.Event()
-
-    async def deaf(_run: RunContext) -> dict[str, Any] | None:
-        entered.set()
-        while not release.is_set():
-            with contextlib.suppress(asyncio.CancelledError):
-                await release.wait()
-        return None
-
-    task = Task("deaf", handler=deaf, handler_ref="tests:deaf", timeout_s=0.05, grace_s=0.05)
+    task = deaf_task(entered, release)
     broker = _broker(settings, task, Task("default", command=("true",)))
     executing = asyncio.create_task(broker.executor.run_forever())
     try:
