@@ -36,12 +36,13 @@ def _env(workdir: Path, command: str, log_level: str | None = "info") -> dict[st
 
 
 def _once(
-    workdir: Path, command: str, *argv: str, log_level: str | None = "info"
+    workdir: Path, command: str, *argv: str, log_level: str | None = "info", **more_env: str
 ) -> subprocess.CompletedProcess[str]:
-    """``runbroker once ARGV`` run to its end in ``_env``'s environment, its output captured."""
+    """``runbroker once ARGV`` run to its end in ``_env``'s environment (with ``more_env``),
+    its output captured."""
     return subprocess.run(
         [RUNBROKER, "once", *argv],
-        env=_env(workdir, command, log_level),
+        env=_env(workdir, command, log_level) | more_env,
         capture_output=True,
         text=True,
         timeout=30,
@@ -135,19 +136,14 @@ def test_a_handler_that_swallows_its_cancellation_cannot_hold_once_for_good(
     (workdir / "once_deaf.py").write_text(DEAF_HANDLER)
     tasks = workdir / "tasks.toml"
     tasks.write_text('[tasks.deaf]\nhandler = "once_deaf:deaf"\ntimeout = "1s"\ngrace = "1s"\n')
-    env = _env(workdir, "true", log_level=None)
-    env.update(
+    done = _once(
+        workdir,
+        "true",
+        "deaf",
+        log_level=None,
         PYTHONPATH=str(workdir),
         RUNBROKER_TASKS_FILE=str(tasks),
         RUNBROKER_SHUTDOWN_TIMEOUT="1s",
-    )
-    done = subprocess.run(
-        [RUNBROKER, "once", "deaf"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
     assert done.returncode == 1, done.stderr
     said = done.stderr.splitlines()
@@ -158,8 +154,5 @@ def test_a_handler_that_swallows_its_cancellation_cannot_hold_once_for_good(
         "(RUNBROKER_SHUTDOWN_TIMEOUT); exiting without it",
     ]
     # Its lock went with the process: the next caller runs at once.
-    again = subprocess.run(
-        [RUNBROKER, "once"], env=_env(workdir, "true", log_level=None),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    again = _once(workdir, "true", log_level=None)
     assert again.returncode == 0, again.stderr
