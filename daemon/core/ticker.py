@@ -175,7 +175,6 @@ class Ticker:
             await self._all_started.wait()
 
     def _start(self, plan: TickPlan, *, at_start_up: bool = True) -> None:
-        plan.planned_at = time.time()
         if plan.once:
             if at_start_up:
                 self.fire(plan)
