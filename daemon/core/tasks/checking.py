@@ -41,11 +41,6 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-def check_tasks_file(path: Path) -> list[Problem]:
-    """Every problem of the tasks file at ``path`` that the file shows by itself."""
-    return file_problems(path)[1]
-
-
 def file_problems(path: Path) -> tuple[bytes | None, list[Problem]]:
     """The bytes of the tasks file at ``path`` (None: none to read) and its problems."""
     try:

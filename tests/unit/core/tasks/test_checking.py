@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.tasks import TaskConfigError, parse_tasks_toml
-from daemon.core.tasks.checking import Problem, check_tasks_file, check_tasks_text
+from daemon.core.tasks.checking import Problem, check_tasks_text, file_problems
 
 BAD = """\
 [tasks.ok]
@@ -66,18 +66,18 @@ def test_a_toml_error_is_the_one_problem_with_its_line() -> None:
 
 
 def test_a_file_that_cannot_be_read_is_one_problem_without_a_line(tmp_path: Path) -> None:
-    assert check_tasks_file(tmp_path / "none.toml") == [Problem(None, "no such file")]
-    assert check_tasks_file(tmp_path) == [Problem(None, "not a regular file (a directory)")]
+    assert file_problems(tmp_path / "none.toml")[1] == [Problem(None, "no such file")]
+    assert file_problems(tmp_path)[1] == [Problem(None, "not a regular file (a directory)")]
     latin = tmp_path / "latin.toml"
     latin.write_bytes(b"# caf\xe9\n")
-    assert check_tasks_file(latin) == [Problem(None, "not valid UTF-8")]
+    assert file_problems(latin)[1] == [Problem(None, "not valid UTF-8")]
     assert Problem(None, "no such file").text("x.toml") == "x.toml: no such file"
 
 
 def test_a_good_file_has_no_problem(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
     good.write_text('[tasks.a]\ncommand = ["true"]\nschedule = "cron */5 * * * *"\n')
-    assert check_tasks_file(good) == []
+    assert file_problems(good)[1] == []
 
 
 NAMES = st.sampled_from(["a", "b", "c", "d"])
