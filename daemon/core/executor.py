@@ -232,21 +232,8 @@ class Executor:
         if followed is None:  # a stray's end: its run's result was told when it was given up on
             assert run.result is not None
             return run.result
-        result = followed
-        duration_ms = result.duration_ms
-        if result.ok:
-            if verbose:
-                log.info("run.done", **run_log_fields(run), ok=True, duration_ms=duration_ms)
-        else:
-            log.warning(
-                "run.done",
-                **run_log_fields(run),
-                ok=False,
-                reason=result.reason,
-                exit_code=result.exit_code,
-                duration_ms=duration_ms,
-            )
-        return result
+        _log_done(run, followed, verbose)
+        return followed
 
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult | None:
         """The attempt, awaited in the runs' task: the run has its result when this returns.
@@ -302,15 +289,7 @@ class Executor:
         if run is not self.queue.current or runs is None or handler is None or run.is_done:
             return
         started = run.started_monotonic or time.monotonic()
-        result = _recorded(run, self.attempts.given_up(handler), started)
-        log.warning(
-            "run.done",
-            **run_log_fields(run),
-            ok=False,
-            reason=result.reason,
-            duration_ms=result.duration_ms,
-            stray=True,
-        )
+        _log_done(run, _recorded(run, self.attempts.given_up(handler), started), stray=True)
         self.strays.adopt(runs, run, grace_s)
         self._attempting = False
         self._cancels = 0
@@ -337,3 +316,21 @@ def _recorded(run: Run, result: RunResult, started: float) -> RunResult:
     result.duration_ms = max(1, round((time.monotonic() - started) * 1000))
     run.finish(result)
     return result
+
+
+def _log_done(run: Run, result: RunResult, verbose: bool = True, **extra: object) -> None:
+    """The ``run.done`` line of a run the executor ran: a warning when it failed, and a
+    success only when ``verbose``."""
+    if result.ok:
+        if verbose:
+            log.info("run.done", **run_log_fields(run), ok=True, duration_ms=result.duration_ms)
+        return
+    log.warning(
+        "run.done",
+        **run_log_fields(run),
+        ok=False,
+        reason=result.reason,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        **extra,
+    )
