@@ -14,3 +14,8 @@ def rfc3339_utc(t: datetime) -> str:
         t = t.astimezone(UTC)
     # in UTC the text always ends in "+00:00" (once per claimed run: cheaper than replace)
     return t.isoformat(timespec="milliseconds" if t.microsecond else "seconds")[:-6] + "Z"
+
+
+def rfc3339_utc_at(timestamp: float) -> str:
+    """``rfc3339_utc`` of a Unix time: how ``status``, the log and notices write one."""
+    return rfc3339_utc(datetime.fromtimestamp(timestamp, UTC))

@@ -17,11 +17,10 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from daemon.coord.guard import OverlapGuard
-from daemon.core.rfc3339 import rfc3339_utc
+from daemon.core.rfc3339 import rfc3339_utc_at
 from daemon.core.state_file import (
     SavedState,
     StateFileRefused,
@@ -200,7 +199,7 @@ class SlotState:
         return {
             "dir": str(self.directory),
             "write_failures": self.write_failures,
-            "failing_since": None if since is None else _utc_text(since),
+            "failing_since": None if since is None else rfc3339_utc_at(since),
             "error": self.last_error if since is not None else None,
         }
 
@@ -209,7 +208,7 @@ class SlotState:
             return []
         return [
             f"state directory {self.directory}: writes failing since "
-            f"{_utc_text(self.failing_since)} ({self.last_error}); the slots planned since are"
+            f"{rfc3339_utc_at(self.failing_since)} ({self.last_error}); the slots planned since are"
             " not kept for the next start"
         ]
 
@@ -217,7 +216,3 @@ class SlotState:
         """Write what is left and unlock the directory."""
         self.write()
         self._guard.release()
-
-
-def _utc_text(at: float) -> str:
-    return rfc3339_utc(datetime.fromtimestamp(at, UTC))

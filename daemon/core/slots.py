@@ -27,9 +27,8 @@ import collections
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from daemon.core.rfc3339 import rfc3339_utc
+from daemon.core.rfc3339 import rfc3339_utc_at
 from daemon.core.runqueue import Run, Watcher
 from daemon.core.subscribers import Subscribers
 from daemon.log.logs import get_logger
@@ -175,7 +174,7 @@ def _planned_at(slot: Slot) -> float:
 
 def _log_settled(slot: Slot) -> None:
     """One log event per settled slot, ``slot.<outcome>``: a missed slot is a warning."""
-    planned = rfc3339_utc(datetime.fromtimestamp(slot.planned_at, UTC))
+    planned = rfc3339_utc_at(slot.planned_at)
     fields: dict[str, object] = {"task": slot.task, "planned_at": planned}
     if slot.run_id:
         fields["run_id"] = slot.run_id

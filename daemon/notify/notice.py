@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from daemon.core.rfc3339 import rfc3339_utc
+from daemon.core.rfc3339 import rfc3339_utc, rfc3339_utc_at
 from daemon.core.tasks.notify_config import heard_event
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def output_tail(log: RunLog) -> tuple[tuple[str, ...], int]:
 
 
 def _iso(timestamp: float | None) -> str | None:
-    return None if timestamp is None else rfc3339_utc(datetime.fromtimestamp(timestamp, UTC))
+    return None if timestamp is None else rfc3339_utc_at(timestamp)
 
 
 def document(notice: Notice, event: str) -> dict[str, Any]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
+from daemon.core.rfc3339 import rfc3339_utc_at
 from daemon.log.logs import get_logger
 from daemon.notify.delivery import Delivery
 from daemon.notify.notice import Notice
-from daemon.notify.silence import utc_text
 from daemon.wire.control_shapes import NotifyFailure, NotifyKindFigures
 
 log = get_logger("runbroker.notify")
@@ -44,7 +44,7 @@ class DeliveryRecord:
             "kind": kind,
             "event": event,
             "error": delivery.error,
-            "at": utc_text(time.time()),
+            "at": rfc3339_utc_at(time.time()),
         }
         if key not in self._down:
             self._down.add(key)

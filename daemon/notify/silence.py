@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from daemon.core.rfc3339 import rfc3339_utc
+from daemon.core.rfc3339 import rfc3339_utc_at
 from daemon.schedules import Schedule
 from daemon.wire.control_shapes import SilentTask
 
@@ -37,11 +37,6 @@ def auto_limit_s(interval_s: float | None, schedule: Schedule | None, now: float
             fires.append(at)
     gaps_s = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(fires)]
     return AUTO_CADENCES * max(gaps_s) if gaps_s else None
-
-
-def utc_text(timestamp: float) -> str:
-    """A Unix time as ``status`` shows times: RFC 3339 in UTC."""
-    return rfc3339_utc(datetime.fromtimestamp(timestamp, UTC))
 
 
 class SilenceWatch:
@@ -99,7 +94,7 @@ class SilenceWatch:
                 "silent_for_s": round(now - self._last_ok[task], 3),
                 "max_silence_s": self._limits_s[task],
                 "last_success_at": (
-                    utc_text(self._last_ok[task]) if task in self._succeeded else None
+                    rfc3339_utc_at(self._last_ok[task]) if task in self._succeeded else None
                 ),
             }
             for task in sorted(self.silent)
