@@ -252,12 +252,7 @@ class Executor:
             if overdue is not None:
                 overdue.cancel()
             if run is self.queue.current:  # else given up on, and the executor has moved on
-                self._attempting = False
-                self._cancels = 0
-                self._handler = None
-                if self._give_up is not None:
-                    self._give_up.cancel()
-                    self._give_up = None
+                self._attempt_over()
                 # What the handler left on the task is taken back. A cancel it made and did not
                 # wait for may still be on its way: the loop turns before the next run, and
                 # _next_run lets it go by.
@@ -281,6 +276,15 @@ class Executor:
             armed.cancel()
         self._give_up = loop.call_at(when, self._gave_up_on, run, grace_s)
 
+    def _attempt_over(self) -> None:
+        """The executor is no longer inside an attempt: its cancels and give-up go with it."""
+        self._attempting = False
+        self._cancels = 0
+        self._handler = None
+        if self._give_up is not None:
+            self._give_up.cancel()
+            self._give_up = None
+
     def _gave_up_on(self, run: Run, grace_s: float) -> None:
         """``run``'s handler did not end within its grace once asked to stop: the run gets the
         result it was stopped for, its task goes on as a stray, and the runs in a new task."""
@@ -291,9 +295,7 @@ class Executor:
         started = run.started_monotonic or time.monotonic()
         _log_done(run, _recorded(run, self.attempts.given_up(handler), started), stray=True)
         self.strays.adopt(runs, run, grace_s)
-        self._attempting = False
-        self._cancels = 0
-        self._handler = None
+        self._attempt_over()
         self.attempts = self.attempts.successor()  # the stray keeps the one it runs in
         self.queue.release(run)
         self._start_runs()
