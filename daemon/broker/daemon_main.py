@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 
 from daemon.broker.tasks_check import startup_tasks
-from daemon.core.tasks import TaskConfigError
 from daemon.exits import EXIT_CONFIG, EXIT_FATAL
 from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import SettingsError, load_settings, nearest_setting, unknown_variables
+from daemon.taskfile import TaskConfigError
 
 
 def main(command: list[str], early_signals: list[int]) -> int:

@@ -1,7 +1,7 @@
 """Whether the daemon takes a tasks file: the one check of start-up, every reload, a reload's dry
 run and ``runbroker check``, so that none of them can pass a file another refuses.
 
-Beyond the loader's (``core.tasks``: the TOML, each task, the ``[notify]`` defaults, the command
+Beyond the loader's (``taskfile``: the TOML, each task, the ``[notify]`` defaults, the command
 line's ``default``), the daemon refuses a file that leaves it no task at all, and with a
 database one whose graces break the fencing rule. The ticker's plans come with it, and the
 warnings of the intervals they clamp (``ticking``), said wherever the file is checked.
@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.broker.ticking import tick_plans
-from daemon.core.tasks import Task, TaskConfigError, TaskRegistry, tasks_from_bytes
-from daemon.core.tasks.checking import Problem, file_problems, line_of
-from daemon.core.tasks.key_lines import key_lines
-from daemon.core.tasks.loading import tasks_file_bytes
+from daemon.core.tasks import Task, TaskRegistry
 from daemon.core.ticker import TickPlan
 from daemon.settings import Settings
+from daemon.taskfile import TaskConfigError, tasks_from_bytes
+from daemon.taskfile.checking import Problem, file_problems, line_of
+from daemon.taskfile.key_lines import key_lines
+from daemon.taskfile.loading import tasks_file_bytes
 
 NO_TASKS = (
     "no tasks: give a command after '--', set RUNBROKER_COMMAND, or define tasks in "

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
-import os
 from collections.abc import Mapping
 
-from daemon.core.jobenv import shared_environment, with_run
+from daemon.core.jobenv import container_environment, shared_environment, with_run
 from daemon.core.journal import Journal
 from daemon.core.own_context import awaited_in
 from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError
@@ -63,8 +62,9 @@ class AttemptRunner:
         self.children = children
         self.journal = journal  # every run's output lines (the executor begins and ends each)
         self.default_grace_s = default_grace_s
-        self.base_env = dict(os.environ if base_env is None else base_env)
-        self._shared_env = shared_environment(self.base_env)
+        self._shared_env = (
+            container_environment() if base_env is None else shared_environment(base_env)
+        )
         # None: a job's lines are not in the daemon's log (``runbroker once``, daemon.testing).
         self.output_log = OutputLog(output_log_mode) if output_log_mode is not None else None
         self.output_hold_s = output_hold_s  # how long a reader may hold a job's output back

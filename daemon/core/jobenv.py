@@ -1,9 +1,14 @@
 """The environment a command task runs with: the container's, minus runbroker's own settings,
-plus the run's context and the env the trigger was allowed to set."""
+plus the run's context and the env the trigger was allowed to set.
+
+The core's one reader of ``os.environ``: it passes the container's environment on to the
+commands the daemon starts (its jobs, the notifications' command), and reads no setting of its
+own from it (those are ``daemon/settings.py``'s)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 
 from daemon.core.context_vars import ENV_PREFIX, PAYLOAD, RUN_ID, TASK, TRIGGER, env_name
@@ -21,6 +26,11 @@ def shared_environment(base: Mapping[str, str]) -> dict[str, str]:
         for key, value in base.items()
         if key in _SHARED_ENV or not key.startswith(ENV_PREFIX)
     }
+
+
+def container_environment() -> dict[str, str]:
+    """The daemon's own environment as its commands inherit it: runbroker's settings left out."""
+    return shared_environment(os.environ)
 
 
 def job_environment(base: Mapping[str, str], run: Run) -> dict[str, str]:

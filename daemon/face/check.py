@@ -1,7 +1,7 @@
 """``runbroker check [FILE]``: a tasks file checked without a daemon, for CI.
 
 Every problem is one line ``FILE:LINE: message`` on stderr (the loader's words,
-``core.tasks.checking``), and so is each warning the daemon would log of it (an interval it
+``taskfile.checking``), and so is each warning the daemon would log of it (an interval it
 clamps); exit 0 when the daemon would start with the file in this environment (its verdict is
 the daemon's own check, ``broker.tasks_check``), 2 when it would not. Without FILE, the file of
 ``RUNBROKER_TASKS_FILE`` (or its default) is checked.

@@ -143,7 +143,7 @@ def _candidate(path_text: str) -> bytes | str:
     bound (1 MiB as base64 is far below 8 MiB)."""
     from pathlib import Path
 
-    from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
+    from daemon.taskfile.tasks_file import TaskConfigError, read_tasks_file
 
     try:
         return read_tasks_file(Path(path_text))

@@ -20,7 +20,7 @@ from daemon.broker.engine import Engine
 from daemon.coord.exclusive import Exclusive
 from daemon.coord.outcome import Outcome
 from daemon.core.runqueue import Event, Run, RunRequest, RunResult
-from daemon.core.tasks import TaskConfigError, TaskRegistry, build_registry
+from daemon.core.tasks import TaskRegistry
 from daemon.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_CONFIG,
@@ -31,6 +31,7 @@ from daemon.exits import (
 )
 from daemon.log.logs import configure_logging, get_logger
 from daemon.settings import Settings, SettingsError, load_settings
+from daemon.taskfile import TaskConfigError, build_registry
 from daemon.wire.protocol import EVENT_OUTPUT
 from daemon.wire.reasons import REASON_INTERRUPTED
 

@@ -66,9 +66,9 @@ def _from_file(args: argparse.Namespace) -> dict[str, Any] | int:
     from pathlib import Path
 
     from daemon.broker.ticking import tick_plans
-    from daemon.core.tasks import TaskConfigError, build_registry
     from daemon.observe.upcoming import next_answer
     from daemon.settings import SettingsError, load_settings
+    from daemon.taskfile import TaskConfigError, build_registry
     from daemon.wire.codec import parse_instant
 
     try:

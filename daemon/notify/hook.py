@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 from typing import TYPE_CHECKING
 
 import orjson
 
 from daemon.core.context_vars import ENV_PREFIX
-from daemon.core.jobenv import shared_environment
+from daemon.core.jobenv import container_environment
 from daemon.core.process import SpawnError
 from daemon.notify.delivery import Delivery
 from daemon.notify.notice import Notice, document, tail_text
 
 if TYPE_CHECKING:
     from daemon.core.process import ChildSupervisor
-    from daemon.core.tasks.notify_config import CommandHook
+    from daemon.core.tasks.notify_targets import CommandHook
 
 HOOK_GRACE_S = 1.0
 KEPT_LINES = 5
@@ -32,7 +31,7 @@ KEPT_LINES = 5
 
 def hook_environment(notice: Notice, event: str) -> dict[str, str]:
     """What the command finds in its environment (the README lists it)."""
-    env = shared_environment(os.environ)
+    env = container_environment()
     fields = {
         "NOTIFY_EVENT": event,
         "TASK": notice.task,

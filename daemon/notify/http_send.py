@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.notify.delivery import Delivery
 
 if TYPE_CHECKING:
-    from daemon.core.tasks.notify_config import HttpTarget
+    from daemon.core.tasks.notify_targets import HttpTarget
 
 USER_AGENT = "runbroker-notify/1"
 QUIET_LOGGERS = ("httpx", "httpcore")

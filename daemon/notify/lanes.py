@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from daemon.core.tasks.notify_config import KINDS, CommandHook, HttpTarget
+from daemon.core.tasks.notify_targets import KINDS, CommandHook, HttpTarget
 from daemon.notify.notice import Notice
 from daemon.notify.outbox import OUTBOX_CAPACITY, Outbox
 

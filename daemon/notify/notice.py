@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from daemon.core.rfc3339 import rfc3339_utc, rfc3339_utc_at
-from daemon.core.tasks.notify_config import heard_event
+from daemon.core.tasks.notify_targets import heard_event
 
 if TYPE_CHECKING:
     from daemon.core.journal import RunLog
     from daemon.core.runqueue import Run
-    from daemon.core.tasks.notify_config import TaskNotify
+    from daemon.core.tasks.notify_targets import TaskNotify
 
 SCHEMA = "runbroker.notification/1"
 TAIL_LINES = 20

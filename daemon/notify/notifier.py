@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from daemon.core.runqueue import Event, Run
-from daemon.core.tasks.notify_config import CommandHook, HttpTarget
+from daemon.core.tasks.notify_targets import CommandHook, HttpTarget
 from daemon.log.logs import get_logger
 from daemon.notify.delivery import Delivery
 from daemon.notify.hook import HOOK_GRACE_S, run_hook
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from daemon.core.process import ChildSupervisor
     from daemon.core.slot_state import SlotState
     from daemon.core.tasks import TaskRegistry
-    from daemon.core.tasks.notify_config import TaskNotify
+    from daemon.core.tasks.notify_targets import TaskNotify
 
 log = get_logger("runbroker.notify")
 

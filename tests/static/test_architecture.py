@@ -109,6 +109,36 @@ def test_the_core_knows_no_database_socket_or_command_line(module: Module) -> No
     assert not bad, f"{module.name} imports {sorted(bad)}"
 
 
+USER_FILE_READERS = ("tomllib", "importlib")  # the tasks file's TOML; its handlers' modules
+
+
+def _reads_user_files(module: Module) -> list[str]:
+    """What ``module`` imports to read a file of the user's or import a module of theirs."""
+    return sorted(
+        name for name in module.imports if _in(name, *USER_FILE_READERS, "daemon.taskfile")
+    )
+
+
+def test_the_user_files_check_refuses_toml_and_imported_modules(tmp_path: Path) -> None:
+    def planted(*imports: str) -> Module:
+        return Module("daemon.core.planted", tmp_path / "planted.py", frozenset(imports))
+
+    assert _reads_user_files(planted("tomllib")) == ["tomllib"]
+    assert _reads_user_files(planted("importlib", "importlib.util")) == [
+        "importlib",
+        "importlib.util",
+    ]
+    assert _reads_user_files(planted("daemon.taskfile.loading")) == ["daemon.taskfile.loading"]
+    assert _reads_user_files(planted("json", "daemon.core.tasks", "daemon.schedules")) == []
+
+
+@pytest.mark.parametrize("module", _of("daemon.core"), ids=_ids(_of("daemon.core")))
+def test_the_core_reads_no_file_of_the_user_s(module: Module) -> None:
+    # The tasks file and the handlers it names are read by daemon/taskfile, above the core.
+    bad = _reads_user_files(module)
+    assert not bad, f"{module.name} imports {bad}"
+
+
 def test_the_thin_client_knows_only_the_wire() -> None:
     (client,) = (module for module in MODULES if module.name == "daemon.wire.client")
     ours = {name for name in client.imports if _in(name, "daemon")}
@@ -304,3 +334,128 @@ def test_every_home_in_the_table_exists() -> None:
         if not (PACKAGE / home).exists()
     ]
     assert not missing, missing
+
+
+def test_the_tasks_file_is_read_beside_the_settings_above_the_core() -> None:
+    (row,) = (index for index, names in enumerate(LAYERS) if "taskfile" in names)
+    assert "settings" in LAYERS[row]
+    assert "core" in LAYERS[row + 1]
+    reading = {"broker": {"taskfile"}, "taskfile": {"core", "schedules"}}
+    assert _layer_breaches(reading, LAYERS) == []
+    assert _layer_breaches({"core": {"taskfile"}}, LAYERS) == [
+        f"core (layer {row + 2}) imports taskfile (layer {row + 1})"
+    ]
+    assert _layer_breaches({"taskfile": {"settings"}}, LAYERS) == [
+        f"taskfile (layer {row + 1}) imports settings (layer {row + 1})"
+    ]
+    assert _layer_breaches({"taskfile": {"notify"}}, LAYERS) != []
+
+
+ENVIRONMENT_RULE = "- **One place reads the environment:**"
+_ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+_OS_MODULES = {"os", "posix"}
+_COUNTS = {"no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _touches_environment(source: str) -> bool:
+    """``source`` reads or sets the process environment through ``os`` (``os.environ``,
+    ``os.getenv``, ``from os import environ`` ..., under any name it imports ``os`` as)."""
+    tree = ast.parse(source)
+    names = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name in _OS_MODULES
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in _OS_MODULES:
+            if any(alias.name in _ENVIRONMENT_NAMES for alias in node.names):
+                return True
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in _ENVIRONMENT_NAMES
+            and isinstance(node.value, ast.Name)
+            and node.value.id in names
+        ):
+            return True
+    return False
+
+
+def _environment_rule(markdown: str) -> tuple[str, int | None, list[str]]:
+    """The environment rule's one reader, the number of exceptions it says, and the modules
+    it lists as those exceptions (each an indented item that starts with its path)."""
+    lines = markdown.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith(ENVIRONMENT_RULE))
+    rule = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        rule.append(line)
+    text = " ".join(rule)
+    reader = re.findall(r"\*\* `([^`]+)`", text)[0]
+    said = re.search(r"\b([a-z]+)\s+exceptions?\b", text, re.IGNORECASE)
+    count = _COUNTS.get(said.group(1).lower()) if said else None
+    listed = [match.group(1) for line in rule if (match := re.match(r"\s+- `([^`]+)`", line))]
+    return reader, count, listed
+
+
+def _environment_breaches(
+    readers: set[str], reader: str, count: int | None, listed: list[str]
+) -> list[str]:
+    """How the modules that touch the environment (paths from the repository's root) differ
+    from the rule: a reader it does not list, a listed module that reads nothing, a count
+    that is not the list's."""
+    allowed = {reader, *listed}
+    breaches = [f"{path} reads the environment, unlisted" for path in sorted(readers - allowed)]
+    breaches += [f"{path} is listed but reads no environment" for path in sorted(allowed - readers)]
+    if count != len(listed):
+        breaches.append(f"the rule says {count} exceptions and lists {len(listed)}")
+    return breaches
+
+
+def test_the_environment_check_sees_each_way_to_touch_it() -> None:
+    assert _touches_environment("import os\nvalue = os.environ['HOME']\n")
+    assert _touches_environment("import os as _os\ndef f():\n    return _os.getenv('HOME')\n")
+    assert _touches_environment("from os import environ\n")
+    assert _touches_environment("import os\nos.putenv('A', 'b')\n")
+    assert not _touches_environment("import os\nos.path.join('a', 'b')\n")
+    assert not _touches_environment("environ = {}\nenviron.get('HOME')\n")
+    assert not _touches_environment('"""os.environ, in a docstring"""\n')
+
+
+def test_the_environment_check_refuses_a_reader_the_rule_does_not_list() -> None:
+    rule = (
+        "## Rules\n\n"
+        "- **One place reads the environment:** `daemon/settings.py`. Two exceptions:\n"
+        "  - `daemon/wire/client_socket.py`: the socket;\n"
+        "  - `daemon/core/jobenv.py`: passed on.\n"
+        "- **Next rule.** `daemon/other.py`\n"
+    )
+    reader, count, listed = _environment_rule(rule)
+    assert (reader, count) == ("daemon/settings.py", 2)
+    assert listed == ["daemon/wire/client_socket.py", "daemon/core/jobenv.py"]
+    readers = {reader, *listed}
+    assert _environment_breaches(readers, reader, count, listed) == []
+    planted = {*readers, "daemon/notify/hook.py"}
+    assert _environment_breaches(planted, reader, count, listed) == [
+        "daemon/notify/hook.py reads the environment, unlisted"
+    ]
+    assert _environment_breaches(readers - {"daemon/core/jobenv.py"}, reader, count, listed) == [
+        "daemon/core/jobenv.py is listed but reads no environment"
+    ]
+    assert _environment_breaches(readers, reader, 3, listed) == [
+        "the rule says 3 exceptions and lists 2"
+    ]
+
+
+def test_only_the_listed_modules_touch_the_environment() -> None:
+    readers = {
+        str(module.path.relative_to(PACKAGE.parent))
+        for module in MODULES
+        if _touches_environment(module.path.read_text())
+    }
+    reader, count, listed = _environment_rule(ARCHITECTURE.read_text())
+    assert reader == "daemon/settings.py"
+    breaches = _environment_breaches(readers, reader, count, listed)
+    assert not breaches, "\n".join(breaches)

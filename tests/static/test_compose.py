@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemon.core.tasks import parse_tasks_toml
 from daemon.schedules.interval import parse_duration
 from daemon.settings import DOCKER_SECRET_PATH
+from daemon.taskfile import parse_tasks_toml
 from tests.support.container_files import (
     COMPOSE_FILES,
     DEV_COMPOSE,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from daemon.core.context_vars import ENV_PREFIX
-from daemon.core.tasks.loading import _KEYS as TASK_KEYS
 from daemon.settings import Settings
+from daemon.taskfile.loading import _KEYS as TASK_KEYS
 from tests.static.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from typing import Any
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
-from daemon.core.tasks import parse_tasks_toml
+from daemon.taskfile import parse_tasks_toml
 from tests.support.container_files import (
     K8S_DIR,
     RUNBROKER_UID,

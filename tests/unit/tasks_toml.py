@@ -1,5 +1,5 @@
 """A tasks file's text from plain mappings, for tests that say a task by its keys or a new file
-by its changes to an old one; the file's own spelling is tested in tests/unit/core/tasks."""
+by its changes to an old one; the file's own spelling is tested in tests/unit/taskfile."""
 
 from __future__ import annotations
 

@@ -20,11 +20,12 @@ from typing import Any, Literal
 from daemon.broker.reload.off_loop import no_collections, off_the_loop
 from daemon.broker.reload.reloader import NO_TASKS_FILE, TaskReloader
 from daemon.core.rfc3339 import rfc3339_utc
-from daemon.core.tasks import TaskConfigError, compare_tasks
-from daemon.core.tasks.tasks_file import check_size
+from daemon.core.tasks import compare_tasks
 from daemon.core.ticker import TickPlan
 from daemon.observe.upcoming import next_due
 from daemon.schedules.every import every_text
+from daemon.taskfile import TaskConfigError
+from daemon.taskfile.tasks_file import check_size
 from daemon.wire.control_answers import reload_plan_answer
 from daemon.wire.control_shapes import ReloadMove
 

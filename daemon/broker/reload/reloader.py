@@ -27,17 +27,11 @@ from daemon.broker.reload.off_loop import (
 )
 from daemon.broker.tasks_check import take_tasks
 from daemon.core.subscribers import Subscribers
-from daemon.core.tasks import (
-    Task,
-    TaskChanges,
-    TaskConfigError,
-    TaskRegistry,
-    compare_tasks,
-    read_tasks_file,
-)
+from daemon.core.tasks import Task, TaskChanges, TaskRegistry, compare_tasks
 from daemon.core.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
+from daemon.taskfile import TaskConfigError, read_tasks_file
 from daemon.wire.control_answers import reload_answer
 from daemon.wire.control_shapes import ReloadStatus
 from daemon.wire.reasons import CODE_RELOAD_REFUSED, CODE_SHUTTING_DOWN, REASON_CLOSED

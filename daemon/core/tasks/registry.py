@@ -14,7 +14,7 @@ from typing import Any
 from daemon.core.busy import OnBusy
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
-from daemon.core.tasks.notify_config import TaskNotify
+from daemon.core.tasks.notify_targets import TaskNotify
 from daemon.schedules import Schedule
 from daemon.wire.protocol import MAX_ARGS as MAX_ARGS  # the wire's bound, held by the registry too
 from daemon.wire.reasons import (
@@ -93,7 +93,7 @@ class Task:
     catchup_window_s: float | None = None  # older missed slots are recorded, never run
     on_busy: OnBusy | None = None  # None: a trigger queues, a tick is skipped
     start_deadline_s: float | None = None  # a tick not started this long after its slot: missed
-    notify: TaskNotify | None = None  # who hears of its runs (``notify_config``)
+    notify: TaskNotify | None = None  # who hears of its runs (``notify_targets``)
 
     def refusal(self, request: RunRequest) -> str | None:
         """Why this task refuses ``request``, or None when it may run."""

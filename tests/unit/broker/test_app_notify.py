@@ -13,9 +13,9 @@ from daemon.broker.shutdown import NOTIFY_DRAIN_MAX_S, shutdown
 from daemon.broker.signals import Signals
 from daemon.core.runqueue import RunRequest, RunResult
 from daemon.core.slot_state import SlotState
-from daemon.core.tasks import build_registry
 from daemon.observe.status import health_answer, status_answer
 from daemon.settings import load_settings
+from daemon.taskfile import build_registry
 
 PLAIN = '[tasks.a]\ncommand = "true"\n'
 NOTIFIED = PLAIN + '[tasks.a.notify]\nmax_silence = "1h"\n'

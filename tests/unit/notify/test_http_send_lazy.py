@@ -32,7 +32,8 @@ def test_the_thin_client_never_imports_httpx() -> None:
 
 def test_the_daemon_composes_its_notifier_without_httpx() -> None:
     modules = _modules_after(
-        "from daemon.core.tasks import TaskRegistry, parse_tasks_toml\n"
+        "from daemon.core.tasks import TaskRegistry\n"
+        "from daemon.taskfile import parse_tasks_toml\n"
         "from daemon.core.journal import Journal\n"
         "from daemon.core.process import ChildSupervisor\n"
         "import daemon.broker.app\n"

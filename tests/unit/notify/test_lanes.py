@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from daemon.core.tasks import parse_tasks_toml
-from daemon.core.tasks.notify_config import TaskNotify
+from daemon.core.tasks.notify_targets import TaskNotify
 from daemon.notify.lanes import Lanes
 from daemon.notify.notice import Notice
+from daemon.taskfile import parse_tasks_toml
 
 TASKS = """
 [notify.webhook]

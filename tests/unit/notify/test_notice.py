@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from daemon.core.journal import RunLog
 from daemon.core.runqueue import Run, RunRequest, RunResult
-from daemon.core.tasks.notify_config import TaskNotify
+from daemon.core.tasks.notify_targets import TaskNotify
 from daemon.notify.http_send import ping_url
 from daemon.notify.notice import (
     TAIL_BYTES,

@@ -18,10 +18,11 @@ from daemon.core.executor import Executor
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue, RunRequest
-from daemon.core.tasks import TaskRegistry, parse_tasks_toml
+from daemon.core.tasks import TaskRegistry
 from daemon.notify.delivery import Delivery
 from daemon.notify.notice import SCHEMA
 from daemon.notify.notifier import Notifier
+from daemon.taskfile import parse_tasks_toml
 from tests.support.eventually import eventually_async
 from tests.support.http_receiver import Received, Receiver, closed_port_url, receiving
 from tests.unit.tasks_toml import Table, tasks_toml

@@ -9,8 +9,9 @@ from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
 from daemon.core.slot_state import SlotState
-from daemon.core.tasks import TaskRegistry, parse_tasks_toml
+from daemon.core.tasks import TaskRegistry
 from daemon.notify.notifier import Notifier
+from daemon.taskfile import parse_tasks_toml
 
 TASKS = """
 [tasks.backup]

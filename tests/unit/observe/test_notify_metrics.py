@@ -5,9 +5,10 @@ from __future__ import annotations
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue
-from daemon.core.tasks import TaskRegistry, parse_tasks_toml
+from daemon.core.tasks import TaskRegistry
 from daemon.notify.notifier import Notifier
 from daemon.observe.metrics import Metrics
+from daemon.taskfile import parse_tasks_toml
 from tests.unit.tasks_toml import tasks_toml
 
 WEBHOOK = {"url": "http://127.0.0.1:9/hook?token=s3cr3t"}

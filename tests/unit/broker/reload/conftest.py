@@ -11,8 +11,8 @@ import pytest
 
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
-from daemon.core.tasks import build_registry
 from daemon.settings import Settings, load_settings
+from daemon.taskfile import build_registry
 
 TASKS = """
 [tasks.keep]

@@ -3,7 +3,8 @@ unchanged whatever its schedules."""
 
 from __future__ import annotations
 
-from daemon.core.tasks import Task, compare_tasks, parse_tasks_toml
+from daemon.core.tasks import Task, compare_tasks
+from daemon.taskfile import parse_tasks_toml
 
 
 def test_compare_tasks_names_each_change() -> None:

@@ -1,4 +1,4 @@
-"""Reading the tasks file (daemon/core/tasks/tasks_file.py): a regular file only, and only up to
+"""Reading the tasks file (daemon/taskfile/tasks_file.py): a regular file only, and only up to
 its bound."""
 
 from __future__ import annotations
@@ -8,12 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.tasks import (
-    TASKS_FILE_MAX_BYTES,
-    TaskConfigError,
-    build_registry,
-    read_tasks_file,
-)
+from daemon.taskfile import TASKS_FILE_MAX_BYTES, TaskConfigError, build_registry, read_tasks_file
 
 
 def test_only_a_regular_file_is_read_and_only_up_to_the_bound(tmp_path: Path) -> None:

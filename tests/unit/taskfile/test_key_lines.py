@@ -1,4 +1,4 @@
-"""The line each key of a tasks file is set on (daemon/core/tasks/key_lines.py): under a table
+"""The line each key of a tasks file is set on (daemon/taskfile/key_lines.py): under a table
 header, as a dotted key, in an inline table, past strings, arrays and comments that look like
 keys; over generated documents, and never an exception for any text."""
 
@@ -9,7 +9,7 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.tasks.key_lines import KeyPath, key_lines
+from daemon.taskfile.key_lines import KeyPath, key_lines
 
 VALUES = [
     '"x"',

@@ -10,17 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.tasks import TaskConfigError, parse_tasks_toml
-from daemon.core.tasks.checking import check_tasks_text
-from daemon.core.tasks.notify_config import (
-    DEFAULT_ON,
-    EVENTS,
-    HttpTarget,
-    TaskNotify,
-    heard_event,
-    parse_notify_table,
-)
-from daemon.core.tasks.notify_secret import Secret
+from daemon.core.tasks.notify_targets import EVENTS, TaskNotify, heard_event
+from daemon.taskfile import TaskConfigError, parse_tasks_toml
+from daemon.taskfile.checking import check_tasks_text
+from daemon.taskfile.notify_config import DEFAULT_ON, parse_notify_table
 
 TOKEN = "https://hooks.example/abc?token=s3cr3t-value"
 
@@ -155,11 +148,6 @@ def test_check_reports_the_defaults_on_their_line() -> None:
     problems = check_tasks_text('[tasks.a]\ncommand = "true"\n[notify.webhook]\nurl = "x"\n')
     assert [problem.line for problem in problems] == [4]  # the line of the url key
     assert "notify.webhook: url:" in problems[0].message
-
-
-def test_the_longest_a_target_takes_is_its_attempts_and_pauses() -> None:
-    target = HttpTarget(Secret("http://x", "tasks file"), frozenset(), 2.0, 3, 0.5)
-    assert target.give_up_after_s() == 3 * 2.0 + 0.5 + 1.0
 
 
 _events = st.lists(st.sampled_from(EVENTS), unique=True)

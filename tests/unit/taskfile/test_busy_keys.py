@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.busy import ON_BUSY
-from daemon.core.tasks import TaskConfigError, parse_tasks_toml
-from daemon.core.tasks.key_lines import key_lines
+from daemon.taskfile import TaskConfigError, parse_tasks_toml
+from daemon.taskfile.key_lines import key_lines
 
 SOURCE = "/etc/runbroker/tasks.toml"
 
@@ -107,7 +107,7 @@ def test_key_line_finds_the_line_of_each_tables_own_key(
 
 
 def test_check_places_a_bad_busy_key_on_its_line() -> None:
-    from daemon.core.tasks.checking import check_tasks_text
+    from daemon.taskfile.checking import check_tasks_text
 
     text = """[tasks.report]
 command = ["true"]

@@ -1,4 +1,4 @@
-"""Checking a tasks file (daemon/core/tasks/checking.py): every problem, each on its line, in
+"""Checking a tasks file (daemon/taskfile/checking.py): every problem, each on its line, in
 the loader's own words."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.tasks import TaskConfigError, parse_tasks_toml
-from daemon.core.tasks.checking import Problem, check_tasks_text, file_problems
+from daemon.taskfile import TaskConfigError, parse_tasks_toml
+from daemon.taskfile.checking import Problem, check_tasks_text, file_problems
 
 BAD = """\
 [tasks.ok]

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
-from daemon.core.tasks.busy_keys import busy_keys
-from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
-from daemon.core.tasks.tasks_file import TaskConfigError, duration_value, read_tasks_file
 from daemon.schedules import parse_schedule
+from daemon.taskfile.busy_keys import busy_keys
+from daemon.taskfile.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
+from daemon.taskfile.tasks_file import TaskConfigError, duration_value, read_tasks_file
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from daemon.core.tasks.loading import parse_tasks_toml
-from daemon.core.tasks.tasks_file import TaskConfigError
+from daemon.taskfile.loading import parse_tasks_toml
+from daemon.taskfile.tasks_file import TaskConfigError
 
 
 def test_a_scheduled_task_catches_up_by_default_with_no_window() -> None:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.core.tasks.key_lines import KeyPath, key_lines
-from daemon.core.tasks.loading import task_from_table
-from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
-from daemon.core.tasks.tasks_file import TaskConfigError, read_tasks_file
+from daemon.taskfile.key_lines import KeyPath, key_lines
+from daemon.taskfile.loading import task_from_table
+from daemon.taskfile.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
+from daemon.taskfile.tasks_file import TaskConfigError, read_tasks_file
 
 _TOML_LINE = re.compile(r"\(at line ([0-9]+), column [0-9]+\)")
 _UNKNOWN_KEY = re.compile(r"unknown key '([^']*)'")

@@ -1,8 +1,9 @@
 """A notification's URL, which may carry a token: read from the tasks file, a file or an
 environment variable, and never shown.
 
-``Secret`` keeps its value out of every ``repr`` and ``str`` (so out of a log line, a
-``status`` answer or an error message): only where it came from (``source``) is said. A value
+A ``Secret`` (``daemon.core.tasks.notify_targets``) keeps its value out of every ``repr`` and
+``str`` (so out of a log line, a ``status`` answer or an error message): only where it came
+from (``source``) is said. A value
 read from a file or the environment is read when the tasks file is loaded, so a missing file
 or variable is a refused start or reload, not a failure at the first notification.
 
@@ -22,7 +23,8 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.core.tasks.tasks_file import TaskConfigError
+from daemon.core.tasks.notify_targets import Secret
+from daemon.taskfile.tasks_file import TaskConfigError
 
 SECRET_FILE_MAX_BYTES = 4096  # a URL with a token is far shorter
 SECRET_KEYS = ("url", "url_file", "url_env")
@@ -33,30 +35,6 @@ _URL_LIKE = re.compile(
     re.IGNORECASE,
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-
-
-class Secret:
-    """A text that is never shown: ``reveal()`` gives it to the one sender that needs it."""
-
-    __slots__ = ("_value", "source")
-
-    def __init__(self, value: str, source: str) -> None:
-        self._value = value
-        self.source = source  # "tasks file", "file /run/secrets/x", "env HOOK_URL"
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret(from {self.source})"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 def read_secret(where: str, table: Mapping[str, Any]) -> Secret:

@@ -12,97 +12,37 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from daemon.core.tasks.notify_secret import SECRET_KEYS, Secret, read_secret
-from daemon.core.tasks.tasks_file import TaskConfigError, duration_value
+from daemon.core.tasks.notify_targets import (
+    ATTEMPTS,
+    BACKOFF_S,
+    CHANGE,
+    COMMAND_TIMEOUT_S,
+    EVENTS,
+    HTTP_TIMEOUT_S,
+    KINDS,
+    PING_EVENTS,
+    CommandHook,
+    HttpTarget,
+    TaskNotify,
+)
+from daemon.taskfile.notify_secret import SECRET_KEYS, read_secret
+from daemon.taskfile.tasks_file import TaskConfigError, duration_value
 
 NOTIFY_TABLE = "notify"
-KINDS = ("webhook", "ping", "command")
-EVENTS = ("start", "success", "failure", "recovery", "silence")
-CHANGE = "change"  # in ``on``: the failure after a success, and the recovery; not the others
-CHANGE_EVENTS = frozenset({"failure", "recovery"})
-PING_EVENTS = frozenset({"start", "success", "failure"})  # a ping service must see every run
 DEFAULT_ON = {
     "webhook": frozenset({"failure", "recovery", "silence"}),
     "ping": PING_EVENTS,
     "command": frozenset({"failure", "recovery", "silence"}),
 }
-HTTP_TIMEOUT_S = 5.0
-COMMAND_TIMEOUT_S = 10.0
-ATTEMPTS = 3
 ATTEMPTS_MAX = 10
-BACKOFF_S = 1.0
 TIMEOUT_MAX_S = 60.0  # an attempt's (or the command's) own timeout, at most
 _HTTP_KEYS = {*SECRET_KEYS, "on", "timeout", "attempts", "backoff"}
 _COMMAND_KEYS = {"command", "on", "timeout"}
 _TABLE_KEYS = {*KINDS, "max_silence"}
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class HttpTarget:
-    """A webhook or a ping URL: where, on which events, and its bounded retries."""
-
-    url: Secret
-    on: frozenset[str]
-    timeout_s: float = HTTP_TIMEOUT_S
-    attempts: int = ATTEMPTS
-    backoff_s: float = BACKOFF_S
-
-    def give_up_after_s(self) -> float:
-        """The longest one notice can take at this target: every attempt and every pause."""
-        pauses_s = sum(self.backoff_s * (1 << n) for n in range(self.attempts - 1))
-        return self.attempts * self.timeout_s + pauses_s
-
-
-@dataclass(frozen=True)
-class CommandHook:
-    argv: tuple[str, ...]
-    on: frozenset[str]
-    timeout_s: float = COMMAND_TIMEOUT_S
-
-
-@dataclass(frozen=True)
-class TaskNotify:
-    """A task's notifications. ``off`` (a task's own table only): the kinds it turns off."""
-
-    webhook: HttpTarget | None = None
-    ping: HttpTarget | None = None
-    command: CommandHook | None = None
-    max_silence_s: float | None = None
-    max_silence_auto: bool = False  # ``"auto"``: two of the task's cadences (``notify.silence``)
-    off: frozenset[str] = field(default=frozenset())
-
-    def targets(self) -> tuple[HttpTarget | CommandHook | None, ...]:
-        return (self.webhook, self.ping, self.command)
-
-    def wants(self, event: str) -> bool:
-        return any(target is not None and event in target.on for target in self.targets())
-
-    def hears(self, events: tuple[str, ...], changed: bool) -> bool:
-        """Some target hears a notice of ``events`` (``changed``: see ``heard_event``)."""
-        return any(
-            target is not None and heard_event(target.on, events, changed) is not None
-            for target in self.targets()
-        )
-
-    @property
-    def empty(self) -> bool:
-        silence = self.max_silence_s is not None or self.max_silence_auto
-        return not silence and all(t is None for t in self.targets())
-
-
-def heard_event(on: frozenset[str], events: tuple[str, ...], changed: bool) -> str | None:
-    """The event a target listening to ``on`` hears of a notice of ``events`` (the first of
-    them it listens to), or None. ``changed``: the notice changes the task's state (its failure
-    after a success, its recovery), which ``change`` in ``on`` hears: an on-call target told
-    once when a task starts failing and once when it recovers, not at every failure between."""
-    for event in events:
-        if event in on or (changed and CHANGE in on and event in CHANGE_EVENTS):
-            return event
-    return None
 
 
 def parse_notify_table(where: str, table: Any) -> TaskNotify | None:

@@ -1,4 +1,4 @@
-"""The TOML tasks file loaded (daemon/core/tasks/loading.py): every key, every error named, and
+"""The TOML tasks file loaded (daemon/taskfile/loading.py): every key, every error named, and
 the registry built from the command line's ``default`` and the file."""
 
 from __future__ import annotations
@@ -8,12 +8,8 @@ from typing import Any
 
 import pytest
 
-from daemon.core.tasks import (
-    RunContext,
-    TaskConfigError,
-    build_registry,
-    parse_tasks_toml,
-)
+from daemon.core.tasks import RunContext
+from daemon.taskfile import TaskConfigError, build_registry, parse_tasks_toml
 
 HERE = __name__  # the handlers below, by the name their tasks file gives
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.tasks import TaskConfigError, parse_tasks_toml
-from daemon.core.tasks.checking import check_tasks_text
-from daemon.core.tasks.notify_secret import looks_like_url, read_secret
+from daemon.taskfile import TaskConfigError, parse_tasks_toml
+from daemon.taskfile.checking import check_tasks_text
+from daemon.taskfile.notify_secret import looks_like_url, read_secret
 
 TOKEN = "SEKRET0123456789"
 URLS = [
