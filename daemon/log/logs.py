@@ -85,6 +85,13 @@ def configure_logging(
     logging.captureWarnings(True)
 
 
+def keep_out_of_log(*names: str) -> None:
+    """Keep the named stdlib loggers (a library's) out of the log at every level: for a library
+    that logs what must not be written, since the root's chain would write it."""
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def json_log_stream() -> TextIO | None:
     """Where the log's JSON lines go under ``configure_logging``'s JSON set-up.
 
