@@ -69,7 +69,7 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        # Stdlib records (asyncio, asyncpg, coord) keep their ``extra`` fields as keys.
+        # Stdlib records (asyncio, asyncpg) keep their ``extra`` fields as keys.
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
