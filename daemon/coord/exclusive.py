@@ -12,11 +12,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from daemon.coord.guard import HolderInfo, OverlapGuard, read_holder
 from daemon.coord.outcome import LOGGER, DecisionLog, ExclusiveResult, Outcome
 from daemon.coord.requests import RerunRequests
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
 
 __all__ = ["LOCK_NAME", "QUEUE_NAME", "Exclusive"]
 
@@ -51,7 +54,7 @@ class Exclusive:
         queue_capacity: int = 1,
         gate: Callable[[], bool] | None = None,
         max_reruns: int = 8,
-        logger: logging.Logger | None = None,
+        logger: FilteringBoundLogger | None = None,
     ) -> None:
         if queue_capacity < 1:
             raise ValueError(f"queue_capacity must be at least 1, got {queue_capacity}")

@@ -1,20 +1,25 @@
 """What an ``Exclusive`` call decided: the ``Outcome`` it returns and a log line per decision.
 
-Each decision's log line (``coord.<decision>``, logger ``runbroker.coord``) has one stable shape,
-so that a log search can rely on it. Payloads and error messages are never logged.
+Each decision's log line (``coord.<decision>``, logger ``runbroker.coord``, in the daemon's log)
+has one stable shape, so that a log search can rely on it. Payloads and error messages are
+never logged.
 """
 
 from __future__ import annotations
 
 import enum
-import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+from daemon.log.logs import get_logger
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
 
 __all__ = ["LOGGER", "DecisionLog", "ExclusiveResult", "Outcome"]
 
-LOGGER: Final = logging.getLogger("runbroker.coord")
+LOGGER: Final = get_logger("runbroker.coord")
 """Where ``Exclusive`` logs unless it is given a logger of its own."""
 
 
@@ -56,7 +61,7 @@ class ExclusiveResult:
 class DecisionLog:
     """Writes the decision lines of one ``Exclusive`` directory, in the shape described above."""
 
-    def __init__(self, logger: logging.Logger, directory: Path) -> None:
+    def __init__(self, logger: FilteringBoundLogger, directory: Path) -> None:
         self._logger = logger
         self._directory = directory
 
@@ -65,7 +70,8 @@ class DecisionLog:
         filters on them rather than parsing the message."""
         self._logger.log(
             level,
-            "coord.%s",
-            str(decision),
-            extra={"coord_decision": str(decision), "dir": str(self._directory), **fields},
+            f"coord.{decision}",
+            coord_decision=str(decision),
+            dir=str(self._directory),
+            **fields,
         )

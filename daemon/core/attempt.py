@@ -16,6 +16,7 @@ from daemon.core.jobenv import container_environment, shared_environment, with_r
 from daemon.core.journal import Journal
 from daemon.core.own_context import awaited_in
 from daemon.core.process import ChildSupervisor, CommandOutcome, SpawnError
+from daemon.core.process.flow import OutputFlow
 from daemon.core.runqueue import (
     Run,
     RunResult,
@@ -24,7 +25,6 @@ from daemon.core.runqueue import (
     output_log_fields,
     run_log_fields,
 )
-from daemon.core.runqueue.flow import OutputFlow
 from daemon.core.tasks import Task, handler_context
 from daemon.log.logs import get_logger
 from daemon.log.output_log import LineWriter, OutputLog, OutputLogMode

@@ -69,7 +69,7 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        # Stdlib records (asyncio, asyncpg, coord) keep their ``extra`` fields as keys.
+        # Stdlib records (asyncio, asyncpg) keep their ``extra`` fields as keys.
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -83,6 +83,13 @@ def configure_logging(
     root.handlers[:] = [handler]
     root.setLevel(level_no)
     logging.captureWarnings(True)
+
+
+def keep_out_of_log(*names: str) -> None:
+    """Keep the named stdlib loggers (a library's) out of the log at every level: for a library
+    that logs what must not be written, since the root's chain would write it."""
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def json_log_stream() -> TextIO | None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import logging
 from typing import TYPE_CHECKING, Any
 
+from daemon.log.logs import keep_out_of_log
 from daemon.notify.delivery import Delivery
 
 if TYPE_CHECKING:
@@ -36,8 +36,7 @@ def ping_url(base: str, event: str) -> str:
 
 def _new_client() -> Any:
     # httpx logs each request's URL (a token in it) at INFO: its loggers never reach the log.
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    keep_out_of_log(*QUIET_LOGGERS)
     httpx = importlib.import_module("httpx")
     # No cap on connections: each target's one sender holds at most one, and a pool of a few
     # would let endpoints that never answer hold up the others' notices.

@@ -179,6 +179,67 @@ def test_schedule_math_is_pure(module: Module) -> None:
     assert not bad, f"{module.name} imports {sorted(bad)}"
 
 
+LOG_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
+
+
+def _stdlib_logging_uses(source: str) -> list[str]:
+    """What a module does with the standard library's ``logging`` beyond naming its levels."""
+    tree = ast.parse(source)
+    uses: list[str] = []
+    bound: set[str] = set()  # the names the logging module is imported as
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "logging":
+                    bound.add(alias.asname or alias.name)
+                elif _in(alias.name, "logging"):
+                    uses.append(f"import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and _in(node.module, "logging"):
+            uses.extend(
+                f"from {node.module} import {alias.name}"
+                for alias in node.names
+                if node.module != "logging" or alias.name not in LOG_LEVELS
+            )
+    named: set[int] = set()  # the module's names read as ``logging.<attribute>``
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+        ):
+            named.add(id(node.value))
+            if node.attr not in LOG_LEVELS:
+                uses.append(f"{node.value.id}.{node.attr}")
+    uses.extend(
+        node.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node.id in bound and id(node) not in named
+    )
+    return uses
+
+
+def test_the_logging_check_refuses_a_stdlib_logger() -> None:
+    assert _stdlib_logging_uses("import logging\nenabled(logging.DEBUG)\n") == []
+    assert _stdlib_logging_uses("from logging import INFO\n") == []
+    planted = "import logging\nLOG = logging.getLogger('runbroker.x')\nLOG.info('x.y')\n"
+    assert _stdlib_logging_uses(planted) == ["logging.getLogger"]
+    assert _stdlib_logging_uses("import logging as lg\nh: lg.Handler\n") == ["lg.Handler"]
+    assert _stdlib_logging_uses("from logging import getLogger\n") == [
+        "from logging import getLogger"
+    ]
+    assert _stdlib_logging_uses("import logging.handlers\n") == ["import logging.handlers"]
+    assert _stdlib_logging_uses("import logging\nuse(logging)\n") == ["logging"]
+
+
+OUTSIDE_THE_LOG = [m for m in MODULES if not _in(m.name, "daemon.log")]
+
+
+@pytest.mark.parametrize("module", OUTSIDE_THE_LOG, ids=_ids(OUTSIDE_THE_LOG))
+def test_every_part_writes_the_one_log(module: Module) -> None:
+    uses = _stdlib_logging_uses(module.path.read_text())
+    assert not uses, f"{module.name} uses stdlib logging ({uses}): write through daemon.log"
+
+
 def test_only_the_store_speaks_to_postgres() -> None:
     users = [m.name for m in MODULES if any(_in(n, "asyncpg") for n in m.imports)]
     assert users

@@ -7,7 +7,7 @@ run for long.
 
 from __future__ import annotations
 
-from daemon.core.runqueue.flow import OutputFlow
+from daemon.core.process.flow import OutputFlow
 
 
 class FollowerHold:

@@ -16,8 +16,8 @@ from typing import Any
 from daemon.core.journal.follow import FollowerHold
 from daemon.core.journal.sizes import LINE_BYTES, MARK_BYTES, line_bytes
 from daemon.core.journal.trim import oldest_to_drop
+from daemon.core.process.flow import OutputFlow
 from daemon.core.runqueue import Run, RunResult
-from daemon.core.runqueue.flow import OutputFlow
 from daemon.log.logs import get_logger
 
 log = get_logger("runbroker.journal")

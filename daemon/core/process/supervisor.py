@@ -47,9 +47,7 @@ def _signal_group(pgid: int, signum: int) -> bool:
     """Signal a whole process group. False when it no longer exists."""
     try:
         os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    except (ProcessLookupError, PermissionError):
         return False
     return True
 

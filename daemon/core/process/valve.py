@@ -8,7 +8,7 @@ from typing import Protocol
 
 class OutputValve(Protocol):
     """Connected to a running child: ``pause`` when a reader holds the output back, ``resume``
-    when none does (``core.runqueue.flow.OutputFlow`` is one)."""
+    when none does (``flow.OutputFlow`` beside it is one)."""
 
     def connect(self, pause: Callable[[], None], resume: Callable[[], None]) -> None: ...
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from daemon.core.runqueue.flow import OutputFlow
+from daemon.core.process.flow import OutputFlow
 from daemon.core.runqueue.records import Event, RunRequest, RunResult, RunState
 from daemon.log.logs import get_logger
 from daemon.wire import protocol

@@ -1,13 +1,13 @@
 """Contending processes started from coord_worker.py beside this file, released at once through
-their pipes, and the coord log's records: what the coord's tests share."""
+their pipes, and the coord's log lines: what the coord's tests share."""
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,22 +68,16 @@ def held_worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
                 stream.close()
 
 
-@pytest.fixture
-def coord_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO, logger="runbroker.coord")
-    return caplog
+LogLines = list[MutableMapping[str, Any]]  # the unit tier's ``logs``: each line as a dict
 
 
-def decisions_in(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [getattr(record, "coord_decision", "") for record in caplog.records]
+def decisions_in(logs: LogLines) -> list[str]:
+    return [str(line.get("coord_decision", "")) for line in logs]
 
 
-def log_lines(caplog: pytest.LogCaptureFixture, *fields: str) -> list[tuple[object, ...]]:
-    """Each line as (event, dir, the named fields): the fields are the record's, not text."""
-    return [
-        (r.getMessage(), getattr(r, "dir", None), *(getattr(r, f, None) for f in fields))
-        for r in caplog.records
-    ]
+def log_lines(logs: LogLines, *fields: str) -> list[tuple[object, ...]]:
+    """Each line as (event, dir, the named fields): the fields are the line's, not text."""
+    return [(line["event"], line.get("dir"), *(line.get(f) for f in fields)) for line in logs]
 
 
 def always_open() -> bool:

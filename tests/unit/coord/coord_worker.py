@@ -18,6 +18,7 @@ from pathlib import Path
 from daemon.coord.exclusive import Exclusive
 from daemon.coord.guard import OverlapGuard
 from daemon.coord.slot import SlotFile
+from daemon.log.logs import configure_logging
 
 
 def _wait_for_go() -> None:
@@ -115,6 +116,7 @@ def _queue(directory: Path) -> None:
 
 
 def main(argv: list[str]) -> None:
+    configure_logging("json", "warning", stream=sys.stderr)  # stdout is the test's
     mode, *args = argv
     if mode == "hammer":
         _hammer(Path(args[0]), int(args[1]))

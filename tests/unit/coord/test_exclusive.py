@@ -13,12 +13,10 @@ from daemon.coord.exclusive import LOCK_NAME, QUEUE_NAME, Exclusive
 from daemon.coord.guard import OverlapGuard
 from daemon.coord.outcome import ExclusiveResult, Outcome
 from daemon.coord.slot import SlotFile
-from tests.unit.coord.conftest import WORKER, always_open, decisions_in, log_lines
+from tests.unit.coord.conftest import WORKER, LogLines, always_open, decisions_in, log_lines
 
 
-def test_exclusive_runs_when_free_and_reports_the_run(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
-) -> None:
+def test_exclusive_runs_when_free_and_reports_the_run(tmp_path: Path, logs: LogLines) -> None:
     directory = tmp_path / "locks"  # created on first use
     exclusive = Exclusive(directory)
     seen_holder: list[bool | None] = []
@@ -32,12 +30,10 @@ def test_exclusive_runs_when_free_and_reports_the_run(
     assert exclusive.holder().held is False
     assert {p.name for p in directory.iterdir()} == {LOCK_NAME, QUEUE_NAME}
     assert exclusive.run(lambda: False) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=False)
-    assert log_lines(coord_log, "runs", "last_ok")[-1] == ("coord.ran", str(directory), 1, False)
+    assert log_lines(logs, "runs", "last_ok")[-1] == ("coord.ran", str(directory), 1, False)
 
 
-def test_exclusive_raising_job_is_a_failed_run(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
-) -> None:
+def test_exclusive_raising_job_is_a_failed_run(tmp_path: Path, logs: LogLines) -> None:
     def job() -> bool:
         raise RuntimeError("secret-payload")
 
@@ -45,14 +41,12 @@ def test_exclusive_raising_job_is_a_failed_run(
     assert result.outcome is Outcome.RAN
     assert result.last_ok is False
     assert isinstance(result.last_error, RuntimeError)
-    assert "run-failed" in decisions_in(coord_log)
-    assert all("secret-payload" not in message for message in coord_log.messages)
+    assert "run-failed" in decisions_in(logs)
+    assert all("secret-payload" not in repr(line) for line in logs)
     assert OverlapGuard(tmp_path / LOCK_NAME).try_acquire()  # released
 
 
-def test_exclusive_busy_lock_queues_then_discards(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
-) -> None:
+def test_exclusive_busy_lock_queues_then_discards(tmp_path: Path, logs: LogLines) -> None:
     exclusive = Exclusive(tmp_path)
     other = Exclusive(tmp_path)  # another caller; flock treats its descriptor as a rival
     inner: list[ExclusiveResult] = []
@@ -72,9 +66,9 @@ def test_exclusive_busy_lock_queues_then_discards(
     assert [r.runs for r in inner] == [0, 0]
     assert result == ExclusiveResult(Outcome.RAN_QUEUED, runs=2, last_ok=True)
     assert exclusive.pending() == 0
-    assert ("coord.queued", str(tmp_path), 1) in log_lines(coord_log, "pending")
-    assert ("coord.discarded", str(tmp_path), 1) in log_lines(coord_log, "pending")
-    assert "rerun" in decisions_in(coord_log)
+    assert ("coord.queued", str(tmp_path), 1) in log_lines(logs, "pending")
+    assert ("coord.discarded", str(tmp_path), 1) in log_lines(logs, "pending")
+    assert "rerun" in decisions_in(logs)
 
 
 def test_exclusive_capacity_two_gives_two_reruns(tmp_path: Path) -> None:
@@ -95,9 +89,7 @@ def test_exclusive_capacity_two_gives_two_reruns(tmp_path: Path) -> None:
     assert exclusive.pending() == 0
 
 
-def test_exclusive_skip_mode_records_nothing(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
-) -> None:
+def test_exclusive_skip_mode_records_nothing(tmp_path: Path, logs: LogLines) -> None:
     exclusive = Exclusive(tmp_path)
     inner: list[ExclusiveResult] = []
 
@@ -108,7 +100,10 @@ def test_exclusive_skip_mode_records_nothing(
     assert exclusive.run_or_skip(job) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert inner == [ExclusiveResult(Outcome.SKIPPED)]
     assert exclusive.pending() == 0
-    assert "skipped" in decisions_in(coord_log)
+    assert [(line["event"], line["log_level"]) for line in logs] == [
+        ("coord.skipped", "warning"),
+        ("coord.ran", "info"),
+    ]
 
 
 def test_exclusive_skip_mode_holder_serves_queued_demand(tmp_path: Path) -> None:
@@ -126,7 +121,7 @@ def test_exclusive_skip_mode_holder_serves_queued_demand(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("max_reruns", [8, 2, 0])
 def test_exclusive_rerun_cap_retires_and_leaves_demand(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture, max_reruns: int
+    tmp_path: Path, logs: LogLines, max_reruns: int
 ) -> None:
     """A trigger source that never stops cannot pin one holder; its demand stays queued."""
     exclusive = Exclusive(tmp_path, max_reruns=max_reruns)
@@ -141,11 +136,11 @@ def test_exclusive_rerun_cap_retires_and_leaves_demand(
     assert result.runs == 1 + max_reruns
     assert result.outcome is (Outcome.RAN_QUEUED if max_reruns else Outcome.RAN)
     assert exclusive.pending() == 1
-    assert "retired" in decisions_in(coord_log)
+    assert "retired" in decisions_in(logs)
     # The next acquisition's run covers the leftover demand and clears it.
     assert exclusive.run(always_open) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert exclusive.pending() == 0
-    assert ("coord.orphan-cleared", str(tmp_path), 1) in log_lines(coord_log, "cleared")
+    assert ("coord.orphan-cleared", str(tmp_path), 1) in log_lines(logs, "cleared")
 
 
 def test_exclusive_default_cap_is_eight(tmp_path: Path) -> None:
@@ -157,7 +152,7 @@ def test_exclusive_default_cap_is_eight(tmp_path: Path) -> None:
 
 
 def test_exclusive_closed_gate_runs_nothing_and_keeps_demand(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
+    tmp_path: Path, logs: LogLines
 ) -> None:
     SlotFile(tmp_path / QUEUE_NAME).mutate(lambda _old: b"1")  # demand waiting
     calls: list[str] = []
@@ -173,12 +168,10 @@ def test_exclusive_closed_gate_runs_nothing_and_keeps_demand(
     assert exclusive.pending() == 1
     assert exclusive.run_or_skip(always_open).outcome is Outcome.GATED
     assert OverlapGuard(tmp_path / LOCK_NAME).try_acquire()  # the lock was released
-    assert ("coord.gated", str(tmp_path), 1) in log_lines(coord_log, "pending")
+    assert ("coord.gated", str(tmp_path), 1) in log_lines(logs, "pending")
 
 
-def test_exclusive_gate_closing_mid_run_defers_reruns(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
-) -> None:
+def test_exclusive_gate_closing_mid_run_defers_reruns(tmp_path: Path, logs: LogLines) -> None:
     open_gate = True
     gate_checks = 0
 
@@ -198,7 +191,7 @@ def test_exclusive_gate_closing_mid_run_defers_reruns(
     assert result == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert gate_checks == 2  # before the run, and before the rerun it then refused
     assert exclusive.pending() == 1
-    assert "deferred" in decisions_in(coord_log)
+    assert "deferred" in decisions_in(logs)
 
 
 @pytest.mark.parametrize("failure", ["raise", "false"])
@@ -234,11 +227,10 @@ def test_exclusive_rejects_bad_settings(tmp_path: Path) -> None:
         Exclusive(tmp_path, max_reruns=-1)
 
 
-def test_exclusive_unusable_directory_raises_and_logs_none(
-    tmp_path: Path, coord_log: pytest.LogCaptureFixture
-) -> None:
+def test_exclusive_unusable_directory_raises_and_logs_none(tmp_path: Path, logs: LogLines) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_bytes(b"")
     with pytest.raises(FileExistsError):
         Exclusive(not_a_dir).run(always_open)
-    assert decisions_in(coord_log) == ["none"]
+    assert decisions_in(logs) == ["none"]
+    assert logs[0]["log_level"] == "error"

@@ -18,13 +18,20 @@ import pytest
 from daemon.coord.exclusive import LOCK_NAME, Exclusive
 from daemon.coord.guard import OverlapGuard
 from daemon.coord.outcome import ExclusiveResult, Outcome
-from tests.unit.coord.conftest import always_open, decisions_in, log_lines, read_line, spawn_worker
+from tests.unit.coord.conftest import (
+    LogLines,
+    always_open,
+    decisions_in,
+    log_lines,
+    read_line,
+    spawn_worker,
+)
 
 
 def test_exclusive_killed_holder_frees_lock_and_orphan_is_cleared(
     tmp_path: Path,
     held_worker: Callable[..., subprocess.Popen[str]],
-    coord_log: pytest.LogCaptureFixture,
+    logs: LogLines,
 ) -> None:
     proc = held_worker("hold-exclusive", str(tmp_path))
     assert read_line(proc) == "running"
@@ -50,11 +57,11 @@ def test_exclusive_killed_holder_frees_lock_and_orphan_is_cleared(
     assert exclusive.run(job) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert runs == ["x"]
     assert exclusive.pending() == 0
-    assert ("coord.orphan-cleared", str(tmp_path), 1) in log_lines(coord_log, "cleared")
+    assert ("coord.orphan-cleared", str(tmp_path), 1) in log_lines(logs, "cleared")
 
 
 def test_exclusive_request_racing_the_holders_release_is_served(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coord_log: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: LogLines
 ) -> None:
     """A request recorded after the holder's last empty check, before it releases."""
     exclusive = Exclusive(tmp_path)
@@ -71,11 +78,11 @@ def test_exclusive_request_racing_the_holders_release_is_served(
     assert injected == [Outcome.QUEUED]
     assert result == ExclusiveResult(Outcome.RAN_QUEUED, runs=2, last_ok=True)
     assert exclusive.pending() == 0
-    assert "handoff" in decisions_in(coord_log)
+    assert "handoff" in decisions_in(logs)
 
 
 def test_exclusive_requester_racing_the_holders_exit_runs_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coord_log: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: LogLines
 ) -> None:
     """The holder leaves between a caller's failed probe and its record: the caller serves it."""
     holder = OverlapGuard(tmp_path / LOCK_NAME)
@@ -91,7 +98,7 @@ def test_exclusive_requester_racing_the_holders_exit_runs_itself(
     monkeypatch.setattr(exclusive, "_enqueue", enqueue)
     assert exclusive.run(always_open) == ExclusiveResult(Outcome.RAN, runs=1, last_ok=True)
     assert exclusive.pending() == 0
-    decisions = decisions_in(coord_log)
+    decisions = decisions_in(logs)
     assert "reprobe" in decisions
     assert "orphan-cleared" not in decisions  # its own request, not an orphan
 

@@ -18,8 +18,8 @@ from daemon.core.process import ChildSupervisor, CommandOutcome
 from daemon.core.process import child as child_module
 from daemon.core.process.child import _F_SETPIPE_SZ as F_SETPIPE_SZ
 from daemon.core.process.child import PIPE_BYTES, READ_CHUNK_BYTES, READS_A_TURN, Child, Poller
+from daemon.core.process.flow import OutputFlow
 from daemon.core.process.lines import LineSplitter
-from daemon.core.runqueue.flow import OutputFlow
 from tests.unit.conftest import JOB_ENV
 from tests.unit.core.process.running import Lines, grace_of
 

@@ -1,4 +1,4 @@
-"""A run's output flow (daemon/core/runqueue/flow.py): readers hold it back, the child's pipes
+"""A run's output flow (daemon/core/process/flow.py): readers hold it back, the child's pipes
 pause while any does, a reader that holds it too long is let go, and a trim keeps what a
 holding follower has not read."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from daemon.core.journal import FollowerHold, RunLog
+from daemon.core.process.flow import OutputFlow
 from daemon.core.runqueue import Run, RunRequest
-from daemon.core.runqueue.flow import OutputFlow
 
 
 class Pipes:
