@@ -2,7 +2,8 @@
 
 One ``orjson.dumps`` per line costs about as much as a chatty job spends writing it, so the
 whole list is encoded at once and cut into its strings, which is safe when no line holds a
-quote. Lines with quotes take the standard library's C escaper.
+quote: every quote is then a string's own, so each ``","`` between the first and the last
+is a boundary. Lines with quotes take the standard library's C escaper.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def json_lines(head: bytes, lines: list[str], tail: bytes) -> bytes:
     except TypeError:  # what orjson refuses (a lone surrogate)
         listed = b""
     if listed and listed.count(b'"') == 2 * len(lines):
-        return head + listed[1:-1].replace(b'","', b'"' + tail + head + b'"') + tail
+        # Cut inside the outer quotes: a first line that is just "," would read as a separator.
+        inner = listed[2:-2].replace(b'","', b'"' + tail + head + b'"')
+        return head + b'"' + inner + b'"' + tail
     between = (tail + head).decode()
     text = head.decode() + between.join(map(encode_basestring_ascii, lines)) + tail.decode()
     return text.encode()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,3 +19,13 @@ def test_json_lines_are_each_line_as_a_json_string_between_head_and_tail(lines: 
     parsed = [json.loads(line) for line in out.split(b"\n")[:-1]]
     assert [obj["x"] for obj in parsed] == lines
     assert all(obj["k"] == 1 for obj in parsed)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [[","], [",", "y"], ["x", ",", "y"], [",", ","], ["", "x"], [""], ["a,", ",b"]],
+)
+def test_a_line_of_commas_is_not_taken_for_the_boundary_between_two(lines: list[str]) -> None:
+    """A line that is just "," sits between quotes like the boundary between two lines."""
+    out = json_lines(b'{"x":', lines, b"}\n")
+    assert [json.loads(line)["x"] for line in out.split(b"\n")[:-1]] == lines
