@@ -10,12 +10,11 @@ import collections
 import os
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from daemon.broker.cancel import cancel_run
 from daemon.broker.engine import Engine
 from daemon.broker.gctune import tune_gc
+from daemon.broker.operations import OPERATIONS
 from daemon.broker.reload.asking import Answer
 from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
@@ -35,11 +34,9 @@ from daemon.exits import EXIT_FATAL
 from daemon.log.logs import get_logger
 from daemon.notify.notifier import Notifier
 from daemon.observe import status
-from daemon.observe.upcoming import next_answer
 from daemon.server.server import SocketServer
 from daemon.settings import Settings, SettingsError
-from daemon.wire.codec import parse_instant
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import AnsweredRequest
 
 if TYPE_CHECKING:
     from daemon.observe.metrics_http import MetricsServer
@@ -135,26 +132,10 @@ class Broker:
     def _finished(self, run: Run) -> None:
         self.recent.appendleft(run)
 
-    def control(self, request: ControlRequest) -> Mapping[str, Any] | Answer:
-        """A control op's answer; a reload's (and a dry run's) later, as the reload loop makes
-        them one at a time (``reload.asking``)."""
-        if request.op == "status":
-            return status.status_answer(self)
-        if request.op == "health":
-            return status.health_answer(self)
-        if request.op == "reload":
-            return self.reloader.requests.ask(request)
-        if request.op == "next":
-            return next_answer(
-                self.ticker.plans,
-                self.tasks,
-                task=request.task,
-                count=request.count,
-                now=parse_instant(request.after) or datetime.now(UTC),
-                jitter=self.settings.jitter,
-                source="daemon",
-            )
-        return cancel_run(self.queue, self.executor, request.id)
+    def control(self, request: AnsweredRequest) -> Mapping[str, Any] | Answer:
+        """A control request's answer (``operations``); a reload's (and a dry run's) later, as
+        the reload loop makes them one at a time (``reload.asking``)."""
+        return OPERATIONS[type(request)](self, request)
 
     async def serve(self) -> int:
         """Run until a signal, and return the process's exit code."""

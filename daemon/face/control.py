@@ -13,28 +13,14 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
+    from daemon.wire.protocol import AnsweredRequest
 
-def _control(
-    args: argparse.Namespace,
-    op: str,
-    run_id: str = "",
-    *,
-    dry_run: bool = False,
-    candidate: bytes | None = None,
-) -> dict[str, Any] | int:
-    """The daemon's answer, or the exit code when it cannot be asked (the reason printed).
-    ``candidate``: the bytes of ``args.file`` (``reload --dry-run --file``)."""
+
+def _control(args: argparse.Namespace, request: AnsweredRequest) -> dict[str, Any] | int:
+    """The daemon's answer, or the exit code when it cannot be asked (the reason printed)."""
     from daemon.wire import client
-    from daemon.wire.protocol import ControlRequest
 
     path = args.socket or client.socket_path_from_env()
-    request = ControlRequest(
-        op=op,
-        id=run_id,
-        dry_run=dry_run,
-        file=args.file if candidate is not None else "",
-        content=candidate,
-    )
     try:
         return client.control(path, request)
     except client.Unreachable as exc:
@@ -46,8 +32,9 @@ def status(args: argparse.Namespace) -> int:
     import json
 
     from daemon.face.status_text import render_status
+    from daemon.wire.protocol import StatusRequest
 
-    answer = _control(args, "status")
+    answer = _control(args, StatusRequest())
     if isinstance(answer, int):
         return answer
     if args.json:
@@ -59,7 +46,9 @@ def status(args: argparse.Namespace) -> int:
 
 def health(args: argparse.Namespace) -> int:
     """Liveness (``ok``), or with ``--ready`` readiness (``ready``: the database works too)."""
-    answer = _control(args, "health")
+    from daemon.wire.protocol import HealthRequest
+
+    answer = _control(args, HealthRequest())
     if isinstance(answer, int):
         return EXIT_FAILED  # unreachable is unhealthy, and the reason was printed
     warnings = answer.get("warnings")
@@ -78,7 +67,9 @@ def health(args: argparse.Namespace) -> int:
 
 
 def cancel(args: argparse.Namespace) -> int:
-    answer = _control(args, "cancel", args.id)
+    from daemon.wire.protocol import CancelRequest
+
+    answer = _control(args, CancelRequest(args.id))
     if isinstance(answer, int):
         return answer
     if answer.get("ok"):
@@ -96,6 +87,7 @@ def reload(args: argparse.Namespace) -> int:
     printed), 1 when it was (would be) refused (the reason on stderr), 75 when the daemon is
     shutting down (as ``trigger``), 2 when it is older than the op."""
     from daemon.face.status_text import reload_plan_lines, reload_summary
+    from daemon.wire.protocol import ReloadRequest
     from daemon.wire.reasons import worth_a_retry
 
     candidate: bytes | None = None
@@ -111,7 +103,8 @@ def reload(args: argparse.Namespace) -> int:
             print(f"runbroker: reload would be refused: {read}", file=sys.stderr)
             return EXIT_FAILED
         candidate = read
-    answer = _control(args, "reload", dry_run=args.dry_run, candidate=candidate)
+    file = args.file if candidate is not None else ""
+    answer = _control(args, ReloadRequest(args.dry_run, file, candidate))
     if isinstance(answer, int):
         return answer
     if answer.get("ok"):

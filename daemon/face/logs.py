@@ -14,30 +14,30 @@ TYPE_CHECKING = False  # typing itself costs a cold client several milliseconds
 if TYPE_CHECKING:
     import argparse
 
-    from daemon.wire.protocol import ControlRequest
+    from daemon.wire.protocol import LogsRequest
 
 
-def logs_request(target: str, task: str, follow: bool) -> ControlRequest | None:
+def logs_request(target: str, task: str, follow: bool) -> LogsRequest | None:
     """The ``logs`` request the arguments mean. None when they name both a run and a task."""
     from daemon.wire.logs_answers import looks_like_run_id
-    from daemon.wire.protocol import ControlRequest
+    from daemon.wire.protocol import LogsRequest
 
     if task:
-        return None if target else ControlRequest("logs", task=task, follow=follow)
+        return None if target else LogsRequest(task=task, follow=follow)
     if looks_like_run_id(target):
-        return ControlRequest("logs", id=target, follow=follow)
-    return ControlRequest("logs", task=target, follow=follow)
+        return LogsRequest(id=target, follow=follow)
+    return LogsRequest(task=target, follow=follow)
 
 
 def main(args: argparse.Namespace) -> int:
     from daemon.wire import client, logs_client
-    from daemon.wire.protocol import ControlRequest
+    from daemon.wire.protocol import LogsRequest
 
     request = logs_request(args.target or "", args.task or "", args.follow)
     if args.runs and (args.target or args.task or args.follow):
         request = None
     elif args.runs:
-        request = ControlRequest("logs", runs=args.runs)
+        request = LogsRequest(runs=args.runs)
     if request is None:
         print("runbroker: logs: give a RUN_ID, or --task TASK, or --runs N alone", file=sys.stderr)
         return EXIT_USAGE

@@ -47,13 +47,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _from_daemon(args: argparse.Namespace) -> dict[str, Any] | int:
     from daemon.wire import client
-    from daemon.wire.protocol import ControlRequest
+    from daemon.wire.protocol import NextRequest
 
     path = args.socket or client.socket_path_from_env()
     try:
-        request = ControlRequest(
-            op="next", task=args.task, count=args.count, after=args.after or ""
-        )
+        request = NextRequest(task=args.task, count=args.count, after=args.after or "")
         return client.control(path, request)
     except client.Unreachable as exc:
         print(exc, file=sys.stderr)

@@ -25,7 +25,9 @@ from daemon.wire import reasons
 from daemon.wire.codec import decode_request, encode_event, rejection
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
+    AnsweredRequest,
     ControlRequest,
+    LogsRequest,
     ProtocolError,
     SubmitRequest,
     clip,
@@ -38,8 +40,10 @@ log = get_logger("runbroker.server")
 # it was refused instead of meeting a broken pipe. ANSWERING: the answer is being written.
 READING, DRAINING, ANSWERING, CLOSED = range(4)
 
-# A control op's answer, or its future (a reload's: made later, off the event loop).
-ControlHandler = Callable[[ControlRequest], "Mapping[str, Any] | asyncio.Future[Mapping[str, Any]]"]
+# A control request's one answer, or its future (a reload's: made later, off the event loop).
+ControlHandler = Callable[
+    [AnsweredRequest], "Mapping[str, Any] | asyncio.Future[Mapping[str, Any]]"
+]
 
 
 class ConnectionServer(AnswerServer, Protocol):
@@ -209,15 +213,17 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self._refuse(exc.reason, exc.code, "socket.bad_request", complete=True)
             return
-        if self.control_only and (not isinstance(request, ControlRequest) or request.op == "logs"):
+        if self.control_only and (
+            not isinstance(request, ControlRequest) or isinstance(request, LogsRequest)
+        ):
             self._refuse(
                 reasons.REASON_CONNECTIONS, reasons.CODE_BUSY, "socket.bad_request", complete=True
             )
             return
-        if isinstance(request, ControlRequest):
+        if not isinstance(request, SubmitRequest):
             self.state = ANSWERING
             answers = self.answers
-            if request.op == "logs":
+            if isinstance(request, LogsRequest):  # streamed here, not answered by the broker
                 answers.begin(batch=request.batch)
                 reader = open_logs(
                     answers, server.journal, server.queue, server.tasks, request, server.segments

@@ -10,7 +10,7 @@ from daemon.core.journal import Journal, RunLog
 from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import TaskRegistry
 from daemon.wire.logs_answers import RUN_ID_FORM, looks_like_a_short_run_id
-from daemon.wire.protocol import ControlRequest, clip
+from daemon.wire.protocol import LogsRequest, clip
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class FirstRun:
 
 
 def select(
-    journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: ControlRequest
+    journal: Journal, queue: RunQueue, tasks: TaskRegistry, request: LogsRequest
 ) -> RunLog | Run | FirstRun | str:
     """The run ``request`` names (its log, or a queued ``Run``), or why there is none.
 

@@ -36,7 +36,7 @@ from daemon.wire.logs_answers import (
 from daemon.wire.protocol import (
     EVENT_DONE,
     EVENT_STARTED,
-    ControlRequest,
+    LogsRequest,
 )
 
 
@@ -202,7 +202,7 @@ def open_logs(
     journal: Journal,
     queue: RunQueue,
     tasks: TaskRegistry,
-    request: ControlRequest,
+    request: LogsRequest,
     segments: SegmentCache,
 ) -> LogReader | None:
     """Answer a ``logs`` request on ``stream``: its header, then the reader that sends the

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from daemon.log.jsonlines import json_lines
 from daemon.wire.logs_answers import MAX_LISTED_RUNS
 from daemon.wire.protocol import (
-    CONTROL_FIELDS,
-    CONTROL_OPS,
+    CONTROL_REQUESTS,
     EVENT_DONE,
     EVENT_OUTPUT,
-    LOGS_FIELDS,
     MAX_ARGS,
     MAX_ENV,
     MAX_NAME_CHARS,
@@ -27,11 +25,13 @@ from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
     NEXT_COUNT_DEFAULT,
     NEXT_COUNT_MAX,
-    NEXT_FIELDS,
-    RELOAD_FIELDS,
     SUBMIT_FIELDS,
+    CancelRequest,
     ControlRequest,
+    LogsRequest,
+    NextRequest,
     ProtocolError,
+    ReloadRequest,
     Request,
     SubmitRequest,
     answer_body,
@@ -121,30 +121,7 @@ def decode_request(line: bytes) -> Request:
         raise ProtocolError(REASON_UNDECODABLE)
     op = obj.get("op")
     if op is not None:
-        if op not in CONTROL_OPS:
-            raise ProtocolError(f"unknown op {clip(op)!r}" if isinstance(op, str) else "invalid op")
-        run_id = obj.get("id", "")
-        if not isinstance(run_id, str):
-            raise ProtocolError("invalid request: id must be a string")
-        if op == "cancel":
-            if not run_id:
-                raise ProtocolError("cancel needs an id")
-            _name(run_id, "id")
-        if op == "logs":
-            _known_fields(obj, LOGS_FIELDS, "a logs request")
-            return _logs_request(obj, run_id)
-        if op == "next":
-            _known_fields(obj, NEXT_FIELDS, "a next request")
-            return _next_request(obj)
-        if op == "reload":
-            _known_fields(obj, RELOAD_FIELDS, "a reload request")
-            dry_run = obj.get("dry_run", False)
-            if not isinstance(dry_run, bool):
-                raise ProtocolError("invalid request: dry_run must be true or false")
-            file, content = _candidate(obj, dry_run)
-            return ControlRequest(op=op, id=run_id, dry_run=dry_run, file=file, content=content)
-        _known_fields(obj, CONTROL_FIELDS, f"op {op!r}")
-        return ControlRequest(op=op, id=run_id)
+        return _control_request(obj, op)
     _known_fields(obj, SUBMIT_FIELDS, "a run request")
     task = _name(obj["task"], "task") if "task" in obj else "default"
     args = obj.get("args")
@@ -175,8 +152,45 @@ def _known_fields(obj: dict[str, Any], known: frozenset[str], what: str) -> None
     )
 
 
-def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
+def _control_request(obj: dict[str, Any], op: object) -> ControlRequest:
+    """A control request of the type its ``op`` names, decoded by that type's case."""
+    kind = _BY_OP.get(op) if isinstance(op, str) else None
+    if kind is None:
+        raise ProtocolError(f"unknown op {clip(op)!r}" if isinstance(op, str) else "invalid op")
+    run_id = obj.get("id", "")
+    if not isinstance(run_id, str):
+        raise ProtocolError("invalid request: id must be a string")
+    decode = DECODERS.get(kind)
+    if decode is None:  # an op without fields of its own: ``_control_with_no_fields``
+        _known_fields(obj, kind.takes, f"op {op!r}")
+        return _control_with_no_fields(kind)
+    return decode(obj, run_id)
+
+
+def _control_with_no_fields(kind: type[ControlRequest]) -> ControlRequest:
+    return kind()  # type: ignore[call-arg]  # the types with fields have their own case
+
+
+def _cancel_request(obj: dict[str, Any], run_id: str) -> CancelRequest:
+    if not run_id:
+        raise ProtocolError("cancel needs an id")
+    _name(run_id, "id")
+    _known_fields(obj, CancelRequest.takes, "op 'cancel'")
+    return CancelRequest(run_id)
+
+
+def _reload_request(obj: dict[str, Any], _run_id: str) -> ReloadRequest:
+    _known_fields(obj, ReloadRequest.takes, "a reload request")
+    dry_run = obj.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise ProtocolError("invalid request: dry_run must be true or false")
+    file, content = _candidate(obj, dry_run)
+    return ReloadRequest(dry_run=dry_run, file=file, content=content)
+
+
+def _logs_request(obj: dict[str, Any], run_id: str) -> LogsRequest:
     """``{"op": "logs"}`` with a run ``id`` or a ``task`` (or neither), and ``follow``."""
+    _known_fields(obj, LogsRequest.takes, "a logs request")
     task = obj.get("task", "")
     follow = obj.get("follow", False)
     if not isinstance(task, str):
@@ -194,13 +208,12 @@ def _logs_request(obj: dict[str, Any], run_id: str) -> ControlRequest:
         _name(run_id, "id")
     if task:
         _name(task, "task")
-    return ControlRequest(
-        op="logs", id=run_id, task=task, follow=follow, runs=runs, batch=_batch(obj)
-    )
+    return LogsRequest(id=run_id, task=task, follow=follow, runs=runs, batch=_batch(obj))
 
 
-def _next_request(obj: dict[str, Any]) -> ControlRequest:
+def _next_request(obj: dict[str, Any], _run_id: str) -> NextRequest:
     """``{"op": "next"}`` with a ``task`` (else every task) and a ``count`` of times each."""
+    _known_fields(obj, NextRequest.takes, "a next request")
     task = obj.get("task", "")
     if not isinstance(task, str):
         raise ProtocolError("invalid request: task must be a string")
@@ -212,7 +225,18 @@ def _next_request(obj: dict[str, Any]) -> ControlRequest:
     after = obj.get("after", "")
     if not isinstance(after, str) or (after and parse_instant(after) is None):
         raise ProtocolError("invalid request: after must be an RFC 3339 time with an offset")
-    return ControlRequest(op="next", task=task, count=count, after=after)
+    return NextRequest(task=task, count=count, after=after)
+
+
+_BY_OP = {kind.op: kind for kind in CONTROL_REQUESTS}
+# The decoding case of each control request type with fields of its own (one without any
+# decodes as ``_control_with_no_fields``): each checks its fields after the op and the id.
+DECODERS: dict[type[ControlRequest], Callable[[dict[str, Any], str], ControlRequest]] = {
+    CancelRequest: _cancel_request,
+    ReloadRequest: _reload_request,
+    LogsRequest: _logs_request,
+    NextRequest: _next_request,
+}
 
 
 def parse_instant(text: str) -> datetime | None:

@@ -18,7 +18,7 @@ from daemon.wire.logs_answers import (
     STATE_WAITING,
 )
 from daemon.wire.printer import Printer, dropped_text
-from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, ControlRequest
+from daemon.wire.protocol import EVENT_DONE, EVENT_OUTPUT, LogsRequest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def _done(event: dict[str, Any], follow: bool, err: TextIO) -> int:
 
 def logs(
     path: str,
-    request: ControlRequest,
+    request: LogsRequest,
     *,
     as_json: bool = False,
     out: TextIO | None = None,
@@ -75,9 +75,7 @@ def logs(
     the daemon is unreachable."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    batched = ControlRequest(
-        request.op, request.id, request.task, request.follow, request.runs, batch=True
-    )
+    batched = LogsRequest(request.id, request.task, request.follow, request.runs, batch=True)
     try:
         conn = client.connect(path, batched)
     except client.Unreachable as exc:

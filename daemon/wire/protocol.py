@@ -13,7 +13,7 @@ from daemon.wire.reasons import CODE_BAD_REQUEST, CODE_OVERDUE
 TYPE_CHECKING = False  # the thin client must not pay for importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, ClassVar
 
 DEFAULT_SOCKET = "/run/runbroker/runbroker.sock"  # RUNBROKER_SOCKET's default: daemon and client
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -24,15 +24,11 @@ MAX_NAME_CHARS = 256  # a task name, an op, a cancel id, an env name
 MAX_PATH_CHARS = 4096  # a file's name (``reload --dry-run --file``), as PATH_MAX
 ECHO_CHARS = 80  # how much of a client's own text a reason repeats (and a log line shows)
 
-CONTROL_OPS = ("status", "cancel", "health", "reload", "logs", "next")
-# The fields each request takes. Any other is refused, naming it (a misspelt "tsak" or "agrs"
-# would otherwise run the default task, or the task without its args). ``batch`` asks for
-# output frames in batches. The Go client's ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
+# The fields a run request takes (a control request's: its type's ``takes``). Any other is
+# refused, naming it (a misspelt "tsak" or "agrs" would otherwise run the default task, or the
+# task without its args). ``batch`` asks for output frames in batches. The Go client's
+# ``trigger.Submit`` sends ``{}`` or ``{"task": ...}``.
 SUBMIT_FIELDS = frozenset({"task", "args", "env", "batch"})
-CONTROL_FIELDS = frozenset({"op", "id"})
-LOGS_FIELDS = frozenset({"op", "id", "task", "follow", "runs", "batch"})
-RELOAD_FIELDS = frozenset({"op", "id", "dry_run", "file", "content"})
-NEXT_FIELDS = frozenset({"op", "task", "count", "after"})
 NEXT_COUNT_DEFAULT = 5  # ``next``: the planned times of each task, unless told
 NEXT_COUNT_MAX = 100
 
@@ -83,85 +79,150 @@ class SubmitRequest:
         return f"SubmitRequest(task={self.task!r}, args={self.args!r}, env=<{len(self.env)}>)"
 
 
-class ControlRequest:
-    """A control request: ``op`` is ``status``, ``health``, ``reload``, ``cancel`` (of run ``id``),
-    ``logs`` or ``next``.
+class _Record:
+    """Equality, hash and repr from a request's ``__slots__`` (a plain class: see
+    ``SubmitRequest``). ``batch`` frames the answer and does not change what is asked, so
+    equality leaves it out."""
 
-    ``reload``'s ``dry_run`` asks for the plan and changes nothing; with ``content`` (a
-    candidate file's bytes, read by the client, base64 on the wire) and its name ``file``, of
-    that file instead of the tasks file. For ``logs``: a run ``id``, a
-    ``task`` or neither (the latest run), ``follow`` until the run ends, ``runs`` for a list of
-    the last finished runs instead, and ``batch`` as a ``SubmitRequest``'s. For ``next``: a
-    ``task`` or every one, ``count`` planned times each, the first ones ``after`` an RFC 3339
-    instant (empty: now)."""
+    __slots__ = ()
 
-    __slots__ = (
-        "after",
-        "batch",
-        "content",
-        "count",
-        "dry_run",
-        "file",
-        "follow",
-        "id",
-        "op",
-        "runs",
-        "task",
-    )
+    def _names(self) -> tuple[str, ...]:
+        names: tuple[str, ...] = type(self).__slots__
+        return names
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._names() if name != "batch")
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Record) and type(other) is type(self) and self._key() == other._key()
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._key()))
+
+    def __repr__(self) -> str:
+        shown = (
+            f"{name}=<{len(value)} bytes>" if isinstance(value, bytes) else f"{name}={value!r}"
+            for name, value in ((name, getattr(self, name)) for name in self._names())
+        )
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _given(**fields: object) -> dict[str, object]:
+    """The fields worth sending: a false, zero or empty one is the default the daemon assumes."""
+    return {key: value for key, value in fields.items() if value}
+
+
+class _Control(_Record):
+    """A control request: ``op`` names it on the wire and ``takes`` are the fields it takes
+    (``id`` among them even where it names no run: taken and ignored, as always)."""
+
+    __slots__ = ()
+    op: ClassVar[str]
+    takes: ClassVar[frozenset[str]] = frozenset({"op", "id"})
+
+    def wire_fields(self) -> dict[str, object]:
+        """Its fields as the client sends them, ``op`` aside."""
+        return {}
+
+
+class StatusRequest(_Control):
+    """``status``: the queue, the running run, the recent results and the tasks."""
+
+    __slots__ = ()
+    op = "status"
+
+
+class HealthRequest(_Control):
+    """``health``: liveness, readiness and their warnings."""
+
+    __slots__ = ()
+    op = "health"
+
+
+class CancelRequest(_Control):
+    """``cancel`` run ``id``: a queued run is dropped, a running one asked to stop."""
+
+    __slots__ = ("id",)
+    op = "cancel"
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+
+    def wire_fields(self) -> dict[str, object]:
+        return _given(id=self.id)
+
+
+class ReloadRequest(_Control):
+    """``reload`` the tasks file. ``dry_run`` asks for the plan and changes nothing; with
+    ``content`` (a candidate file's bytes, read by the client, base64 on the wire) and its name
+    ``file``, of that file instead of the tasks file."""
+
+    __slots__ = ("content", "dry_run", "file")
+    op = "reload"
+    takes = frozenset({"op", "id", "dry_run", "file", "content"})
+
+    def __init__(self, dry_run: bool = False, file: str = "", content: bytes | None = None) -> None:
+        self.dry_run = dry_run
+        self.file = file
+        self.content = content
+
+    def wire_fields(self) -> dict[str, object]:
+        fields = _given(dry_run=self.dry_run)
+        if self.content is not None:
+            import base64  # only for ``reload --dry-run --file``: not on a trigger's path
+
+            fields["file"] = self.file
+            fields["content"] = base64.b64encode(self.content).decode("ascii")
+        return fields
+
+
+class LogsRequest(_Control):
+    """``logs`` of a run ``id``, a ``task`` or neither (the latest run), ``follow`` until the
+    run ends; ``runs``: a list of the last finished runs instead. ``batch`` as a
+    ``SubmitRequest``'s. Its answer streams from the connection, not from the broker."""
+
+    __slots__ = ("batch", "follow", "id", "runs", "task")
+    op = "logs"
+    takes = frozenset({"op", "id", "task", "follow", "runs", "batch"})
 
     def __init__(
-        self,
-        op: str,
-        id: str = "",
-        task: str = "",
-        follow: bool = False,
-        runs: int = 0,
-        batch: bool = False,
-        count: int = 0,
-        dry_run: bool = False,
-        after: str = "",
-        file: str = "",
-        content: bytes | None = None,
+        self, id: str = "", task: str = "", follow: bool = False, runs: int = 0, batch: bool = False
     ) -> None:
-        self.op = op
         self.id = id
         self.task = task
         self.follow = follow
         self.runs = runs
         self.batch = batch
+
+    def wire_fields(self) -> dict[str, object]:
+        return _given(
+            id=self.id, task=self.task, follow=self.follow, runs=self.runs, batch=self.batch
+        )
+
+
+class NextRequest(_Control):
+    """``next``: of a ``task`` or every one, ``count`` planned times each, the first ones
+    ``after`` an RFC 3339 instant (empty: now)."""
+
+    __slots__ = ("after", "count", "task")
+    op = "next"
+    takes = frozenset({"op", "task", "count", "after"})
+
+    def __init__(self, task: str = "", count: int = NEXT_COUNT_DEFAULT, after: str = "") -> None:
+        self.task = task
         self.count = count
-        self.dry_run = dry_run
         self.after = after
-        self.file = file
-        self.content = content
 
-    def _key(self) -> tuple[str, str, str, bool, int, int, bool, str, str, bytes | None]:
-        return (
-            self.op,
-            self.id,
-            self.task,
-            self.follow,
-            self.runs,
-            self.count,
-            self.dry_run,
-            self.after,
-            self.file,
-            self.content,
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ControlRequest) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return (
-            "ControlRequest(op={!r}, id={!r}, task={!r}, follow={!r}, runs={!r}, count={!r}, "
-            "dry_run={!r}, after={!r}, file={!r})".format(*self._key()[:-1])
-        )
+    def wire_fields(self) -> dict[str, object]:
+        return _given(task=self.task, count=self.count, after=self.after)
 
 
+# Answered by the broker in one line (``broker.operations``); ``logs`` streams its answer.
+AnsweredRequest = StatusRequest | HealthRequest | CancelRequest | ReloadRequest | NextRequest
+ControlRequest = AnsweredRequest | LogsRequest
+CONTROL_REQUESTS: tuple[type[ControlRequest], ...] = ControlRequest.__args__
 Request = SubmitRequest | ControlRequest
 
 
@@ -172,17 +233,7 @@ def clip(text: str, limit: int = ECHO_CHARS) -> str:
 
 def encode_request(request: Request) -> bytes:
     body: dict[str, Any]
-    if isinstance(request, ControlRequest):
-        body = {"op": request.op}
-        for key in ("id", "task", "follow", "runs", "batch", "count", "dry_run", "after"):
-            if getattr(request, key):
-                body[key] = getattr(request, key)
-        if request.content is not None:
-            import base64  # only for ``reload --dry-run --file``: not on a trigger's path
-
-            body["file"] = request.file
-            body["content"] = base64.b64encode(request.content).decode("ascii")
-    else:
+    if isinstance(request, SubmitRequest):
         body = {}
         if request.task != "default":
             body["task"] = request.task
@@ -192,6 +243,8 @@ def encode_request(request: Request) -> bytes:
             body["env"] = request.env
         if request.batch:
             body["batch"] = True
+    else:
+        body = {"op": request.op, **request.wire_fields()}
     return json.dumps(body, separators=(",", ":")).encode() + b"\n"
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.wire.control_answers import reload_answer, reload_plan_answer
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import ReloadRequest
 from daemon.wire.reasons import CODE_SHUTTING_DOWN, REASON_CLOSED
 
 Answer = asyncio.Future[Mapping[str, Any]]
@@ -24,7 +24,7 @@ Answer = asyncio.Future[Mapping[str, Any]]
 
 @dataclass(frozen=True)
 class Asked:
-    request: ControlRequest
+    request: ReloadRequest
     answer: Answer
 
     def wanted(self) -> bool:
@@ -43,7 +43,7 @@ class ReloadRequests:
         self.current: Asked | None = None  # the one being answered
         self.closed = False
 
-    def ask(self, request: ControlRequest) -> Answer:
+    def ask(self, request: ReloadRequest) -> Answer:
         """The future answer of ``request``, which waits its turn; the connection cancels it
         when its client goes."""
         answer: Answer = asyncio.get_running_loop().create_future()
@@ -78,7 +78,7 @@ class ReloadRequests:
         self.arrived.clear()
 
 
-def closed_answer(request: ControlRequest) -> dict[str, Any]:
+def closed_answer(request: ReloadRequest) -> dict[str, Any]:
     """The answer of a request the stopping daemon will not make (``shutting_down``: 75)."""
     if request.dry_run:
         return reload_plan_answer(False, REASON_CLOSED, code=CODE_SHUTTING_DOWN)

@@ -13,17 +13,13 @@ from typing import Any
 from daemon.broker.app import Broker
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import Task
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import AnsweredRequest, CancelRequest, HealthRequest, StatusRequest
 from daemon.wire.reasons import REASON_USER_CANCEL
 from tests.unit.broker.conftest import DEFAULT, MakeSettings, broker_of
 from tests.unit.core.executing import waits_forever
 
 
-def _op(op: str, run_id: str = "") -> ControlRequest:
-    return ControlRequest(op, run_id)
-
-
-def _answer(broker: Broker, request: ControlRequest) -> Mapping[str, Any]:
+def _answer(broker: Broker, request: AnsweredRequest) -> Mapping[str, Any]:
     """A control op answered at once (every op but ``reload``)."""
     answer = broker.control(request)
     assert not isinstance(answer, asyncio.Future)
@@ -38,7 +34,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
     )
     first = broker.queue.submit(RunRequest(task="default"))
     second = broker.queue.submit(RunRequest(task="default", trigger="tick"))
-    status = _answer(broker, _op("status"))
+    status = _answer(broker, StatusRequest())
     assert status["event"] == "status"
     assert status["ok"] is True
     assert status["pid"] == os.getpid()
@@ -55,7 +51,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
     assert status["database"] is None
     json.dumps(status)  # the answer goes on the wire as it is
 
-    assert _answer(broker, _op("health")) == {
+    assert _answer(broker, HealthRequest()) == {
         "event": "health",
         "ok": True,
         "reason": "",
@@ -63,7 +59,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
         "ready_reason": "",
     }
 
-    assert _answer(broker, _op("cancel", first.id)) == {
+    assert _answer(broker, CancelRequest(first.id)) == {
         "event": "cancel",
         "ok": True,
         "id": first.id,
@@ -71,14 +67,14 @@ async def test_status_health_and_cancel_of_a_queued_run(
     }
     assert first.result is not None
     assert (first.result.reason, first.result.cancelled) == (REASON_USER_CANCEL, True)
-    after = _answer(broker, _op("status"))
+    after = _answer(broker, StatusRequest())
     assert [item["id"] for item in after["waiting"]] == [second.id]
     assert [item["id"] for item in after["recent"]] == [first.id]
     assert (after["recent"][0]["reason"], after["recent"][0]["code"]) == (
         REASON_USER_CANCEL,
         "cancelled",
     )
-    unknown = _answer(broker, _op("cancel", "r-nope"))
+    unknown = _answer(broker, CancelRequest("r-nope"))
     assert unknown == {
         "event": "cancel",
         "ok": False,
@@ -87,7 +83,7 @@ async def test_status_health_and_cancel_of_a_queued_run(
         "code": "no_such_run",
     }
     broker.queue.close()
-    assert _answer(broker, _op("health")) == {
+    assert _answer(broker, HealthRequest()) == {
         "event": "health",
         "ok": False,
         "reason": "shutting down",
@@ -111,17 +107,17 @@ async def test_cancel_and_health_of_a_running_run(
         async with asyncio.timeout(10):
             run = broker.queue.submit(RunRequest(task="stuck"))
             await entered.wait()
-            status = _answer(broker, _op("status"))
+            status = _answer(broker, StatusRequest())
             assert status["current"]["id"] == run.id
             assert status["current"]["task"] == "stuck"
-            assert _answer(broker, _op("health"))["ok"] is True
+            assert _answer(broker, HealthRequest())["ok"] is True
             # Wedged: well past timeout (5 s) + grace (1 s) + the margin.
             assert run.started_monotonic is not None
             run.started_monotonic -= 100
-            health = _answer(broker, _op("health"))
+            health = _answer(broker, HealthRequest())
             assert health["ok"] is False
             assert health["reason"].startswith(f"executor wedged: run {run.id}")
-            answer = _answer(broker, _op("cancel", run.id))
+            answer = _answer(broker, CancelRequest(run.id))
             assert answer == {
                 "event": "cancel",
                 "ok": True,
@@ -129,7 +125,7 @@ async def test_cancel_and_health_of_a_running_run(
                 "state": "running",
                 "detail": "cancel requested; the run is being terminated and is still running",
             }
-            again = _answer(broker, _op("cancel", run.id))
+            again = _answer(broker, CancelRequest(run.id))
             assert again["detail"] == "cancel already requested; the run is still being terminated"
             result = await run.wait()
     finally:

@@ -16,14 +16,14 @@ from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import Run, RunQueue
 from daemon.core.tasks import Task, TaskRegistry
 from daemon.server.server import SocketServer
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import AnsweredRequest
 from tests.unit.conftest import JOB_ENV
 from tests.unit.core.executing import stop_executing
 
 Answer = list[dict[str, Any]]
 
 
-def _no_control(request: ControlRequest) -> dict[str, Any]:
+def _no_control(request: AnsweredRequest) -> dict[str, Any]:
     raise AssertionError(f"unexpected control request {request}")
 
 

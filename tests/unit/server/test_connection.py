@@ -15,7 +15,13 @@ import pytest
 from daemon.core.runqueue import Event, Run, RunRequest
 from daemon.core.tasks import RunContext, Task
 from daemon.server.connection import Connection
-from daemon.wire.protocol import MAX_REQUEST_BYTES, ControlRequest
+from daemon.wire.protocol import (
+    MAX_REQUEST_BYTES,
+    AnsweredRequest,
+    CancelRequest,
+    HealthRequest,
+    StatusRequest,
+)
 from daemon.wire.reasons import REASON_BUSY
 from tests.unit.core.executing import sh_task
 from tests.unit.server.serving import FakeTransport, exchange, read_answer, serving
@@ -140,11 +146,12 @@ async def test_rejections_full_then_shutting_down(short_dir: Path) -> None:
 
 async def test_control_requests_get_the_handlers_single_answer(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
-    seen: list[ControlRequest] = []
+    seen: list[AnsweredRequest] = []
 
-    def control(request: ControlRequest) -> dict[str, Any]:
+    def control(request: AnsweredRequest) -> dict[str, Any]:
         seen.append(request)
-        return {"event": request.op, "ok": request.op != "cancel", "id": request.id}
+        run_id = request.id if isinstance(request, CancelRequest) else ""
+        return {"event": request.op, "ok": request.op != "cancel", "id": run_id}
 
     async with serving(path, sh_task("default", "true"), control=control) as (_, queue, _f):
         status = await exchange(path, b'{"op":"status"}\n')
@@ -152,9 +159,9 @@ async def test_control_requests_get_the_handlers_single_answer(short_dir: Path) 
         cancel = await exchange(path, b'{"op":"cancel","id":"r9"}\n')
         assert queue.statistics().accepted == 0
     assert seen == [
-        ControlRequest("status"),
-        ControlRequest("health"),
-        ControlRequest("cancel", "r9"),
+        StatusRequest(),
+        HealthRequest(),
+        CancelRequest("r9"),
     ]
     assert status == [{"event": "status", "ok": True, "id": ""}]
     assert health == [{"event": "health", "ok": True, "id": ""}]
@@ -243,7 +250,7 @@ async def test_a_closed_connection_is_freed_without_the_cycle_collector(short_di
     reference count alone, or every one keeps its buffers until a collection comes."""
     path = short_dir / "rb.sock"
 
-    def control(request: ControlRequest) -> dict[str, Any]:
+    def control(request: AnsweredRequest) -> dict[str, Any]:
         return {"event": request.op, "ok": True, "id": ""}
 
     async with serving(path, sh_task("default", "true"), control=control) as (server, _q, _f):
@@ -266,7 +273,7 @@ async def test_a_control_answer_to_come_is_written_when_given(short_dir: Path) -
     path = short_dir / "rb.sock"
     later: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
 
-    def control(request: ControlRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    def control(request: AnsweredRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         if request.op != "reload":
             return {"event": request.op, "ok": True}
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -289,7 +296,7 @@ async def test_a_control_answer_to_come_is_cancelled_when_its_client_has_gone(
     path = short_dir / "rb.sock"
     later: list[asyncio.Future[dict[str, Any]]] = []
 
-    def control(request: ControlRequest) -> asyncio.Future[dict[str, Any]]:
+    def control(request: AnsweredRequest) -> asyncio.Future[dict[str, Any]]:
         later.append(asyncio.get_running_loop().create_future())
         return later[-1]
 

@@ -16,7 +16,7 @@ from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import RunContext, Task, TaskRegistry
 from daemon.server.server import SocketServer
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import AnsweredRequest
 from daemon.wire.reasons import CODE_REPLACED, CODE_SKIPPED, REASON_REPLACED
 from tests.support.eventually import eventually_async
 
@@ -36,7 +36,7 @@ class Gate:
         return {"n": self.started}
 
 
-def _no_control(request: ControlRequest) -> dict[str, Any]:
+def _no_control(request: AnsweredRequest) -> dict[str, Any]:
     raise AssertionError(f"unexpected control request {request}")
 
 

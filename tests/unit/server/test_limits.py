@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.server.limits import ConnectionLimits
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import AnsweredRequest
 from daemon.wire.reasons import REASON_CONNECTIONS
 from tests.support.eventually import eventually_async
 from tests.unit.core.executing import sh_task
@@ -21,7 +21,7 @@ from tests.unit.server.serving import exchange, serving
 BUSY = {"event": "done", "ok": False, "reason": REASON_CONNECTIONS, "code": "busy"}
 
 
-def _health(_request: ControlRequest) -> dict[str, Any]:
+def _health(_request: AnsweredRequest) -> dict[str, Any]:
     return {"event": "health", "ok": True}
 
 

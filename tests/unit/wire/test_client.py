@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from daemon.wire import client
-from daemon.wire.protocol import ControlRequest, SubmitRequest
+from daemon.wire.protocol import CancelRequest, HealthRequest, SubmitRequest
 from tests.support.fake_daemon import QUEUED, STARTED, Answer, fake_daemon, trigger
 
 
@@ -201,16 +201,16 @@ def test_control_returns_the_single_answer(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
     answer = {"event": "cancel", "ok": True, "id": "r7", "state": "queued"}
     with fake_daemon(path, answer) as requests:
-        assert client.control(str(path), ControlRequest("cancel", "r7")) == answer
+        assert client.control(str(path), CancelRequest("r7")) == answer
     assert requests == [{"op": "cancel", "id": "r7"}]
 
 
 def test_control_without_an_answer_is_unreachable(short_dir: Path) -> None:
     path = short_dir / "rb.sock"
     with fake_daemon(path), pytest.raises(client.Unreachable, match="no answer"):
-        client.control(str(path), ControlRequest("health"))
+        client.control(str(path), HealthRequest())
     with pytest.raises(client.Unreachable, match="unreachable"):
-        client.control(str(short_dir / "missing.sock"), ControlRequest("health"))
+        client.control(str(short_dir / "missing.sock"), HealthRequest())
 
 
 def test_socket_path_from_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,8 +17,15 @@ from daemon.wire.control_answers import cancel_refusal, health_answer, reload_an
 from daemon.wire.logs_answers import logs_refusal
 from daemon.wire.protocol import (
     MAX_REQUEST_BYTES,
+    NEXT_COUNT_MAX,
+    CancelRequest,
     ControlRequest,
+    HealthRequest,
+    LogsRequest,
+    NextRequest,
     ProtocolError,
+    ReloadRequest,
+    StatusRequest,
     SubmitRequest,
     decode_event,
     encode_request,
@@ -43,7 +50,7 @@ def test_the_go_clients_requests_and_the_batch_field_are_taken() -> None:
     assert decode_request(b'{"task":"report"}\n') == SubmitRequest("report")
     assert decode_request(b'{"task":"report","batch":true}') == SubmitRequest("report")
     logs = decode_request(b'{"op":"logs","task":"report","follow":true,"batch":true}')
-    assert logs == ControlRequest("logs", task="report", follow=True)
+    assert logs == LogsRequest(task="report", follow=True)
 
 
 @pytest.mark.parametrize(
@@ -103,8 +110,8 @@ def test_deeply_nested_json_is_undecodable_not_a_crash() -> None:
 
 
 def test_control_requests() -> None:
-    assert decode_request(b'{"op":"status"}') == ControlRequest("status")
-    assert decode_request(b'{"op":"cancel","id":"r1"}') == ControlRequest("cancel", "r1")
+    assert decode_request(b'{"op":"status"}') == StatusRequest()
+    assert decode_request(b'{"op":"cancel","id":"r1"}') == CancelRequest("r1")
 
 
 def test_event_omits_empty_reason_and_zero_duration() -> None:
@@ -126,6 +133,13 @@ env_names = st.text(
     min_size=1,
     max_size=20,
 )
+
+
+def _one_target(logs: LogsRequest) -> bool:
+    """A logs request the daemon takes: an id or a task, or a list of runs alone."""
+    return not (logs.id and logs.task) and not (logs.runs and (logs.id or logs.task or logs.follow))
+
+
 requests = st.one_of(
     st.builds(
         SubmitRequest,
@@ -133,8 +147,18 @@ requests = st.one_of(
         args=st.lists(texts, max_size=5).map(tuple),
         env=st.dictionaries(env_names, texts, max_size=5),
     ),
-    st.builds(ControlRequest, op=st.sampled_from(["status", "health"])),
-    st.builds(ControlRequest, op=st.just("cancel"), id=texts.filter(bool)),
+    st.sampled_from([StatusRequest(), HealthRequest()]),
+    st.builds(CancelRequest, id=texts.filter(bool)),
+    st.builds(ReloadRequest, dry_run=st.booleans()),
+    st.builds(
+        LogsRequest, id=texts, task=texts, follow=st.booleans(), runs=st.integers(0, 20)
+    ).filter(
+        lambda logs: (
+            not (logs.id and logs.task)
+            and not (logs.runs and (logs.id or logs.task or logs.follow))
+        )
+    ),
+    st.builds(NextRequest, task=texts, count=st.integers(1, NEXT_COUNT_MAX)),
 )
 
 

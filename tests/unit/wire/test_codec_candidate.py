@@ -12,21 +12,21 @@ from hypothesis import strategies as st
 from daemon.wire.codec import decode_request
 from daemon.wire.protocol import (
     MAX_PATH_CHARS,
-    ControlRequest,
     ProtocolError,
+    ReloadRequest,
     encode_request,
 )
 
 
 @given(content=st.binary(max_size=4096), file=st.text(min_size=1, max_size=64))
 def test_any_bytes_and_name_come_back_as_sent(content: bytes, file: str) -> None:
-    request = ControlRequest("reload", dry_run=True, file=file, content=content)
+    request = ReloadRequest(dry_run=True, file=file, content=content)
     if "\0" in file:
         with pytest.raises(ProtocolError, match="bad file"):
             decode_request(encode_request(request))
         return
     decoded = decode_request(encode_request(request))
-    assert isinstance(decoded, ControlRequest)
+    assert isinstance(decoded, ReloadRequest)
     assert (decoded.file, decoded.content, decoded.dry_run) == (file, content, True)
 
 
@@ -47,7 +47,7 @@ def test_any_value_is_taken_or_refused_with_a_reason(
     except ProtocolError as exc:
         assert str(exc).startswith("invalid request")
         return
-    assert isinstance(decoded, ControlRequest)
+    assert isinstance(decoded, ReloadRequest)
     assert decoded.dry_run is True
     assert isinstance(decoded.content, bytes)
 
@@ -72,6 +72,6 @@ def test_a_bad_candidate_is_refused_naming_the_field(
 
 def test_without_a_candidate_the_dry_run_is_of_the_tasks_file() -> None:
     decoded = decode_request(b'{"op": "reload", "dry_run": true}')
-    assert isinstance(decoded, ControlRequest)
+    assert isinstance(decoded, ReloadRequest)
     assert (decoded.file, decoded.content) == ("", None)
-    assert b"content" not in encode_request(ControlRequest("reload", dry_run=True))
+    assert b"content" not in encode_request(ReloadRequest(dry_run=True))

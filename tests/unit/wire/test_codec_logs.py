@@ -6,23 +6,23 @@ from __future__ import annotations
 import pytest
 
 from daemon.wire.codec import decode_request
-from daemon.wire.protocol import ControlRequest, ProtocolError, encode_request
+from daemon.wire.protocol import LogsRequest, ProtocolError, encode_request
 
 
 @pytest.mark.parametrize(
     ("line", "request_"),
     [
-        (b'{"op":"logs"}', ControlRequest("logs")),
-        (b'{"op":"logs","id":"r1a2b3c4d-7"}', ControlRequest("logs", id="r1a2b3c4d-7")),
+        (b'{"op":"logs"}', LogsRequest()),
+        (b'{"op":"logs","id":"r1a2b3c4d-7"}', LogsRequest(id="r1a2b3c4d-7")),
         (
             b'{"op":"logs","task":"report","follow":true}',
-            ControlRequest("logs", "", "report", True),
+            LogsRequest("", "report", True),
         ),
-        (b'{"op":"logs","follow":false}', ControlRequest("logs")),
-        (b'{"op":"logs","runs":5}', ControlRequest("logs", runs=5)),
+        (b'{"op":"logs","follow":false}', LogsRequest()),
+        (b'{"op":"logs","runs":5}', LogsRequest(runs=5)),
     ],
 )
-def test_logs_requests_decode(line: bytes, request_: ControlRequest) -> None:
+def test_logs_requests_decode(line: bytes, request_: LogsRequest) -> None:
     assert decode_request(line) == request_
     assert decode_request(encode_request(request_)) == request_  # the client's form too
 

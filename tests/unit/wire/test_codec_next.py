@@ -11,16 +11,18 @@ from daemon.wire.protocol import (
     NEXT_COUNT_DEFAULT,
     NEXT_COUNT_MAX,
     ControlRequest,
+    NextRequest,
     ProtocolError,
+    ReloadRequest,
     encode_request,
 )
 
 
 def test_a_next_request_names_a_task_and_a_count() -> None:
     request = decode_request(b'{"op":"next","task":"report","count":3}\n')
-    assert request == ControlRequest(op="next", task="report", count=3)
+    assert request == NextRequest(task="report", count=3)
     every = decode_request(b'{"op":"next"}')
-    assert every == ControlRequest(op="next", count=NEXT_COUNT_DEFAULT)
+    assert every == NextRequest(count=NEXT_COUNT_DEFAULT)
 
 
 @pytest.mark.parametrize(
@@ -43,20 +45,18 @@ def test_a_malformed_request_is_refused_with_its_reason(line: bytes, reason: str
 
 
 def test_reload_takes_a_dry_run() -> None:
-    assert decode_request(b'{"op":"reload","dry_run":true}') == ControlRequest(
-        op="reload", dry_run=True
-    )
-    assert decode_request(b'{"op":"reload"}') == ControlRequest(op="reload")
-    assert ControlRequest(op="reload", dry_run=True) != ControlRequest(op="reload")
+    assert decode_request(b'{"op":"reload","dry_run":true}') == ReloadRequest(dry_run=True)
+    assert decode_request(b'{"op":"reload"}') == ReloadRequest()
+    assert ReloadRequest(dry_run=True) != ReloadRequest()
 
 
 @pytest.mark.parametrize(
     "request_",
     [
-        ControlRequest(op="next", task="report", count=7),
-        ControlRequest(op="next", count=1),
-        ControlRequest(op="reload", dry_run=True),
-        ControlRequest(op="next", count=2, after="2026-10-03T12:00:00Z"),
+        NextRequest(task="report", count=7),
+        NextRequest(count=1),
+        ReloadRequest(dry_run=True),
+        NextRequest(count=2, after="2026-10-03T12:00:00Z"),
     ],
 )
 def test_what_the_client_sends_the_daemon_reads_back(request_: ControlRequest) -> None:
@@ -65,9 +65,7 @@ def test_what_the_client_sends_the_daemon_reads_back(request_: ControlRequest) -
 
 def test_next_may_ask_from_an_instant_with_an_offset() -> None:
     request = decode_request(b'{"op":"next","after":"2026-03-28T00:00:00+01:00"}')
-    assert request == ControlRequest(
-        op="next", count=NEXT_COUNT_DEFAULT, after="2026-03-28T00:00:00+01:00"
-    )
+    assert request == NextRequest(count=NEXT_COUNT_DEFAULT, after="2026-03-28T00:00:00+01:00")
     assert parse_instant("2026-03-28T00:00:00Z") == datetime(2026, 3, 28, tzinfo=UTC)
     assert parse_instant("2026-03-27T23:00:00-01:00") == datetime(2026, 3, 28, tzinfo=UTC)
     for text in ("2026-03-28T00:00:00", "2026-03-28", "tomorrow", "9999-12-31T23:59:59-01:00"):

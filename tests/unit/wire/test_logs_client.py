@@ -11,7 +11,7 @@ import pytest
 
 from daemon.face.logs import logs_request
 from daemon.wire.logs_client import logs, runs_table
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import LogsRequest
 from tests.support.fake_daemon import fake_daemon
 
 HEADER = {
@@ -32,15 +32,15 @@ FAILED = {"event": "done", "ok": False, "id": "r1a2b3c4d-7", "reason": "exit sta
 @pytest.mark.parametrize(
     ("target", "task", "request_"),
     [
-        ("", "", ControlRequest("logs")),
-        ("r1a2b3c4d-7", "", ControlRequest("logs", id="r1a2b3c4d-7")),
-        ("report", "", ControlRequest("logs", task="report")),
-        ("", "r1a2b3c4d-7", ControlRequest("logs", task="r1a2b3c4d-7")),  # a task so named
+        ("", "", LogsRequest()),
+        ("r1a2b3c4d-7", "", LogsRequest(id="r1a2b3c4d-7")),
+        ("report", "", LogsRequest(task="report")),
+        ("", "r1a2b3c4d-7", LogsRequest(task="r1a2b3c4d-7")),  # a task so named
         ("r1a2b3c4d-7", "report", None),
     ],
 )
 def test_the_arguments_name_a_run_or_a_task(
-    target: str, task: str, request_: ControlRequest | None
+    target: str, task: str, request_: LogsRequest | None
 ) -> None:
     assert logs_request(target, task, follow=False) == request_
 
@@ -50,9 +50,7 @@ def _logs(short_dir: Path, follow: bool, *answers: Any) -> tuple[int, str, str, 
     path = short_dir / "rb.sock"
     path.unlink(missing_ok=True)  # one fake daemon a call
     with fake_daemon(path, *answers) as requests:
-        code = logs(
-            str(path), ControlRequest("logs", task="chatty", follow=follow), out=out, err=err
-        )
+        code = logs(str(path), LogsRequest(task="chatty", follow=follow), out=out, err=err)
     return code, out.getvalue(), err.getvalue(), requests
 
 

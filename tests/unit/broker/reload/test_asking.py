@@ -5,10 +5,10 @@ answers every request still waiting."""
 from __future__ import annotations
 
 from daemon.broker.reload.asking import ReloadRequests
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import ReloadRequest
 
-RELOAD = ControlRequest("reload")
-DRY_RUN = ControlRequest("reload", dry_run=True)
+RELOAD = ReloadRequest()
+DRY_RUN = ReloadRequest(dry_run=True)
 
 
 async def test_requests_are_taken_in_order_and_answered() -> None:

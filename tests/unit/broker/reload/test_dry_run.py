@@ -12,7 +12,7 @@ import pytest
 from daemon.broker.app import Broker
 from daemon.broker.reload.dry_run import dry_run_answer
 from daemon.broker.reload.waking import reload_forever
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import ReloadRequest
 from tests.support.looping import looping
 from tests.unit.broker.reload.conftest import MakeBroker, replace_file
 from tests.unit.tasks_toml import tasks_toml
@@ -93,7 +93,7 @@ async def test_a_file_a_reload_would_refuse_is_said_and_nothing_changes(broker: 
 
 
 async def test_the_broker_answers_the_dry_run_op(broker: Broker) -> None:
-    later = broker.control(ControlRequest(op="reload", dry_run=True))
+    later = broker.control(ReloadRequest(dry_run=True))
     assert isinstance(later, asyncio.Future)  # the reload loop answers it, off the event loop
     async with looping(reload_forever(broker.reloader, asyncio.Event())), asyncio.timeout(10):
         answer = await later

@@ -17,7 +17,7 @@ from daemon.observe.status import health_answer, status_answer
 from daemon.pg.fence import LeaseFence, lead_s
 from daemon.settings import load_settings
 from daemon.wire.codec import decode_request
-from daemon.wire.protocol import ControlRequest
+from daemon.wire.protocol import ReloadRequest
 from tests.unit.broker.reload.conftest import NEW_TASKS, TASKS, MakeBroker, replace_file
 
 
@@ -147,7 +147,7 @@ async def test_new_tasks_get_their_zero_metric_series(
 
 
 def test_the_reload_op_is_decoded() -> None:
-    assert decode_request(b'{"op": "reload"}\n') == ControlRequest("reload")
+    assert decode_request(b'{"op": "reload"}\n') == ReloadRequest()
 
 
 def test_a_reload_summary_for_people() -> None:
