@@ -119,11 +119,11 @@ class Executor:
         turn_ends = time.monotonic() + TURN_S
         turn = False
         while True:
-            waits = turn or not self.queue.waiting_count()
-            run = await self._next_run(turn)
-            if run is None:
-                return
-            if waits:
+            run = None if turn else self.queue.take_waiting()
+            if run is None:  # a loop turn first, or no run waits: a new turn starts after it
+                run = await self._next_run(turn)
+                if run is None:
+                    return
                 turn_ends = time.monotonic() + TURN_S
             self._stray_cancel = False
             try:
@@ -222,7 +222,7 @@ class Executor:
         verbose = self._verbose
         if verbose:
             log.info("run.started", **run_log_fields(run))
-        started = time.monotonic()
+        started = run.started_monotonic or time.monotonic()  # set by mark_started
         try:
             followed = await self._follow(run, task, started)
         finally:  # the run has its result by now, however it ended (shutdown: see _follow)
@@ -232,7 +232,8 @@ class Executor:
         if followed is None:  # a stray's end: its run's result was told when it was given up on
             assert run.result is not None
             return run.result
-        _log_done(run, followed, verbose)
+        if verbose or not followed.ok:  # a success's line is an info line
+            _log_done(run, followed, verbose)
         return followed
 
     async def _follow(self, run: Run, task: Task, started: float) -> RunResult | None:
@@ -240,7 +241,9 @@ class Executor:
 
         ``CancelledError`` means the shutdown's budget ran out, which ends the runs once this one
         has its result. None: the executor gave up on the attempt, which has now ended."""
-        overdue = self.attempts.watch_soft_timeout(run, task)
+        overdue = (
+            None if task.soft_timeout_s is None else self.attempts.watch_soft_timeout(run, task)
+        )
         if task.handler is not None:
             self._handler = task
             if task.timeout_s is not None:

@@ -73,6 +73,30 @@ class LineSource(Protocol):
 class AnswerStream:
     """The answer lines of one client's connection, and the flow control of its transport."""
 
+    # Slotted: one is made per connection, and its attributes are read at every line.
+    __slots__ = (
+        "_request_ended",
+        "batch",
+        "closed",
+        "closing",
+        "dropped_lines",
+        "finished",
+        "flush_scheduled",
+        "holding",
+        "lagging",
+        "passed_on_bytes",
+        "paused",
+        "pending",
+        "pending_bytes",
+        "read_at_s",
+        "reader_check",
+        "server",
+        "source",
+        "streaming",
+        "transport",
+        "written_bytes",
+    )
+
     def __init__(self, server: AnswerServer, request_ended: Callable[[], None]) -> None:
         self.server = server
         self._request_ended = request_ended  # the connection's deadline no longer applies
@@ -99,9 +123,10 @@ class AnswerStream:
         self.transport = transport
 
     def begin(self, *, batch: bool = False) -> None:
-        """The request is accepted: what follows is its answer."""
+        """The request is accepted: what follows is its answer (its deadline is over)."""
         self.streaming = True
         self.batch = batch
+        self._request_ended = _nothing
 
     def read_from(self, source: LineSource | None) -> None:
         """Take the rest of the answer from ``source``, as fast as the client reads."""

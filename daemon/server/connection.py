@@ -68,6 +68,9 @@ class ConnectionServer(AnswerServer, Protocol):
 class Connection(asyncio.Protocol):
     """One client: its request, then the answer lines of its run or control request."""
 
+    # Slotted: one is made per connection (``asyncio.Protocol`` has no ``__dict__`` of its own).
+    __slots__ = ("answers", "buffer", "control_only", "later", "server", "state")
+
     def __init__(self, server: ConnectionServer) -> None:
         self.server = server
         self.state = READING
@@ -151,14 +154,16 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # A client that goes away does not cancel its run; it just stops listening.
+        answering = self.state == ANSWERING  # its request has ended, and its deadline with it
         self.state = CLOSED
         if self.buffer:
             self._forget_buffer()
         if self.later is not None:  # nobody to answer: a dry run waiting its turn is dropped
             self.later.cancel()
         self.answers.close()
-        self._stop_deadline()
         server = self.server
+        if not answering:
+            server.deadlines.forget(self)
         server.connections.discard(self)
         server.limits.settle(len(server.connections))
         if not server.connections:

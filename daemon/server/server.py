@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -87,7 +88,9 @@ class SocketServer:
         sock, self._lock_fd = bind_owner_only(self.path)
         self.loop = asyncio.get_running_loop()
         try:
-            self._server = await self.loop.create_unix_server(lambda: Connection(self), sock=sock)
+            # A partial: each accept makes its protocol without a Python frame around it.
+            factory = functools.partial(Connection, self)
+            self._server = await self.loop.create_unix_server(factory, sock=sock)
         except BaseException:
             sock.close()
             raise

@@ -118,9 +118,8 @@ class RunQueue:
     async def take(self) -> Run | None:
         """Next waiting run in arrival order, or None once the queue is closed and drained."""
         while True:
-            if self._waiting:
-                _, run = self._waiting.popitem(last=False)
-                self.current = run
+            run = self.take_waiting()
+            if run is not None:
                 return run
             if self._closed:
                 return None
@@ -132,6 +131,15 @@ class RunQueue:
                 await self._taker
             finally:
                 self._taker = None
+
+    def take_waiting(self) -> Run | None:
+        """The next waiting run, without waiting for one (None: none waits): the executor's
+        runs that follow one another in a turn cost no coroutine each."""
+        if not self._waiting:
+            return None
+        _, run = self._waiting.popitem(last=False)
+        self.current = run
+        return run
 
     def _wake_taker(self) -> None:
         taker = self._taker

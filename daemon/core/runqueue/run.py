@@ -57,6 +57,21 @@ def new_run_id() -> str:
 class Run:
     """One accepted run. Only the first ``finish`` counts."""
 
+    # Slotted: one is made per run, and its attributes are read at every event.
+    __slots__ = (
+        "_done",
+        "_listeners",
+        "_watcher",
+        "flow",
+        "id",
+        "request",
+        "result",
+        "started_at",
+        "started_monotonic",
+        "state",
+        "submitted_at",
+    )
+
     def __init__(
         self, request: RunRequest, run_id: str | None = None, watcher: Watcher | None = None
     ) -> None:

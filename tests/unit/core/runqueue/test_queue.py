@@ -79,6 +79,17 @@ async def test_take_waits_for_a_submission() -> None:
     assert queue.current is run
 
 
+def test_take_waiting_takes_the_oldest_run_or_none_without_waiting() -> None:
+    queue = RunQueue(capacity=4)
+    assert queue.take_waiting() is None
+    assert queue.current is None
+    first = queue.submit(_req("a"))
+    queue.submit(_req("b"))
+    assert queue.take_waiting() is first
+    assert queue.current is first
+    assert queue.waiting_count() == 1
+
+
 async def test_close_wakes_a_waiting_taker() -> None:
     queue = RunQueue(capacity=1)
     taker = asyncio.create_task(queue.take())
