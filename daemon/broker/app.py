@@ -25,6 +25,7 @@ from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
 from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
+from daemon.core.process.watchdog import watchdog_protects
 from daemon.core.runqueue import Run
 from daemon.core.slot_state import SlotState, StateDirRefused
 from daemon.core.slots import SlotRecord
@@ -211,12 +212,16 @@ class Broker:
         self.notifier.keep_failing_in(state)
 
     async def _serve(self, database: bool) -> int:
+        watchdog = watchdog_protects(
+            pid1=self.reaper_mode == subreaper.MODE_PID1, database=database
+        )
         log.info(
             "broker.ready",
             socket=str(self.settings.socket),
             tasks=sorted(self.tasks.names()),
             pid=os.getpid(),
             database=database,
+            watchdog=watchdog,
         )
         tune_gc()  # start-up is over: what it made is frozen
         pg_stopping = asyncio.Event()
@@ -225,7 +230,7 @@ class Broker:
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
             reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
-            reaper_task = group.create_task(self.children.guard_forever())
+            reaper_task = group.create_task(self.children.guard_forever(watchdog=watchdog))
             group.create_task(self.notifier.run())  # ends in shutdown's notify_drain
             pg_task = None
             if self.pgrunner is not None:
