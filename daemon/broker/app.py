@@ -21,6 +21,7 @@ from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
 from daemon.broker.shutdown import shutdown
 from daemon.broker.signals import Signals, report_signals, signal_name
+from daemon.broker.tasks_check import TakenTasks
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
 from daemon.core.busy import BusyPolicy
@@ -60,11 +61,13 @@ class Broker:
         reaper_mode: str = subreaper.MODE_NONE,
         default_command: tuple[str, ...] = (),
         job_dir: str | None = None,
+        taken: TakenTasks | None = None,
     ) -> None:
         """``tasks`` is the one registry every part shares, whose contents a reload swaps.
 
         ``default_command`` is the command line's task ``default``, kept across reloads.
-        ``job_dir`` is where commands start (None: the daemon's own directory)."""
+        ``job_dir`` is where commands start (None: the daemon's own directory). ``taken``: the
+        start's check of ``tasks``, whose ticker plans are used as they are (None: made here)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
@@ -86,7 +89,10 @@ class Broker:
             max_connections=settings.max_connections,
             busy=busy,
         )
-        plans, self.interval_warnings = tick_plans(settings, tasks)
+        if taken is None:
+            plans, self.interval_warnings = tick_plans(settings, tasks)
+        else:
+            plans, self.interval_warnings = taken.plans, taken.warnings
         self.slot_state = None if settings.state_dir is None else SlotState(settings.state_dir)
         self.ticker = Ticker(
             self.queue,
@@ -283,14 +289,15 @@ async def run_broker(
     reaper_mode: str = subreaper.MODE_NONE,
     default_command: tuple[str, ...] = (),
     job_dir: str | None = None,
+    taken: TakenTasks | None = None,
 ) -> int:
     """Serve until a stop signal, and return the exit code.
 
     ``early_signals`` are those that came during start-up. ``reaper_mode`` is what
-    ``subreaper.adopt_orphans`` answered."""
+    ``subreaper.adopt_orphans`` answered; ``taken``, what ``startup_tasks`` took."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for signum in early_signals:
         signals.received(signum)
-    broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir)
+    broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir, taken)
     return await broker.serve()
