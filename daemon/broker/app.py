@@ -20,10 +20,12 @@ from daemon.broker.reload.reloader import TaskReloader
 from daemon.broker.reload.waking import reload_forever, start_watching
 from daemon.broker.shutdown import shutdown
 from daemon.broker.signals import Signals, report_signals, signal_name
+from daemon.broker.tasks_check import TakenTasks
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
 from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
+from daemon.core.process.watchdog import watchdog_protects
 from daemon.core.runqueue import Run
 from daemon.core.slot_state import SlotState, StateDirRefused
 from daemon.core.slots import SlotRecord
@@ -56,11 +58,13 @@ class Broker:
         reaper_mode: str = subreaper.MODE_NONE,
         default_command: tuple[str, ...] = (),
         job_dir: str | None = None,
+        taken: TakenTasks | None = None,
     ) -> None:
         """``tasks`` is the one registry every part shares, whose contents a reload swaps.
 
         ``default_command`` is the command line's task ``default``, kept across reloads.
-        ``job_dir`` is where commands start (None: the daemon's own directory)."""
+        ``job_dir`` is where commands start (None: the daemon's own directory). ``taken``: the
+        start's check of ``tasks``, whose ticker plans are used as they are (None: made here)."""
         self.settings = settings
         self.reaper_mode = reaper_mode  # how orphans reach the reaper (daemon.core.subreaper)
         self.tasks = tasks
@@ -82,7 +86,10 @@ class Broker:
             max_connections=settings.max_connections,
             busy=busy,
         )
-        plans, self.interval_warnings = tick_plans(settings, tasks)
+        if taken is None:
+            plans, self.interval_warnings = tick_plans(settings, tasks)
+        else:
+            plans, self.interval_warnings = taken.plans, taken.warnings
         self.slot_state = None if settings.state_dir is None else SlotState(settings.state_dir)
         self.ticker = Ticker(
             self.queue,
@@ -192,12 +199,16 @@ class Broker:
         self.notifier.keep_failing_in(state)
 
     async def _serve(self, database: bool) -> int:
+        watchdog = watchdog_protects(
+            pid1=self.reaper_mode == subreaper.MODE_PID1, database=database
+        )
         log.info(
             "broker.ready",
             socket=str(self.settings.socket),
             tasks=sorted(self.tasks.names()),
             pid=os.getpid(),
             database=database,
+            watchdog=watchdog,
         )
         tune_gc()  # start-up is over: what it made is frozen
         pg_stopping = asyncio.Event()
@@ -206,7 +217,7 @@ class Broker:
             executor_task = group.create_task(self.executor.run_forever())
             ticker_task = group.create_task(self.ticker.run())
             reload_task = group.create_task(reload_forever(self.reloader, self.signals.reload))
-            reaper_task = group.create_task(self.children.guard_forever())
+            reaper_task = group.create_task(self.children.guard_forever(watchdog=watchdog))
             group.create_task(self.notifier.run())  # ends in shutdown's notify_drain
             pg_task = None
             if self.pgrunner is not None:
@@ -259,14 +270,15 @@ async def run_broker(
     reaper_mode: str = subreaper.MODE_NONE,
     default_command: tuple[str, ...] = (),
     job_dir: str | None = None,
+    taken: TakenTasks | None = None,
 ) -> int:
     """Serve until a stop signal, and return the exit code.
 
     ``early_signals`` are those that came during start-up. ``reaper_mode`` is what
-    ``subreaper.adopt_orphans`` answered."""
+    ``subreaper.adopt_orphans`` answered; ``taken``, what ``startup_tasks`` took."""
     signals = Signals()
     signals.install(asyncio.get_running_loop())
     for signum in early_signals:
         signals.received(signum)
-    broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir)
+    broker = Broker(settings, tasks, signals, reaper_mode, default_command, job_dir, taken)
     return await broker.serve()

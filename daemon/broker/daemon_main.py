@@ -38,7 +38,7 @@ def main(command: list[str], early_signals: list[int]) -> int:
             print(f"runbroker: RUNBROKER_COMMAND: {exc}", file=sys.stderr)
             return EXIT_CONFIG
     try:
-        tasks = startup_tasks(settings, default_command)
+        tasks, taken = startup_tasks(settings, default_command)
     except TaskConfigError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -57,7 +57,7 @@ def main(command: list[str], early_signals: list[int]) -> int:
     if reaper == MODE_NONE:
         log.warning("broker.not_reaping", reason="not PID 1 and PR_SET_CHILD_SUBREAPER refused")
     try:
-        main = run_broker(settings, tasks, early_signals, reaper, default_command, job_dir)
+        main = run_broker(settings, tasks, early_signals, reaper, default_command, job_dir, taken)
         return int(run_loop(main, uvloop.new_event_loop))
     except SettingsError as exc:
         print(f"runbroker: {exc}", file=sys.stderr)

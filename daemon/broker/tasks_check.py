@@ -92,12 +92,15 @@ def _line(data: bytes, key: tuple[str, ...]) -> int | None:
     return line_of(key_lines(data.decode("utf-8")), key) if key else None
 
 
-def startup_tasks(settings: Settings, default_command: tuple[str, ...]) -> TaskRegistry:
+def startup_tasks(
+    settings: Settings, default_command: tuple[str, ...]
+) -> tuple[TaskRegistry, TakenTasks]:
     """``runbroker run``'s tasks: the file of ``RUNBROKER_TASKS_FILE`` (the default path may be
     absent) through ``take_tasks``, as the registry every part shares, with the digest of the
-    bytes they came from (a reload compares it). ``TaskConfigError`` when it would not start."""
+    bytes they came from (a reload compares it), and what was taken (the ticker's plans, made
+    once). ``TaskConfigError`` when it would not start."""
     data = tasks_file_bytes(settings.tasks_file, settings.tasks_file_required)
     taken = take_tasks(settings, default_command, data, str(settings.tasks_file))
     registry = TaskRegistry(taken.tasks)
     registry.source_digest = None if data is None else hashlib.sha256(data).hexdigest()
-    return registry
+    return registry, taken

@@ -21,13 +21,6 @@ from pathlib import Path
 
 from daemon.coord.guard import OverlapGuard
 from daemon.core.rfc3339 import rfc3339_utc_at
-from daemon.core.state_file import (
-    SavedState,
-    StateFileRefused,
-    encode_state,
-    parse_state,
-    read_regular,
-)
 from daemon.log.logs import get_logger
 from daemon.wire.control_shapes import StateDirStatus
 
@@ -84,6 +77,9 @@ class SlotState:
             raise StateDirRefused(
                 f"RUNBROKER_STATE_DIR: {directory} cannot be used ({exc.strerror})"
             ) from exc
+        # Imported here: the file's pydantic models are built only when a state directory is set.
+        from daemon.core.state_file import SavedState, StateFileRefused, parse_state, read_regular
+
         loaded = LoadedState()
         try:
             data = read_regular(self.path)
@@ -155,6 +151,8 @@ class SlotState:
     def _write(self, snapshot: _Snapshot) -> bool:
         if snapshot == self._written and self.failing_since is None:
             return True
+        from daemon.core.state_file import SavedState, encode_state  # ``open`` imported it
+
         data = encode_state(SavedState(snapshot[0], set(snapshot[1])))
         try:
             self._replace(data)

@@ -9,7 +9,12 @@ import signal
 from pathlib import Path
 
 from tests.support.eventually import eventually
-from tests.support.harness import Daemon, children_of, host_pid_of
+from tests.support.harness import (
+    Daemon,
+    children_of,
+    host_pid_of,
+    processes_in_pid_namespace_of,
+)
 
 # PID 1 of the namespace starts the daemon and outlives it (as an init whose container goes
 # on), so the namespace's end does not kill the job in its stead.
@@ -28,6 +33,43 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def _watchdogs(daemon: Daemon) -> list[Path]:
+    """/proc/N of every watchdog process in the daemon's namespace."""
+    found = []
+    for entry in processes_in_pid_namespace_of(daemon.pid):
+        try:
+            if b"watchdog_main" in (entry / "cmdline").read_bytes():
+                found.append(entry)
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+def test_as_pid_1_without_a_database_no_watchdog_runs(workdir: Path) -> None:
+    """The kernel ends the namespace with its PID 1: a watchdog would protect nothing."""
+    daemon = Daemon(workdir, ("true",))
+    try:
+        (ready,) = daemon.log.events("broker.ready")
+        assert ready["watchdog"] is False
+        assert daemon.exec("trigger").returncode == 0
+        assert _watchdogs(daemon) == []
+    finally:
+        daemon.stop()
+
+
+def test_a_daemon_that_is_not_pid_1_runs_its_watchdog(workdir: Path) -> None:
+    daemon = Daemon(workdir, ("true",), init=INIT)
+    try:
+        (ready,) = daemon.log.events("broker.ready")
+        assert ready["watchdog"] is True
+        (daemon_pid,) = children_of(daemon.pid)
+        eventually(lambda: _watchdogs(daemon), "the watchdog")
+        (watchdog,) = _watchdogs(daemon)
+        assert int(watchdog.name) in children_of(daemon_pid)
+    finally:
+        daemon.stop()
 
 
 def test_a_job_does_not_outlive_a_daemon_killed_with_sigkill(workdir: Path) -> None:

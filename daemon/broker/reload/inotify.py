@@ -7,7 +7,6 @@ polling.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 from collections.abc import Iterator
@@ -56,7 +55,9 @@ def _functions() -> Any:
     global _libc
     if _libc is None:
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            # The process's own symbols, libc's among them: ``find_library`` would run
+            # ldconfig, a process started at every start.
+            libc = ctypes.CDLL(None, use_errno=True)
             for name in ("inotify_init1", "inotify_add_watch", "inotify_rm_watch"):
                 getattr(libc, name)
         except (OSError, AttributeError) as exc:

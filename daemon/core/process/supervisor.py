@@ -182,9 +182,13 @@ class ChildSupervisor:
         """Wait for zombie children that are not ours, and return the pids reaped."""
         return self._reaper.reap()
 
-    async def guard_forever(self, period_s: float = 1.0) -> None:
+    async def guard_forever(self, period_s: float = 1.0, *, watchdog: bool = True) -> None:
         """The daemon's guard of its children, until cancelled: the watchdog process runs
-        (``watchdog``), and orphans are reaped at each SIGCHLD and every ``period_s``."""
+        (``watchdog``, when asked: ``watchdog_protects``), and orphans are reaped at each
+        SIGCHLD and every ``period_s``."""
+        if not watchdog:
+            await reap_at_sigchld(self._reaper, period_s)
+            return
         self.watchdog.start(asyncio.get_running_loop())
         try:
             await reap_at_sigchld(self._reaper, period_s)

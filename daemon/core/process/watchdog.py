@@ -23,6 +23,14 @@ RESTART_AFTER_S = 1.0
 BACKLOG_MAX = 10_000  # lines kept while its pipe is full (it is stopped, or slow)
 
 
+def watchdog_protects(*, pid1: bool, database: bool) -> bool:
+    """Whether a watchdog process protects anything: a database runner's leases need a killer
+    that a stopped daemon does not stop, and the jobs of a daemon that is not PID 1 would
+    outlive it. As PID 1 without a database the kernel ends every process of the namespace
+    when the daemon dies, and no lease needs fencing: a second interpreter buys nothing."""
+    return database or not pid1
+
+
 class Watchdog:
     """Starts the watchdog process and tells it about groups and lease deadlines."""
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.broker.app import Broker
+from daemon.broker.signals import Signals
+from daemon.broker.tasks_check import startup_tasks
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import Task
 from daemon.wire.protocol import AnsweredRequest, CancelRequest, HealthRequest, StatusRequest
@@ -132,3 +134,16 @@ async def test_cancel_and_health_of_a_running_run(
         broker.queue.close()
         consumer.cancel()
     assert (result.reason, result.cancelled) == (REASON_USER_CANCEL, True)
+
+
+def test_the_ticker_gets_the_plans_the_start_took(
+    make_settings: MakeSettings, short_dir: Path
+) -> None:
+    """The start made the ticker's plans when it checked the tasks: they are not made again."""
+    settings = make_settings(SOCKET=str(short_dir / "rb.sock"), INTERVAL="10s")
+    registry, taken = startup_tasks(settings, ("true",))
+    broker = Broker(settings, registry, Signals(), taken=taken)
+    (plan,) = taken.plans
+    assert plan.task == "default"
+    assert broker.ticker.plans == [plan]
+    assert broker.ticker.plans[0] is plan

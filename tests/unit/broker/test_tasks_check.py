@@ -125,9 +125,8 @@ def test_check_passes_a_file_exactly_when_the_daemon_starts_and_reloads_with_it(
         monkeypatch.setenv(f"RUNBROKER_{name}", value)
     settings_now = load_settings()
     command = settings_now.default_command()
-    running = Broker(
-        settings_now, startup_tasks(settings_now, command), Signals(), subreaper.MODE_NONE, command
-    )
+    registry, taken = startup_tasks(settings_now, command)
+    running = Broker(settings_now, registry, Signals(), subreaper.MODE_NONE, command, taken=taken)
     path.write_text(text)
     checked = check_file(settings_now, command, path)
     starts = _starts(monkeypatch)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,16 @@ def test_a_slot_kept_past_now_is_rewound(tmp_path: Path) -> None:
     first.planned("nightly", 1_780_000_001.0)  # and rises from there again
     first.close()
     assert _opened(tmp_path).last_planned == {"nightly": 1_780_000_001.0}
+
+
+def test_the_daemon_builds_the_state_files_models_only_with_a_state_directory() -> None:
+    """Its pydantic models cost every start some 20 ms: a daemon without a state directory
+    imports everything it runs with (the composition root), but not them."""
+    script = (
+        "import sys\nimport daemon.broker.daemon_main, daemon.broker.app\n"
+        "print('daemon.core.state_file' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.split() == ["False"]

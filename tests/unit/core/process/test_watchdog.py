@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from daemon.core.process.watchdog import Watchdog
+from daemon.core.process.watchdog import Watchdog, watchdog_protects
 from tests.support.eventually import eventually_async
 from tests.unit.conftest import wait_readable
 
@@ -121,3 +121,15 @@ async def test_a_dead_watchdog_is_started_again_and_told_everything(
     await wait_readable(fd)
     os.close(fd)
     assert groups[0].wait() == -signal.SIGKILL
+
+
+@pytest.mark.parametrize(
+    ("pid1", "database", "runs"),
+    [(True, False, False), (True, True, True), (False, False, True), (False, True, True)],
+)
+def test_the_watchdog_runs_only_where_it_protects_something(
+    pid1: bool, database: bool, runs: bool
+) -> None:
+    """As PID 1 the kernel ends every job with the daemon; a database's leases, or a daemon
+    whose jobs would outlive it, need the watchdog."""
+    assert watchdog_protects(pid1=pid1, database=database) is runs
