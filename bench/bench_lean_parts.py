@@ -162,6 +162,7 @@ def measure_memory(build: Build, anchor: Path) -> dict[str, Sample]:
         (workdir / "handler").mkdir()
         handler, handler_socket = bench_broker.start_daemon(workdir / "handler")
         with running(handler):
+            wait_ready(handler, handler_socket)  # start_daemon waits for the file, not listen()
             handler_mib = idle_mib(handler.pid, None, handler_socket, "noop")
     print(
         f"  {build.label}: RSS demo {said(demo_mib)}, handler {said(handler_mib)}, Go {go_mib:.1f}"
