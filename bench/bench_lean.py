@@ -118,6 +118,14 @@ def spread(values: list[float], digits: int) -> str:
     return f"{middle} ({low}-{high})"
 
 
+def said_of(failure: BaseException) -> str:
+    """A failed measure in a few lines: a failed command's last lines of output."""
+    if isinstance(failure, subprocess.CalledProcessError):
+        output = f"{failure.stdout or ''}{failure.stderr or ''}".strip().splitlines()
+        return f"{failure.cmd!r} exited {failure.returncode}: " + " | ".join(output[-5:])
+    return f"{type(failure).__name__}: {failure}"
+
+
 def report(results: dict[str, dict[str, list[Sample]]], rounds: int) -> None:
     print(f"\nmedian (min-max) of {rounds} round(s); ratio = figure / reference, within a round")
     for key, by_build in results.items():
@@ -125,6 +133,9 @@ def report(results: dict[str, dict[str, list[Sample]]], rounds: int) -> None:
         digits = 1 if figure.unit in ("MiB", "ms") else 0
         print(f"{figure.title} (goal {figure.goal})")
         for label, samples in by_build.items():
+            if not samples:
+                print(f"  {label:>8}: no round measured it")
+                continue
             value = spread([s.value for s in samples], digits)
             reference = spread([s.reference for s in samples], digits)
             print(
@@ -185,7 +196,12 @@ def main() -> None:
         for part in parts:
             print(f"round {number + 1}, {part}", flush=True)
             for build in order:
-                for key, sample in measures[part](build).items():
+                try:
+                    samples = measures[part](build)
+                except (subprocess.SubprocessError, RuntimeError, OSError) as exc:
+                    print(f"  {build.label}: {part} failed this round: {said_of(exc)}")
+                    continue
+                for key, sample in samples.items():
                     results[key][build.label].append(sample)
             sys.stdout.flush()
     report(results, args.rounds)
