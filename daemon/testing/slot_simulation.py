@@ -19,7 +19,6 @@ from daemon.broker.ticking import task_tick_plan
 from daemon.core.tasks import Task
 from daemon.core.tasks.loading import parse_tasks_toml
 from daemon.core.ticker import TickPlan
-from daemon.schedules.every import EverySchedule
 from daemon.testing.clock import ManualClock
 from daemon.testing.daemon_life import DaemonLife, Recorder
 from daemon.testing.logs import plain_tracebacks
@@ -59,8 +58,6 @@ def _next_planned(tasks: Mapping[str, Task]) -> NextPlanned:
     def following(task: str, at: datetime) -> datetime | None:
         definition = tasks[task]
         schedule = definition.schedule
-        if isinstance(schedule, EverySchedule):
-            return at + timedelta(seconds=schedule.interval_s)
         if schedule is not None:
             return schedule.next_after(at)
         return at + timedelta(seconds=definition.interval_s or 0.0)
