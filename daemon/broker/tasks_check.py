@@ -18,7 +18,7 @@ from daemon.core.tasks import Task, TaskConfigError, TaskRegistry, tasks_from_by
 from daemon.core.tasks.checking import Problem, file_problems, line_of
 from daemon.core.tasks.key_lines import key_lines
 from daemon.core.tasks.loading import tasks_file_bytes
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.settings import Settings
 
 NO_TASKS = (

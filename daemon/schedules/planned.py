@@ -2,8 +2,8 @@
 change did to it (``dst.DstMark``): what ``runbroker next`` and a reload's dry run show.
 
 The times are ``occurrences.following``: ``next_after`` applied again and again, the very steps
-the ticker takes from one fire to the next (``daemon.core.ticker``): there is one rule of when a
-schedule is due, and this module only says what DST did to each time of the walk.
+the ticker takes from one fire to the next (``daemon.core.ticker``): there is one rule of when
+a schedule is due, and this module only says what DST did to each time of the walk.
 """
 
 from __future__ import annotations

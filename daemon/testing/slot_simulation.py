@@ -18,7 +18,7 @@ from pathlib import Path
 from daemon.broker.ticking import task_tick_plan
 from daemon.core.tasks import Task
 from daemon.core.tasks.loading import parse_tasks_toml
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.testing.clock import ManualClock
 from daemon.testing.daemon_life import DaemonLife, Recorder
 from daemon.testing.logs import plain_tracebacks

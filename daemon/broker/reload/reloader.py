@@ -35,7 +35,7 @@ from daemon.core.tasks import (
     compare_tasks,
     read_tasks_file,
 )
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
 from daemon.wire.control_answers import reload_answer

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.core.busy import ON_BUSY, OnBusy
 from daemon.core.tasks.key_lines import key_lines
 from daemon.core.tasks.tasks_file import TaskConfigError, duration_value
+from daemon.core.ticker.busy import ON_BUSY, OnBusy
 
 
 def _refused(text: str, source: str, task: str, key: str, message: str) -> TaskConfigError:

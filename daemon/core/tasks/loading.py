@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.core.tasks.busy_keys import busy_keys
 from daemon.core.tasks.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
 from daemon.core.tasks.tasks_file import TaskConfigError, duration_value, read_tasks_file
+from daemon.core.ticker.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.schedules import parse_schedule
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -8,8 +8,8 @@ from pathlib import Path
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
-from daemon.core.slot_state import SlotState
 from daemon.core.tasks import TaskRegistry, parse_tasks_toml
+from daemon.core.ticker.slot_state import SlotState
 from daemon.notify.notifier import Notifier
 
 TASKS = """

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.busy import ON_BUSY
 from daemon.core.tasks import TaskConfigError, parse_tasks_toml
 from daemon.core.tasks.key_lines import key_lines
+from daemon.core.ticker.busy import ON_BUSY
 
 SOURCE = "/etc/runbroker/tasks.toml"
 

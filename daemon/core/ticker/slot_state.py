@@ -21,7 +21,7 @@ from pathlib import Path
 
 from daemon.coord.guard import OverlapGuard
 from daemon.core.rfc3339 import rfc3339_utc_at
-from daemon.core.state_file import (
+from daemon.core.ticker.state_file import (
     SavedState,
     StateFileRefused,
     encode_state,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from daemon.core.busy import BusyPolicy
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest
+from daemon.core.ticker.busy import BusyPolicy
 
 
 def _request(args: tuple[str, ...] = (), env: Mapping[str, str] | None = None) -> RunRequest:

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.core.slots import CAUGHT_UP, MISSED, Slot
-from daemon.core.tick_slots import TickSlots
+from daemon.core.ticker.slots import CAUGHT_UP, MISSED, Slot
+from daemon.core.ticker.tick_slots import TickSlots
 from daemon.schedules.base import Schedule
 from daemon.schedules.occurrences import grid_between, span_between
 

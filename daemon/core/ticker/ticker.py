@@ -17,18 +17,18 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from daemon.core.busy import BusyPolicy, OnBusy
-from daemon.core.catchup import (
+from daemon.core.runqueue import RunQueue
+from daemon.core.ticker.busy import BusyPolicy, OnBusy
+from daemon.core.ticker.catchup import (
     MISFIRE_COALESCE,
     catch_up_window,
     plan_catch_up,
     settle_catch_up,
 )
-from daemon.core.runqueue import RunQueue
-from daemon.core.slot_state import SlotState
-from daemon.core.slots import RAN, Slot, SlotRecord
-from daemon.core.tick_clock import TickClock
-from daemon.core.tick_slots import TickSlots
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slot_state import SlotState
+from daemon.core.ticker.slots import RAN, Slot, SlotRecord
+from daemon.core.ticker.tick_slots import TickSlots
 from daemon.log.logs import get_logger
 from daemon.schedules import Schedule
 from daemon.schedules.occurrences import walk_through

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.slot_state import (
+from daemon.core.ticker.slot_state import (
     SET_ASIDE_SUFFIX,
     STATE_FILE,
     SlotState,
     StateDirRefused,
 )
-from daemon.core.state_file import FORMAT, STATE_BYTES_MAX, VERSION
+from daemon.core.ticker.state_file import FORMAT, STATE_BYTES_MAX, VERSION
 from tests.support.eventually import eventually_async
 
 
