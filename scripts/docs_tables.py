@@ -130,7 +130,7 @@ def commands_reference() -> str:
 def metrics_table() -> str:
     """Every series family the daemon's registry exposes (``/metrics``), with its help."""
     from daemon.core.runqueue import RunQueue
-    from daemon.core.ticker import TickPlan
+    from daemon.core.ticker.ticker import TickPlan
     from daemon.observe.metrics import Metrics
 
     plan = TickPlan(task="t", interval_s=60.0, next_fire_at=1.0)

@@ -23,15 +23,15 @@ from daemon.broker.signals import Signals, report_signals, signal_name
 from daemon.broker.tasks_check import TakenTasks
 from daemon.broker.ticking import tick_plans
 from daemon.core import subreaper
-from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.process.watchdog import watchdog_protects
 from daemon.core.runqueue import Run
-from daemon.core.slot_state import SlotState, StateDirRefused
-from daemon.core.slots import SlotRecord
 from daemon.core.strays import Stray
 from daemon.core.tasks import TaskRegistry
-from daemon.core.ticker import Ticker
+from daemon.core.ticker.busy import BusyPolicy
+from daemon.core.ticker.slot_state import SlotState, StateDirRefused
+from daemon.core.ticker.slots import SlotRecord
+from daemon.core.ticker.ticker import Ticker
 from daemon.exits import EXIT_FATAL
 from daemon.log.logs import get_logger
 from daemon.notify.notifier import Notifier

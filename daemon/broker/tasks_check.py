@@ -15,7 +15,7 @@ from pathlib import Path
 
 from daemon.broker.ticking import tick_plans
 from daemon.core.tasks import Task, TaskRegistry
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.settings import Settings
 from daemon.taskfile import TaskConfigError, tasks_from_bytes
 from daemon.taskfile.checking import Problem, file_problems, line_of

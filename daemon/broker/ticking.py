@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.core.tasks import Task, TaskRegistry
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.schedules.interval import MIN_INTERVAL_S, clamp_interval, parse_interval
 from daemon.settings import Settings
 

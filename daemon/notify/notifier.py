@@ -36,9 +36,9 @@ from daemon.wire.control_shapes import NotifyStatus
 if TYPE_CHECKING:
     from daemon.core.journal import Journal
     from daemon.core.process import ChildSupervisor
-    from daemon.core.slot_state import SlotState
     from daemon.core.tasks import TaskRegistry
     from daemon.core.tasks.notify_targets import TaskNotify
+    from daemon.core.ticker.slot_state import SlotState
 
 log = get_logger("runbroker.notify")
 

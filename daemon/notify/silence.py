@@ -8,17 +8,17 @@ Its silence is counted from its last success, or, before its first since the dae
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from daemon.core.rfc3339 import rfc3339_utc_at
 from daemon.schedules import Schedule
+from daemon.schedules.occurrences import gaps_after
 from daemon.wire.control_shapes import SilentTask
 
 AUTO_CADENCES = 2  # max_silence = "auto": this many of the task's cadences
-AUTO_FIRES = 8  # a schedule's cadence: the longest gap between its next this many fires
+AUTO_FIRES = 8  # a schedule's cadence: the longest of the gaps between its next fires
 
 
 def auto_limit_s(interval_s: float | None, schedule: Schedule | None, now: float) -> float | None:
@@ -29,14 +29,8 @@ def auto_limit_s(interval_s: float | None, schedule: Schedule | None, now: float
         return AUTO_CADENCES * interval_s
     if schedule is None:
         return None
-    fires: list[datetime] = []
-    at: datetime | None = datetime.fromtimestamp(now, UTC)
-    while at is not None and len(fires) <= AUTO_FIRES:
-        at = schedule.next_after(at)
-        if at is not None:
-            fires.append(at)
-    gaps_s = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(fires)]
-    return AUTO_CADENCES * max(gaps_s) if gaps_s else None
+    gaps = gaps_after(schedule, datetime.fromtimestamp(now, UTC), AUTO_FIRES)
+    return AUTO_CADENCES * max(gaps).total_seconds() if gaps else None
 
 
 class SilenceWatch:

@@ -16,9 +16,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from daemon.core.runqueue import Run, RunQueue
-from daemon.core.slots import OUTCOMES as SLOT_OUTCOMES
-from daemon.core.slots import Slot
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.slots import OUTCOMES as SLOT_OUTCOMES
+from daemon.core.ticker.slots import Slot
+from daemon.core.ticker.ticker import TickPlan
 from daemon.observe.notify_metrics import NotifyCollector
 from daemon.observe.sources import NotifyRecord, RunnerFigures, StateRecord
 from daemon.wire.reasons import REASON_CLOSED, REASON_FULL

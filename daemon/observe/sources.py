@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from daemon.core.runqueue import Run, RunQueue
     from daemon.core.strays import Stray
     from daemon.core.tasks import TaskRegistry
-    from daemon.core.ticker import Ticker
+    from daemon.core.ticker.ticker import Ticker
 
 
 class RunnerFigures(Protocol):
@@ -59,7 +59,7 @@ class NotifyRecord(Protocol):
 
 class StateRecord(Protocol):
     """What ``status``, ``health`` and the metrics read of the state directory
-    (``daemon.core.slot_state.SlotState``)."""
+    (``daemon.core.ticker.slot_state.SlotState``)."""
 
     def status(self) -> StateDirStatus: ...
 

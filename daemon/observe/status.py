@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from daemon.core.runqueue import Run
-from daemon.core.slots import Slot, SlotRecord
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.slots import Slot, SlotRecord
+from daemon.core.ticker.ticker import TickPlan
 from daemon.schedules.every import every_text
 from daemon.wire import control_answers as answers
 from daemon.wire.control_shapes import (

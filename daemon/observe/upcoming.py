@@ -17,7 +17,7 @@ from typing import Any, Literal
 from daemon.core.rfc3339 import rfc3339_utc
 from daemon.core.runqueue import RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.schedules.at import AtSchedule
 from daemon.schedules.every import every_text
 from daemon.schedules.planned import PlannedTime, interval_times, planned_times

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from daemon.schedules.base import Schedule, as_utc
 from daemon.schedules.duration import DurationError, format_duration, parse_duration
+from daemon.schedules.occurrences import Span, Walk, grid_between, step_grid
 
 
 def every_text(interval_s: float) -> str:
@@ -28,6 +29,20 @@ class EverySchedule(Schedule):
 
     def describe(self) -> str:
         return every_text(self.interval_s)
+
+    def walk_through(self, first: datetime, until: datetime, /) -> Walk:
+        """The walk from ``first`` through ``until``, by arithmetic (``occurrences.Stepped``)."""
+        return step_grid(timedelta(seconds=self.interval_s), first, until)
+
+    def grid_between(self, anchor_s: float, after_s: float, until_s: float, /) -> Span:
+        """The slots of the grid from ``anchor_s`` in a stretch, by arithmetic."""
+        return grid_between(anchor_s, self.interval_s, after_s, until_s)
+
+
+def every_schedule(interval_s: float) -> EverySchedule:
+    """The schedule of an interval ticker: its ticks are ``every``'s steps, in UTC."""
+    text = every_text(interval_s)
+    return EverySchedule(text, "UTC", text, interval_s)
 
 
 def parse_every(spec: str, tz: str, duration_text: str) -> EverySchedule:

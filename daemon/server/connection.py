@@ -10,10 +10,10 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import Rejected, RunQueue, RunRequest
 from daemon.core.tasks import TaskRefused, TaskRegistry
+from daemon.core.ticker.busy import BusyPolicy
 from daemon.log.logs import get_logger
 from daemon.server.answers import AnswerServer, AnswerStream
 from daemon.server.binding import peer_uid

@@ -13,10 +13,10 @@ import functools
 import os
 from pathlib import Path
 
-from daemon.core.busy import BusyPolicy
 from daemon.core.journal import Journal
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import TaskRegistry
+from daemon.core.ticker.busy import BusyPolicy
 from daemon.server.answers import AnswerStream
 from daemon.server.binding import SocketInUse, bind_owner_only
 from daemon.server.connection import Connection, ControlHandler

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.core.busy import ON_BUSY, OnBusy
+from daemon.core.ticker.busy import ON_BUSY, OnBusy
 from daemon.taskfile.key_lines import key_lines
 from daemon.taskfile.tasks_file import TaskConfigError, duration_value
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from daemon.core.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.core.tasks.registry import Handler, Task, TaskRegistry
+from daemon.core.ticker.catchup import MISFIRE_COALESCE, MISFIRES
 from daemon.schedules import parse_schedule
 from daemon.taskfile.busy_keys import busy_keys
 from daemon.taskfile.notify_config import NOTIFY_TABLE, parse_notify_table, with_defaults

@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from daemon.core.busy import BusyPolicy
 from daemon.core.runqueue import Rejected, Run, RunQueue, RunRequest
-from daemon.core.slot_state import SlotState
-from daemon.core.slots import Slot, SlotRecord
 from daemon.core.tasks import Task
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.busy import BusyPolicy
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slot_state import SlotState
+from daemon.core.ticker.slots import Slot, SlotRecord
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.testing.clock import ManualClock
 from daemon.testing.slot_results import (
     NextPlanned,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from daemon.core.slots import OUTCOMES
+from daemon.core.ticker.slots import OUTCOMES
 
 NextPlanned = Callable[[str, datetime], datetime | None]  # a task's planned time after one
 

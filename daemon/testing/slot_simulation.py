@@ -17,8 +17,7 @@ from pathlib import Path
 
 from daemon.broker.ticking import task_tick_plan
 from daemon.core.tasks import Task
-from daemon.core.ticker import TickPlan
-from daemon.schedules.every import EverySchedule
+from daemon.core.ticker.ticker import TickPlan
 from daemon.taskfile.loading import parse_tasks_toml
 from daemon.testing.clock import ManualClock
 from daemon.testing.daemon_life import DaemonLife, Recorder
@@ -59,8 +58,6 @@ def _next_planned(tasks: Mapping[str, Task]) -> NextPlanned:
     def following(task: str, at: datetime) -> datetime | None:
         definition = tasks[task]
         schedule = definition.schedule
-        if isinstance(schedule, EverySchedule):
-            return at + timedelta(seconds=schedule.interval_s)
         if schedule is not None:
             return schedule.next_after(at)
         return at + timedelta(seconds=definition.interval_s or 0.0)

@@ -246,6 +246,43 @@ def test_only_the_store_speaks_to_postgres() -> None:
     assert all(_in(name, "daemon.pg.store") for name in users), users
 
 
+# What of the core may know the ticker: the ticker itself, and the tasks (a task's ``on_busy``
+# and ``misfire`` words are the ticker's).
+TICKER = "daemon.core.ticker"
+TICKER_KNOWERS = (TICKER, "daemon.core.tasks")
+
+
+def _ticker_breaches(modules: list[Module]) -> list[str]:
+    """The core's imports of the ticker outside ``TICKER_KNOWERS``: the queue, the executor,
+    the processes and the journal serve every producer alike, the ticker one of them."""
+    return [
+        f"{module.name} imports {name}"
+        for module in modules
+        if _in(module.name, "daemon.core") and not _in(module.name, *TICKER_KNOWERS)
+        for name in sorted(module.imports)
+        if _in(name, TICKER)
+    ]
+
+
+def test_the_ticker_check_refuses_the_run_path_importing_it() -> None:
+    def module(name: str, *imports: str) -> Module:
+        return Module(name, PACKAGE / "planted.py", frozenset(imports))
+
+    planted = module("daemon.core.executor", "daemon.core.runqueue", "daemon.core.ticker.busy")
+    assert _ticker_breaches([planted]) == ["daemon.core.executor imports daemon.core.ticker.busy"]
+    allowed = [
+        module("daemon.core.ticker.ticker", "daemon.core.ticker.slots", "daemon.core.runqueue"),
+        module("daemon.core.tasks.registry", "daemon.core.ticker.busy"),
+        module("daemon.broker.app", "daemon.core.ticker.ticker"),
+    ]
+    assert _ticker_breaches(allowed) == []
+
+
+def test_the_run_path_knows_no_ticker() -> None:
+    breaches = _ticker_breaches(MODULES)
+    assert not breaches, "\n".join(breaches)
+
+
 MODULE_LINES_MAX = 400
 
 

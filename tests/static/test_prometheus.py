@@ -20,7 +20,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.core.runqueue import RunQueue
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.observe.metrics import Metrics
 from daemon.schedules import parse_schedule
 

@@ -5,7 +5,7 @@ The file is read and checked by the reloader's own steps (``TaskReloader.read_fi
 file, and each added, removed or changed task's next planned time is given before and after.
 After a reload a plan whose timing is unchanged keeps its loop (its next time stays); a new or
 changed one starts on its schedule or interval from the reload, without a start-up fire
-(``daemon.core.ticker``). With ``--file`` the client sends a candidate file's bytes, checked
+(``daemon.core.ticker.ticker``). With ``--file`` the client sends a candidate file's bytes, checked
 by the same steps against the tasks that run now, so a file can be previewed before it lands in
 the watched place. The check runs off the event loop, as a reload's does.
 """
@@ -21,7 +21,7 @@ from daemon.broker.reload.off_loop import no_collections, off_the_loop
 from daemon.broker.reload.reloader import NO_TASKS_FILE, TaskReloader
 from daemon.core.rfc3339 import rfc3339_utc
 from daemon.core.tasks import compare_tasks
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.observe.upcoming import next_due
 from daemon.schedules.every import every_text
 from daemon.taskfile import TaskConfigError

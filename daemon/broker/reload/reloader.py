@@ -28,7 +28,7 @@ from daemon.broker.reload.off_loop import (
 from daemon.broker.tasks_check import take_tasks
 from daemon.core.subscribers import Subscribers
 from daemon.core.tasks import Task, TaskChanges, TaskRegistry, compare_tasks
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.log.logs import get_logger
 from daemon.settings import Settings
 from daemon.taskfile import TaskConfigError, read_tasks_file

@@ -11,10 +11,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.core.busy import OnBusy
 from daemon.core.runqueue import Rejected, RunRequest
 from daemon.core.tasks.changes import TaskChanges, compare_tasks
 from daemon.core.tasks.notify_targets import TaskNotify
+from daemon.core.ticker.busy import OnBusy
 from daemon.schedules import Schedule
 from daemon.wire.protocol import MAX_ARGS as MAX_ARGS  # the wire's bound, held by the registry too
 from daemon.wire.reasons import (
@@ -89,7 +89,7 @@ class Task:
     grace_s: float | None = None
     interval_s: float | None = None
     schedule: Schedule | None = None
-    misfire: str = "coalesce"  # a slot planned while the daemon was down (``core.catchup``)
+    misfire: str = "coalesce"  # a slot planned while the daemon was down (``core.ticker.catchup``)
     catchup_window_s: float | None = None  # older missed slots are recorded, never run
     on_busy: OnBusy | None = None  # None: a trigger queues, a tick is skipped
     start_deadline_s: float | None = None  # a tick not started this long after its slot: missed

@@ -12,7 +12,7 @@ from daemon.broker.app import Broker
 from daemon.broker.shutdown import NOTIFY_DRAIN_MAX_S, shutdown
 from daemon.broker.signals import Signals
 from daemon.core.runqueue import RunRequest, RunResult
-from daemon.core.slot_state import SlotState
+from daemon.core.ticker.slot_state import SlotState
 from daemon.observe.status import health_answer, status_answer
 from daemon.settings import load_settings
 from daemon.taskfile import build_registry

@@ -8,8 +8,8 @@ from pathlib import Path
 from daemon.core.journal import Journal
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
-from daemon.core.slot_state import SlotState
 from daemon.core.tasks import TaskRegistry
+from daemon.core.ticker.slot_state import SlotState
 from daemon.notify.notifier import Notifier
 from daemon.taskfile import parse_tasks_toml
 

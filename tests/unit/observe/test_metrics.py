@@ -9,7 +9,7 @@ from typing import get_args
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.core.runqueue import RunQueue, RunRequest, Trigger
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.observe.metrics import TRIGGERS, Metrics
 from daemon.schedules import parse_schedule
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.core.runqueue import RunQueue
-from daemon.core.slots import MISSED, OUTCOMES, RAN, SKIPPED, SlotRecord
+from daemon.core.ticker.slots import MISSED, OUTCOMES, RAN, SKIPPED, SlotRecord
 from daemon.observe.metrics import Metrics
 
 PLANNED = datetime(2026, 3, 2, 9, 0, tzinfo=UTC).timestamp()

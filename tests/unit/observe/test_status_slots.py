@@ -11,8 +11,8 @@ import pytest
 from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
-from daemon.core.slots import MISSED, RAN, SKIPPED, SlotRecord
 from daemon.core.tasks import Task, TaskRegistry
+from daemon.core.ticker.slots import MISSED, RAN, SKIPPED, SlotRecord
 from daemon.face.status_text import render_status
 from daemon.observe.status import slot_summaries, status_answer
 from daemon.schedules import parse_schedule

@@ -14,8 +14,8 @@ import pytest
 from daemon import settings as settings_module
 from daemon.broker.app import Broker
 from daemon.broker.signals import Signals
-from daemon.core.slot_state import SlotState
 from daemon.core.tasks import Task, TaskRegistry
+from daemon.core.ticker.slot_state import SlotState
 from daemon.face.status_text import render_status
 from daemon.observe.metrics import Metrics
 from daemon.observe.status import health_answer, status_answer

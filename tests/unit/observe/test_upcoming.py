@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from daemon.core.tasks import Task, TaskRegistry
-from daemon.core.ticker import TickPlan
+from daemon.core.ticker.ticker import TickPlan
 from daemon.observe.upcoming import MAX_TIMES_PER_ANSWER, next_answer, next_due
 from daemon.schedules import parse_schedule
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.runqueue import RunQueue
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.schedules import Schedule, parse_schedule
 from daemon.schedules.planned import MAX_PLANNED, interval_times, planned_times
 

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from daemon.core.busy import BusyPolicy, OnBusy
 from daemon.core.executor import Executor
 from daemon.core.process import ChildSupervisor
 from daemon.core.runqueue import RunQueue
 from daemon.core.tasks import RunContext, Task, TaskRegistry
+from daemon.core.ticker.busy import BusyPolicy, OnBusy
 from daemon.server.server import SocketServer
 from daemon.wire.protocol import AnsweredRequest
 from daemon.wire.reasons import CODE_REPLACED, CODE_SKIPPED, REASON_REPLACED

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.busy import ON_BUSY
+from daemon.core.ticker.busy import ON_BUSY
 from daemon.taskfile import TaskConfigError, parse_tasks_toml
 from daemon.taskfile.key_lines import key_lines
 

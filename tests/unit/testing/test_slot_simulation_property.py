@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.core.busy import ON_BUSY
-from daemon.core.slots import OUTCOMES
+from daemon.core.ticker.busy import ON_BUSY
+from daemon.core.ticker.slots import OUTCOMES
 from daemon.schedules import parse_schedule
 from daemon.testing import RunStart, simulate_slots
 

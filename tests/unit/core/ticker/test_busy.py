@@ -1,12 +1,13 @@
-"""A task's ``on_busy`` (daemon/core/busy.py): ``coalesce`` joins only a queued run of the same
-request (task, args, env); a request that asks for something else is queued as a run of its own."""
+"""A task's ``on_busy`` (daemon/core/ticker/busy.py): ``coalesce`` joins only a queued run of
+the same request (task, args, env); a request that asks for something else is queued as a run of
+its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from daemon.core.busy import BusyPolicy
 from daemon.core.runqueue import Event, Run, RunQueue, RunRequest
+from daemon.core.ticker.busy import BusyPolicy
 
 
 def _request(args: tuple[str, ...] = (), env: Mapping[str, str] | None = None) -> RunRequest:

@@ -16,10 +16,10 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from daemon.core.busy import BusyPolicy, OnBusy
 from daemon.core.runqueue import Rejected, Run, RunRequest
-from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
-from daemon.core.tick_clock import TickClock
+from daemon.core.ticker.busy import BusyPolicy, OnBusy
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
 from daemon.log.logs import get_logger
 from daemon.wire.reasons import REASON_MISSED
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.state_file import (
+from daemon.core.ticker.state_file import (
     FORMAT,
     LAST_PLANNED_MAX_S,
     LAST_PLANNED_MIN_S,

@@ -17,13 +17,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.core.catchup import MISFIRE_COALESCE, MISFIRE_SKIP
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
-from daemon.core.slot_state import SlotState
-from daemon.core.slots import CAUGHT_UP, COALESCED, MISSED, Slot, SlotRecord
-from daemon.core.state_file import LAST_PLANNED_MAX_S, LAST_PLANNED_MIN_S
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.catchup import MISFIRE_COALESCE, MISFIRE_SKIP
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slot_state import SlotState
+from daemon.core.ticker.slots import CAUGHT_UP, COALESCED, MISSED, Slot, SlotRecord
+from daemon.core.ticker.state_file import LAST_PLANNED_MAX_S, LAST_PLANNED_MIN_S
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from daemon.testing import ManualClock, VirtualTime
 from daemon.wire.reasons import REASON_MISSED

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.core.runqueue import Run, RunQueue, RunRequest, RunResult
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import MAX_SLEEP_S, Ticker, TickPlan
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.ticker import MAX_SLEEP_S, Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from tests.support.eventually import eventually_async
 from tests.support.looping import looping

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.catchup import (
+from daemon.core.ticker.catchup import (
     MISFIRE_COALESCE,
     MISFIRE_SKIP,
     SLOTS_SCANNED_MAX,

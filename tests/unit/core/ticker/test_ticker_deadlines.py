@@ -8,11 +8,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-from daemon.core.busy import BusyPolicy
 from daemon.core.runqueue import RunQueue, RunRequest, RunResult
-from daemon.core.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.busy import BusyPolicy
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slots import COALESCED, MISSED, RAN, SKIPPED, Slot, SlotRecord
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from daemon.testing import ManualClock, VirtualTime
 from daemon.wire.reasons import REASON_MISSED, REASON_REPLACED

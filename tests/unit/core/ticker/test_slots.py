@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from daemon.core.runqueue import Run, RunRequest, RunResult
-from daemon.core.slots import (
+from daemon.core.ticker.slots import (
     CAUGHT_UP,
     COALESCED,
     MISSED,

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from daemon.core.runqueue import RunQueue
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import START_TURN, Ticker, TickPlan
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.ticker import START_TURN, Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from tests.support.looping import looping
 

@@ -78,7 +78,12 @@ class SlotState:
                 f"RUNBROKER_STATE_DIR: {directory} cannot be used ({exc.strerror})"
             ) from exc
         # Imported here: the file's pydantic models are built only when a state directory is set.
-        from daemon.core.state_file import SavedState, StateFileRefused, parse_state, read_regular
+        from daemon.core.ticker.state_file import (
+            SavedState,
+            StateFileRefused,
+            parse_state,
+            read_regular,
+        )
 
         loaded = LoadedState()
         try:
@@ -151,7 +156,7 @@ class SlotState:
     def _write(self, snapshot: _Snapshot) -> bool:
         if snapshot == self._written and self.failing_since is None:
             return True
-        from daemon.core.state_file import SavedState, encode_state  # ``open`` imported it
+        from daemon.core.ticker.state_file import SavedState, encode_state  # ``open`` imported it
 
         data = encode_state(SavedState(snapshot[0], set(snapshot[1])))
         try:

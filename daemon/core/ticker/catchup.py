@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from daemon.core.slots import CAUGHT_UP, MISSED, Slot
-from daemon.core.tick_slots import TickSlots
+from daemon.core.ticker.slots import CAUGHT_UP, MISSED, Slot
+from daemon.core.ticker.tick_slots import TickSlots
 from daemon.schedules.base import Schedule
-from daemon.schedules.every import EverySchedule
+from daemon.schedules.occurrences import grid_between, span_between
 
 MISFIRE_COALESCE = "coalesce"
 MISFIRE_SKIP = "skip"
 MISFIRES = (MISFIRE_COALESCE, MISFIRE_SKIP)
 COVERED_AT_START = "covered by the catch-up run at start"
 SLOTS_SCANNED_MAX = 100_000  # a longer gap is counted up to this, and said to be longer
-SEARCH_PRECISION_S = 0.001  # finer than any two slots of a schedule are apart
 
 
 @dataclass(frozen=True)
@@ -56,51 +54,14 @@ def slots_between(
 ) -> Slots:
     """The slots strictly after ``after`` and not after ``until`` of an interval or schedule;
     an interval's slots are ``anchor`` (``after`` unless given) plus a whole number of them."""
-    if until <= after:
+    grid = after if anchor is None else anchor
+    if schedule is not None:
+        span = span_between(schedule, grid, after, until, walk_max=SLOTS_SCANNED_MAX)
+    elif interval_s is not None:
+        span = grid_between(grid, interval_s, after, until)
+    else:
         return Slots()
-    if isinstance(schedule, EverySchedule):
-        interval_s = schedule.interval_s
-    if interval_s is not None:
-        grid = after if anchor is None else anchor
-        first_k = math.floor((after - grid) / interval_s) + 1
-        last_k = math.floor((until - grid) / interval_s)
-        if last_k < first_k:
-            return Slots()
-        newest = min(grid + last_k * interval_s, until)  # a float's rounding never past it
-        return Slots(last_k - first_k + 1, grid + first_k * interval_s, newest)
-    if schedule is None:
-        return Slots()
-    at = datetime.fromtimestamp(after, UTC)
-    count, first, newest = 0, 0.0, 0.0  # Unix seconds
-    while count < SLOTS_SCANNED_MAX:
-        due = schedule.next_after(at)
-        if due is None or due.timestamp() > until:
-            return Slots(count, first, newest)
-        count += 1
-        newest = due.timestamp()
-        first = first or newest
-        at = due
-    following = schedule.next_after(at)
-    if following is None or following.timestamp() > until:
-        return Slots(count, first, newest)
-    return Slots(count, first, _newest_until(schedule, at, until).timestamp(), more=True)
-
-
-def _newest_until(schedule: Schedule, known: datetime, until: float) -> datetime:
-    """The newest slot not after ``until``, from a slot ``known`` before it whose next one is
-    not after it either: a search over ``next_after``, about 40 steps however long the gap (a
-    minutely schedule years behind), where the scan stopped short."""
-    low, high = known.timestamp(), until  # the slot after ``low`` is not after ``until``;
-    while high - low > SEARCH_PRECISION_S:  # the slot after ``high`` is
-        middle = (low + high) / 2
-        following = schedule.next_after(datetime.fromtimestamp(middle, UTC))
-        if following is not None and following.timestamp() <= until:
-            low = middle
-        else:
-            high = middle
-    newest = schedule.next_after(datetime.fromtimestamp(low, UTC))
-    assert newest is not None  # the slot after ``low`` is not after ``until``
-    return newest
+    return Slots(span.count, span.first_s, span.newest_s, span.more)
 
 
 def plan_catch_up(

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.core.busy import ON_BUSY, BusyPolicy, OnBusy
 from daemon.core.runqueue import Run, RunQueue, RunRequest
-from daemon.core.slots import MISSED, RAN, Slot, SlotRecord
-from daemon.core.tick_clock import TickClock
-from daemon.core.ticker import Ticker, TickPlan
+from daemon.core.ticker.busy import ON_BUSY, BusyPolicy, OnBusy
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slots import MISSED, RAN, Slot, SlotRecord
+from daemon.core.ticker.ticker import Ticker, TickPlan
 from daemon.schedules import parse_schedule
 from daemon.testing import ManualClock, VirtualTime
 from daemon.testing.virtual_runs import VirtualExecutor

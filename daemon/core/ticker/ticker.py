@@ -17,20 +17,21 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from daemon.core.busy import BusyPolicy, OnBusy
-from daemon.core.catchup import (
+from daemon.core.runqueue import RunQueue
+from daemon.core.ticker.busy import BusyPolicy, OnBusy
+from daemon.core.ticker.catchup import (
     MISFIRE_COALESCE,
     catch_up_window,
     plan_catch_up,
     settle_catch_up,
 )
-from daemon.core.runqueue import RunQueue
-from daemon.core.slot_state import SlotState
-from daemon.core.slots import RAN, Slot, SlotRecord
-from daemon.core.tick_clock import TickClock
-from daemon.core.tick_slots import TickSlots
+from daemon.core.ticker.clock import TickClock
+from daemon.core.ticker.slot_state import SlotState
+from daemon.core.ticker.slots import RAN, Slot, SlotRecord
+from daemon.core.ticker.tick_slots import TickSlots
 from daemon.log.logs import get_logger
 from daemon.schedules import Schedule
+from daemon.schedules.occurrences import walk_through
 
 log = get_logger("runbroker.ticker")
 
@@ -309,14 +310,15 @@ class Ticker:
             # Slots missed while the tick was late (a suspended host) coalesce into one: the
             # tick stands for the latest of them.
             now = self.clock.now()
-            passed = [due]
-            while (later := schedule.next_after(passed[-1])) is not None and later <= now:
-                passed.append(later)
-                if len(passed) % COUNT_TURN == 0:
-                    await asyncio.sleep(0)
-            note = _dst_note(schedule, passed[-1])
-            self._tick(plan, passed[-1].timestamp(), due.timestamp(), len(passed) - 1, note)
-            after = max(passed[-1], now)
+            passed = walk_through(schedule, due, now, walk_max=COUNT_TURN)
+            covered = passed.count - 1
+            while passed.stopped:
+                await asyncio.sleep(0)
+                passed = walk_through(schedule, passed.last, now, walk_max=COUNT_TURN)
+                covered += passed.count - 1
+            note = _dst_note(schedule, passed.last)
+            self._tick(plan, passed.last.timestamp(), due.timestamp(), covered, note)
+            after = max(passed.last, now)
 
 
 def _dst_note(schedule: Schedule, planned: datetime) -> str:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.slot_state import (
+from daemon.core.ticker.slot_state import (
     SET_ASIDE_SUFFIX,
     STATE_FILE,
     SlotState,
     StateDirRefused,
 )
-from daemon.core.state_file import FORMAT, STATE_BYTES_MAX, VERSION
+from daemon.core.ticker.state_file import FORMAT, STATE_BYTES_MAX, VERSION
 from tests.support.eventually import eventually_async
 
 
@@ -203,7 +203,7 @@ def test_the_daemon_builds_the_state_files_models_only_with_a_state_directory() 
     imports everything it runs with (the composition root), but not them."""
     script = (
         "import sys\nimport daemon.broker.daemon_main, daemon.broker.app\n"
-        "print('daemon.core.state_file' in sys.modules)\n"
+        "print('daemon.core.ticker.state_file' in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True

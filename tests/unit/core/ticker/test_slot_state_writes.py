@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from daemon.core import slot_state
-from daemon.core.slot_state import STATE_FILE, SlotState
+from daemon.core.ticker import slot_state
+from daemon.core.ticker.slot_state import STATE_FILE, SlotState
 from tests.support.eventually import eventually_async
 
 Logs = list[MutableMapping[str, Any]]
