@@ -188,4 +188,9 @@ class LeaseFence(Generic[Held]):
             return
         due = [self._fences.pop(run_id) for run_id in point[1]]  # before any run is stopped
         for _fence_at, held in due:
-            self.on_fence(held)
+            try:  # one run's failure to stop leaves the others of its time to be stopped
+                self.on_fence(held)
+            except Exception as exc:
+                self._event_loop().call_exception_handler(
+                    {"message": "lease fence callback failed", "exception": exc}
+                )

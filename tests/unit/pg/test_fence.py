@@ -170,3 +170,29 @@ def test_the_backstop_holds_each_run_in_the_queue_to_its_lease_less_the_margin()
     assert backstop.forgotten == []
     fence.settled(7)
     assert backstop.forgotten == ["r-1"]
+
+
+async def test_a_run_that_fails_to_stop_leaves_the_others_of_its_time_fenced() -> None:
+    fenced: list[str] = []
+    errors: list[dict[str, object]] = []
+    both = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+
+    def stop(held: str) -> None:
+        fenced.append(held)
+        if len(fenced) == 2:
+            both.set()
+        if held == "run 1":
+            raise RuntimeError("cannot stop")
+
+    fence: LeaseFence[str] = LeaseFence(3.0, 0.0, stop)
+    sent_at = loop.time() - 3.0  # already due: fired on the next loop turn
+    fence.renewed(1, "run 1", sent_at)
+    fence.renewed(2, "run 2", sent_at)
+    try:
+        await asyncio.wait_for(both.wait(), timeout=2)
+    finally:
+        loop.set_exception_handler(None)
+    assert fenced == ["run 1", "run 2"]
+    assert len(errors) == 1
