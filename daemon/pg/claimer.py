@@ -161,8 +161,7 @@ class Claimer:
         start within the horizon less the runs it has ahead of them (running, queued, waiting
         for their dependencies)."""
         queue = self.queue
-        deps = sum(1 for held in self.runs.held.values() if held.waiter is not None)
-        ahead = queue.waiting_count() + (queue.current is not None) + deps
+        ahead = queue.waiting_count() + (queue.current is not None) + self.runs.waiting_on_deps
         window = self.horizon.window(self.settings.batch_size) - ahead
         return min(self.settings.batch_size, queue.room(), window) - self._reserved
 

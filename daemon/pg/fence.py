@@ -79,10 +79,12 @@ class Backstop(Protocol):
 
 
 class LeaseFence(Generic[Held]):
-    """One timer per held run, at the point where it must be told to stop.
+    """The point where each held run must be told to stop, with one timer per such point.
 
-    Every renewal sent moves it on. A ``backstop`` (the watchdog) is told each queued run's
-    deadline and every renewal."""
+    The runs of one claim, or of one renewal, share their ``sent_at`` and so their fence: one
+    timer serves them all, rather than one per run (which a drain of short runs pays for in
+    timers set and cancelled). Every renewal sent moves a run on. A ``backstop`` (the watchdog)
+    is told each queued run's deadline and every renewal."""
 
     def __init__(
         self,
@@ -95,7 +97,9 @@ class LeaseFence(Generic[Held]):
         self.lead_s = lead_s(lease_s, grace_s)
         self.on_fence = on_fence
         self._loop = loop
-        self._timers: dict[int, tuple[asyncio.TimerHandle, Held, float]] = {}  # by job_runs id
+        self._fences: dict[int, tuple[float, Held]] = {}  # by job_runs id: (fence at, held)
+        # by fence time: its timer and the runs it fences (a dict: kept in the order set)
+        self._points: dict[float, tuple[asyncio.TimerHandle, dict[int, None]]] = {}
         self.backstop: Backstop | None = None
         self._keys: dict[int, str] = {}  # job_runs id -> run id, for the backstop
 
@@ -105,7 +109,7 @@ class LeaseFence(Generic[Held]):
         return self._loop
 
     def widen(self, grace_s: float) -> None:
-        """Leave room for ``grace_s`` (a reload's longer grace): every timer already set moves
+        """Leave room for ``grace_s`` (a reload's longer grace): every fence already set moves
         earlier by what the lead grew (at once when that is past), later renewals use the new
         lead. The lead never shrinks: a run may still have the grace it started with."""
         wider_s = lead_s(self.lease_s, grace_s)
@@ -113,8 +117,12 @@ class LeaseFence(Generic[Held]):
         if grown_s <= 0:
             return
         self.lead_s = wider_s
-        for run_id, (timer, held, fence_at) in list(self._timers.items()):
+        fences = self._fences
+        self._fences = {}
+        for timer, _runs in self._points.values():
             timer.cancel()
+        self._points.clear()
+        for run_id, (fence_at, held) in fences.items():
             self._set(run_id, held, fence_at - grown_s)
 
     def now(self) -> float:
@@ -132,11 +140,11 @@ class LeaseFence(Generic[Held]):
     def submitted(self, run_id: int, key: str) -> None:
         """The held run reached the queue as run ``key``: the backstop guards it from now on,
         until ``settled``, whatever stops it meanwhile."""
-        entry = self._timers.get(run_id)
+        entry = self._fences.get(run_id)
         if self.backstop is None or entry is None:
             return
         self._keys[run_id] = key
-        sent_at = entry[2] + self.lead_s - self.lease_s
+        sent_at = entry[0] + self.lead_s - self.lease_s
         self.backstop.deadline(key, sent_at + self.lease_s - safety_s(self.lease_s))
 
     def settled(self, run_id: int) -> None:
@@ -147,21 +155,42 @@ class LeaseFence(Generic[Held]):
             self.backstop.forget(key)
 
     def _set(self, run_id: int, held: Held, fence_at: float) -> None:
-        """A timer at ``fence_at``, in loop time. One in the past fires at the next turn."""
-        timer = self._event_loop().call_at(fence_at, self._fire, run_id, held)
-        self._timers[run_id] = (timer, held, fence_at)
+        """Fence ``held`` at ``fence_at``, in loop time. A time in the past fires at the next
+        turn."""
+        self._fences[run_id] = (fence_at, held)
+        point = self._points.get(fence_at)
+        if point is None:
+            timer = self._event_loop().call_at(fence_at, self._fire, fence_at)
+            self._points[fence_at] = (timer, {run_id: None})
+        else:
+            point[1][run_id] = None
 
     def forget(self, run_id: int) -> None:
-        entry = self._timers.pop(run_id, None)
-        if entry is not None:
-            entry[0].cancel()
+        entry = self._fences.pop(run_id, None)
+        if entry is None:
+            return
+        timer, runs = self._points[entry[0]]
+        del runs[run_id]
+        if not runs:
+            timer.cancel()
+            del self._points[entry[0]]
 
     def close(self) -> None:
-        for timer, _held, _fence_at in self._timers.values():
+        for timer, _runs in self._points.values():
             timer.cancel()
-        self._timers.clear()
+        self._points.clear()
+        self._fences.clear()
         self._keys.clear()  # the backstop keeps its deadlines: a run still going is still due
 
-    def _fire(self, run_id: int, held: Held) -> None:
-        self._timers.pop(run_id, None)
-        self.on_fence(held)
+    def _fire(self, fence_at: float) -> None:
+        point = self._points.pop(fence_at, None)
+        if point is None:
+            return
+        due = [self._fences.pop(run_id) for run_id in point[1]]  # before any run is stopped
+        for _fence_at, held in due:
+            try:  # one run's failure to stop leaves the others of its time to be stopped
+                self.on_fence(held)
+            except Exception as exc:
+                self._event_loop().call_exception_handler(
+                    {"message": "lease fence callback failed", "exception": exc}
+                )

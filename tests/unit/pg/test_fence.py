@@ -99,17 +99,35 @@ def test_widening_moves_the_timers_already_set_earlier() -> None:
     fence, loop, fenced = _fence(lease_s=60.0, grace_s=5.0)
     fence.renewed(1, "early", sent_at=100.0)  # claimed before a reload raised the grace
     fence.renewed(2, "late", sent_at=130.0)
-    old_at = {t.args[1]: t.when for t in loop.pending()}
+    old_at = sorted(t.when for t in loop.pending())
     fence.widen(20.0)
     grown_s = lead_s(60.0, 20.0) - lead_s(60.0, 5.0)
-    moved = {t.args[1]: t.when for t in loop.pending()}
-    assert moved == {"early": old_at["early"] - grown_s, "late": old_at["late"] - grown_s}
-    assert moved["early"] + lead_s(60.0, 20.0) == 100.0 + 60.0  # the new grace ends in time
+    moved = sorted(t.when for t in loop.pending())
+    assert moved == [old_at[0] - grown_s, old_at[1] - grown_s]
+    assert moved[0] + lead_s(60.0, 20.0) == 100.0 + 60.0  # the new grace ends in time
     fence.widen(10.0)  # narrower: nothing moves
-    assert {t.args[1]: t.when for t in loop.pending()} == moved
-    for timer in loop.pending():
-        timer.callback(*timer.args)
-    assert sorted(fenced) == ["early", "late"]
+    assert sorted(t.when for t in loop.pending()) == moved
+    loop.advance(moved[0])
+    assert fenced == ["early"]
+    loop.advance(moved[1])
+    assert fenced == ["early", "late"]
+
+
+def test_the_runs_of_one_claim_share_one_timer_until_each_is_forgotten() -> None:
+    fence, loop, fenced = _fence(lease_s=60.0, grace_s=5.0)
+    for run_id in (1, 2, 3):
+        fence.renewed(run_id, f"run {run_id}", sent_at=100.0)
+    (timer,) = loop.pending()
+    fence.forget(2)  # settled: the others stay fenced by the same timer
+    fence.renewed(3, "run 3", sent_at=112.0)  # renewed: moved on to a timer of its own
+    assert sorted(t.when for t in loop.pending()) == [timer.when, timer.when + 12.0]
+    loop.advance(timer.when)
+    assert fenced == ["run 1"]
+    fence.forget(1)  # already fenced: nothing left to forget
+    fence.forget(3)
+    assert not loop.pending()
+    loop.advance(timer.when + 20.0)
+    assert fenced == ["run 1"]
 
 
 async def test_a_widened_fence_already_past_fires_at_once() -> None:
@@ -152,3 +170,29 @@ def test_the_backstop_holds_each_run_in_the_queue_to_its_lease_less_the_margin()
     assert backstop.forgotten == []
     fence.settled(7)
     assert backstop.forgotten == ["r-1"]
+
+
+async def test_a_run_that_fails_to_stop_leaves_the_others_of_its_time_fenced() -> None:
+    fenced: list[str] = []
+    errors: list[dict[str, object]] = []
+    both = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+
+    def stop(held: str) -> None:
+        fenced.append(held)
+        if len(fenced) == 2:
+            both.set()
+        if held == "run 1":
+            raise RuntimeError("cannot stop")
+
+    fence: LeaseFence[str] = LeaseFence(3.0, 0.0, stop)
+    sent_at = loop.time() - 3.0  # already due: fired on the next loop turn
+    fence.renewed(1, "run 1", sent_at)
+    fence.renewed(2, "run 2", sent_at)
+    try:
+        await asyncio.wait_for(both.wait(), timeout=2)
+    finally:
+        loop.set_exception_handler(None)
+    assert fenced == ["run 1", "run 2"]
+    assert len(errors) == 1
