@@ -174,24 +174,25 @@ class Child:
     def pause_output(self) -> None:
         """A reader holds the output back: the pipes are not read (the job blocks once they
         are full, as it would writing into a pipe)."""
-        if self.paused or not self.holdable:
-            return
-        self.paused = True
-        for fd in self.pipes:
-            self.poller.pause(fd)
-        pausing, self._pausing = self._pausing, None
-        if pausing is not None and not pausing.done():
-            pausing.set_result(None)
+        if self.holdable:
+            self._hold(True)
 
     def resume_output(self) -> None:
-        if not self.paused:
+        self._hold(False)
+
+    def _hold(self, paused: bool) -> None:
+        """Pause or resume every pipe, and wake whoever waits for that change."""
+        if self.paused == paused:
             return
-        self.paused = False
+        self.paused = paused
         for fd in self.pipes:
-            self.poller.resume(fd)
-        resumed, self._resumed = self._resumed, None
-        if resumed is not None and not resumed.done():
-            resumed.set_result(None)
+            (self.poller.pause if paused else self.poller.resume)(fd)
+        if paused:
+            waiter, self._pausing = self._pausing, None
+        else:
+            waiter, self._resumed = self._resumed, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def stop_holding(self) -> None:
         """The run is being ended: its output is read whatever its readers, from now on."""
