@@ -1,8 +1,9 @@
-"""Issue 35's table in one command: every figure beside its reference, measured in the same run.
+"""What a container pays (memory, round trips, the drain, the start) in one command: every
+figure beside its reference, measured in the same run.
 
     python bench/bench_lean.py [--rounds 3] [--only memory,side-by-side,drain,start]
-    python bench/bench_lean.py --runbroker before=/tmp/old/bin/runbroker \\
-        --runbroker after=/tmp/new/bin/runbroker
+    python bench/bench_lean.py --runbroker before=OLD_VENV/bin/runbroker \\
+        --runbroker after=NEW_VENV/bin/runbroker
 
 Without ``--runbroker``, the ``runbroker`` on PATH. With it twice, the builds alternate part by
 part within each round (the order flips every round), as ``bench_reload.py`` does. Each figure

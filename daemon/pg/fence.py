@@ -82,9 +82,9 @@ class LeaseFence(Generic[Held]):
     """The point where each held run must be told to stop, with one timer per such point.
 
     The runs of one claim, or of one renewal, share their ``sent_at`` and so their fence: one
-    timer serves them all, rather than one per run (which a drain of short runs pays for in
-    timers set and cancelled). Every renewal sent moves a run on. A ``backstop`` (the watchdog)
-    is told each queued run's deadline and every renewal."""
+    timer serves them all, so a drain of short runs sets and cancels few. Every renewal sent
+    moves a run on. A ``backstop`` (the watchdog) is told each queued run's deadline and every
+    renewal."""
 
     def __init__(
         self,

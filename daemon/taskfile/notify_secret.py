@@ -3,9 +3,9 @@ environment variable, and never shown.
 
 A ``Secret`` (``daemon.core.tasks.notify_targets``) keeps its value out of every ``repr`` and
 ``str`` (so out of a log line, a ``status`` answer or an error message): only where it came
-from (``source``) is said. A value
-read from a file or the environment is read when the tasks file is loaded, so a missing file
-or variable is a refused start or reload, not a failure at the first notification.
+from (``source``) is said. A value read from a file or the environment is read when the tasks
+file is loaded, so a missing file or variable is a refused start or reload, not a failure at
+the first notification.
 
 The values of ``url_file`` and ``url_env`` are names, said in errors and in ``url_from``; one
 that looks like a URL (a URL put in the wrong key) is refused without being shown, and so is

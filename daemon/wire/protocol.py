@@ -116,7 +116,7 @@ def _given(**fields: object) -> dict[str, object]:
 
 class _Control(_Record):
     """A control request: ``op`` names it on the wire and ``takes`` are the fields it takes
-    (``id`` among them even where it names no run: taken and ignored, as always)."""
+    (``id`` among them even where it names no run: taken and ignored)."""
 
     __slots__ = ()
     op: ClassVar[str]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from daemon.pg.missed import COUNT_MAX, COUNT_WALK_MAX, Occurrences, count_occurrences
 from daemon.pg.plan import schedule_for
 from tests.unit.pg.conftest import T0
-from tests.unit.pg.test_missed import Counting, first_occurrences, stepped
+from tests.unit.pg.test_missed import count_calls, first_occurrences, stepped
 
 
 @settings(max_examples=200, deadline=None)
@@ -24,14 +24,14 @@ def test_the_count_is_the_number_of_occurrences_walked(
 
 
 def test_every_counts_by_arithmetic_however_far_behind() -> None:
-    counting = Counting(schedule_for("every 1s", "UTC"))
+    counting = count_calls(schedule_for("every 1s", "UTC"))
     ten_years = timedelta(days=3653)
     assert count_occurrences(counting, T0, T0 + ten_years) == (3653 * 86400 + 1, False)
     assert counting.calls == 0
 
 
 def test_a_walk_stops_at_its_bound_and_says_at_least() -> None:
-    counting = Counting(schedule_for("cron * * * * *", "Europe/Berlin"))
+    counting = count_calls(schedule_for("cron * * * * *", "Europe/Berlin"))
     count, at_least = count_occurrences(counting, T0, T0 + timedelta(days=3653))
     assert (count, at_least) == (COUNT_WALK_MAX, True)
     assert counting.calls < COUNT_WALK_MAX
