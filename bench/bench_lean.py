@@ -1,5 +1,4 @@
-"""What a container pays (memory, round trips, the drain, the start) in one command: every
-figure beside its reference, measured in the same run.
+"""What a container pays (memory, round trips, drain, start), each beside its same-run reference.
 
     python bench/bench_lean.py [--rounds 3] [--only memory,side-by-side,drain,start]
     python bench/bench_lean.py --runbroker before=OLD_VENV/bin/runbroker \\
