@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -26,6 +27,9 @@ STARTS_PER_ROUND = 5
 # The start reference: the build's interpreter without site, so an editable install's path
 # finder does not load it.
 BARE_START = ["-I", "-S", "-c", "pass"]
+# The README's demo runs as a container's PID 1 (``docker run``): a PID namespace of its own, the
+# daemon stopped by SIGTERM as ``docker stop`` would, and killed with unshare if the bench fails.
+AS_PID_1 = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
 DEMO_COMMAND = ["sh", "-c", 'echo "hello from run $RUNBROKER_RUN_ID"']
 
 
@@ -140,6 +144,12 @@ def go_idle_mib(anchor: Path, workdir: Path) -> float:
         return sum(idle_mib(p.pid, [go, "trigger", str(socket_path)], socket_path, "default"))
 
 
+def pid_1_of(unshare_pid: int) -> int:
+    """The daemon ``unshare --fork`` started: its one child, PID 1 of the new namespace."""
+    (child,) = children_of()[unshare_pid]
+    return child
+
+
 def said(processes: list[float]) -> str:
     return f"{sum(processes):.1f} MiB ({' + '.join(f'{mib:.1f}' for mib in processes)})"
 
@@ -150,14 +160,21 @@ def measure_memory(build: Build, anchor: Path) -> dict[str, Sample]:
         go_mib = go_idle_mib(anchor, workdir)
         demo_socket = workdir / "demo.sock"
         demo = subprocess.Popen(
-            [str(build.runbroker), "run", "--", *DEMO_COMMAND],
+            [*AS_PID_1, str(build.runbroker), "run", "--", *DEMO_COMMAND],
             env=daemon_env(demo_socket, RUNBROKER_INTERVAL="10s"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        with running(demo):
+        try:
             wait_ready(demo, demo_socket)
-            demo_mib = idle_mib(demo.pid, None, demo_socket, "default")
+            daemon_pid = pid_1_of(demo.pid)
+            demo_mib = idle_mib(daemon_pid, None, demo_socket, "default")
+            os.kill(daemon_pid, signal.SIGTERM)  # unshare ignores SIGTERM while it waits
+            demo.wait(timeout=60)
+        finally:
+            if demo.poll() is None:
+                demo.kill()  # --kill-child: the daemon goes with it
+                demo.wait()
         bench_broker.RUNBROKER = str(build.runbroker)
         (workdir / "handler").mkdir()
         handler, handler_socket = bench_broker.start_daemon(workdir / "handler")
