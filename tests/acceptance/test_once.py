@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from tests.support.eventually import eventually
-from tests.support.harness import RUNBROKER
+from tests.support.harness import RUNBROKER, STUBBORN_HANDLER
 
 # Records each run's start and end, and any overlap (mkdir is atomic), then waits for `go`.
 JOB = (
@@ -116,26 +116,12 @@ def test_unknown_task_is_a_usage_error(workdir: Path) -> None:
     assert result.stderr == "runbroker: unknown task 'nope': this container defines default\n"
 
 
-DEAF_HANDLER = """
-import asyncio
-
-
-async def deaf(run):
-    # Swallows every cancellation: its run is given up on, and the handler never ends.
-    while True:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            pass
-"""
-
-
 def test_a_handler_that_swallows_its_cancellation_cannot_hold_once_for_good(
     workdir: Path,
 ) -> None:
-    (workdir / "once_deaf.py").write_text(DEAF_HANDLER)
+    (workdir / "once_deaf.py").write_text(STUBBORN_HANDLER)
     tasks = workdir / "tasks.toml"
-    tasks.write_text('[tasks.deaf]\nhandler = "once_deaf:deaf"\ntimeout = "1s"\ngrace = "1s"\n')
+    tasks.write_text('[tasks.deaf]\nhandler = "once_deaf:stubborn"\ntimeout = "1s"\ngrace = "1s"\n')
     done = _once(
         workdir,
         "true",
