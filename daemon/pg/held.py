@@ -68,7 +68,7 @@ class HeldRuns:
         self.writer = ResultWriter(replica.store, replica.owner, replica.health, self._written)
         self.group: asyncio.TaskGroup | None = None  # the runner's, while it runs
         self.settled = asyncio.Event()  # a record was written (the drain waits on it)
-        self.waiting_on_deps = 0  # dependency waits under way: runs ahead of a new claim
+        self._on_deps: set[int] = set()  # run ids whose dependency wait is under way
         self._log_claims = self._log_finishes = True  # per-run lines wanted (set per claim)
         self._last_first_start: tuple[float, datetime] | None = None  # (epoch s, occurrence)
 
@@ -110,17 +110,18 @@ class HeldRuns:
             self._finish(held, RunResult(ok=False, reason=error), retryable=False)
         elif job.depends_on and self.group is not None:
             held.waiter = self.group.create_task(self._after_dependencies(held))
-            self.waiting_on_deps += 1
-            held.waiter.add_done_callback(self._wait_over)
+            self._on_deps.add(claimed.run_id)
+            held.waiter.add_done_callback(lambda _waiter: self._on_deps.discard(claimed.run_id))
         else:
             self._submit(held)
         if self.unusable.jobs and job.unusable is None and job.task in self.known_tasks:
             self.unusable.fixed(job.id)  # it runs again
 
-    def _wait_over(self, _waiter: asyncio.Task[None]) -> None:
-        """A dependency wait ended, however (counted here so that the claimer's room is not a
-        walk over every held run per finish)."""
-        self.waiting_on_deps -= 1
+    @property
+    def waiting_on_deps(self) -> int:
+        """Runs ahead of a new claim that wait for their dependencies (kept as a set, so that
+        the claimer's room is not a walk over every held run per finish)."""
+        return len(self._on_deps)
 
     async def _after_dependencies(self, held: Held) -> None:
         claimed = held.claimed
@@ -129,6 +130,7 @@ class HeldRuns:
         except asyncio.CancelledError:
             return  # released by the drain or the heartbeat
         held.waiter = None
+        self._on_deps.discard(claimed.run_id)  # in the step that submits it, not a turn later
         if held.lost:
             self.release(held)
         elif error is not None:

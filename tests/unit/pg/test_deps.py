@@ -3,8 +3,13 @@ store: stop and skip policies, a wait for the other job's run, bounded."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from typing import Any
 
+import pytest
+
+from daemon.core.runqueue import Run, RunRequest
 from daemon.pg.store.base import (
     Dependency,
 )
@@ -59,3 +64,30 @@ async def test_dependency_wait_is_bounded() -> None:
         await store.wait_for(lambda: store.job("waiter").last_status == "failed")
     assert store.job("waiter").last_error == "dependency stuck failed: not settled within 200ms"
     assert h.executor.started == []
+
+
+async def test_a_run_leaves_the_dependency_count_as_it_is_submitted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The claimer counts the runs waiting on their dependencies as runs ahead of a claim: one
+    whose wait is over is counted once, as a queued run, from the step that submits it."""
+    store = MemoryStore()
+    t = now()
+    store.add(
+        "after", "default", "every 1h", t - timedelta(seconds=1), depends_on=(Dependency("before"),)
+    )
+    store.add("before", "default", "every 1h", t)
+    gate = asyncio.Event()  # "before" runs only once the queue's submit is watched
+    async with running(store, gate=gate) as h:
+        counted: list[int] = []
+        submit = h.queue.submit
+
+        def watched_submit(request: RunRequest, **kwargs: Any) -> Run:
+            if request.job == "after":
+                counted.append(h.runner.runs.waiting_on_deps)
+            return submit(request, **kwargs)
+
+        monkeypatch.setattr(h.queue, "submit", watched_submit)
+        gate.set()
+        await store.wait_for(lambda: store.job("after").last_status == "succeeded")
+    assert counted == [0]
