@@ -130,7 +130,7 @@ def decode_request(line: bytes) -> Request:
         task,
         _string_list(args, "args") if args is not None else (),
         _string_map(env, "env") if env is not None else None,
-        _batch(obj) if "batch" in obj else False,
+        _batch(obj),
     )
 
 
