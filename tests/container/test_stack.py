@@ -20,10 +20,12 @@ from tests.support.pgsupport import query, value
 TESTS_RUN_TIMEOUT_S = 300.0
 # What the stack's test service must prove, not the whole tiers again (the main run has
 # them on the host): see test_compose_run_tests_passes.
+RUNNER_TESTS = "tests/acceptance/test_postgres_runner.py::"
 TESTS_SELECTION = (
-    "tests/integration",
+    "tests/integration/test_pg_store.py",
     "tests/acceptance/test_broker.py",
-    "tests/acceptance/test_postgres_runner.py",
+    f"{RUNNER_TESTS}test_a_killed_replicas_run_is_abandoned_and_retried_on_another",
+    f"{RUNNER_TESTS}test_database_restart_mid_run_is_survived_and_the_result_recorded",
     "tests/acceptance/test_lease_fencing.py",
 )
 
@@ -155,12 +157,13 @@ def test_two_replicas_run_each_occurrence_exactly_once(stack: Stack) -> None:
 def test_compose_run_tests_passes(stack: Stack) -> None:
     """``docker compose run tests`` with TESTS_SELECTION, in the privileged test container,
     against the stack's PostgreSQL. The main run has both tiers on the host, so this runs what
-    only this container shows: the test image runs the suite; the integration tier, all of it
-    on the database, reaches the stack's server through RUNBROKER_TEST_DSN; test_broker.py
+    only this container shows, once each: the test image runs the suite; the store's
+    integration tests reach the stack's server through RUNBROKER_TEST_DSN; test_broker.py
     makes daemons PID 1 of PID namespaces (unshare) and enters them (nsenter, setpriv), which
-    needs the privileges; test_postgres_runner.py runs PID-1 replicas on that server and
-    restarts it the only way a server elsewhere can be (pgsupport.restart_server);
-    test_lease_fencing.py partitions a proxy to it, found by name on the container network.
+    needs the privileges; two of test_postgres_runner.py's tests run PID-1 replicas on that
+    server, one killed, and restart it the only way a server elsewhere can be
+    (pgsupport.restart_server); test_lease_fencing.py partitions a proxy to it, found by name
+    on the container network.
     The compose file's default command stays both whole tiers, for users. docker-compose exits
     0 whatever the container did, so the container's own exit code is read."""
     name = f"{stack.project}-tests"
