@@ -10,8 +10,11 @@ import logging
 import sys
 from typing import Literal, TextIO
 
-import structlog
-from structlog.typing import FilteringBoundLogger, Processor
+from daemon.log.optional_imports import STRUCTLOG_EXTRAS, kept_out
+
+with kept_out(STRUCTLOG_EXTRAS):  # its console extras: never drawn here (optional_imports)
+    import structlog
+    from structlog.typing import FilteringBoundLogger, Processor
 
 LogFormat = Literal["auto", "json", "console"]
 

@@ -1,0 +1,30 @@
+"""Keeping a library's optional imports out while it is imported, for extras the daemon never uses.
+
+structlog imports ``rich`` (and ``better_exceptions``, ``colorama``, ``twisted``) whenever they
+are installed, to draw tracebacks and colours for people. The daemon draws neither, yet where
+an image has rich (typer and others bring it) it cost every start about 5 MiB and a tenth of a
+second of CPU, in a process that lives as long as the container.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STRUCTLOG_EXTRAS = ("rich", "better_exceptions", "colorama", "twisted")
+
+
+@contextmanager
+def kept_out(names: tuple[str, ...]) -> Iterator[None]:
+    """Within the block ``import NAME`` fails as if NAME were not installed; after it, NAME
+    imports as usual. A module imported already is left alone: its importer wanted it."""
+    absent = [name for name in names if name not in sys.modules]
+    for name in absent:
+        sys.modules[name] = None  # type: ignore[assignment]  # the import system's "not found"
+    try:
+        yield
+    finally:
+        for name in absent:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
