@@ -59,13 +59,19 @@ def test_as_pid_1_without_a_database_no_watchdog_runs(workdir: Path) -> None:
         daemon.stop()
 
 
-def test_a_daemon_that_is_not_pid_1_runs_its_watchdog(workdir: Path) -> None:
+def test_a_daemon_that_is_not_pid_1_runs_its_watchdog_from_its_first_command(
+    workdir: Path,
+) -> None:
+    """Until a command runs there is no group to kill: the watchdog starts with the first."""
     daemon = Daemon(workdir, ("true",), init=INIT)
     try:
         (ready,) = daemon.log.events("broker.ready")
         assert ready["watchdog"] is True
         (daemon_pid,) = children_of(daemon.pid)
+        assert _watchdogs(daemon) == []
+        assert daemon.exec("trigger").returncode == 0
         eventually(lambda: _watchdogs(daemon), "the watchdog")
+        assert daemon.exec("trigger").returncode == 0
         (watchdog,) = _watchdogs(daemon)
         assert int(watchdog.name) in children_of(daemon_pid)
     finally:

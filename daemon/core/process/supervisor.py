@@ -183,13 +183,13 @@ class ChildSupervisor:
         return self._reaper.reap()
 
     async def guard_forever(self, period_s: float = 1.0, *, watchdog: bool = True) -> None:
-        """The daemon's guard of its children, until cancelled: the watchdog process runs
-        (``watchdog``, when asked: ``watchdog_protects``), and orphans are reaped at each
-        SIGCHLD and every ``period_s``."""
+        """The daemon's guard of its children, until cancelled: the watchdog process runs from
+        the first command on (``watchdog``, when asked: ``watchdog_protects``), and orphans are
+        reaped at each SIGCHLD and every ``period_s``."""
         if not watchdog:
             await reap_at_sigchld(self._reaper, period_s)
             return
-        self.watchdog.start(asyncio.get_running_loop())
+        self.watchdog.arm(asyncio.get_running_loop())
         try:
             await reap_at_sigchld(self._reaper, period_s)
         finally:

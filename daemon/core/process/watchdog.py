@@ -35,6 +35,7 @@ class Watchdog:
     """Starts the watchdog process and tells it about groups and lease deadlines."""
 
     def __init__(self) -> None:
+        self._armed = False  # ``arm``ed and not started yet: the first group starts it
         self.pid = -1
         self._to_dog = -1  # the write end of its stdin
         self._from_dog = -1  # the read end of its stdout: its answers, and its end
@@ -44,8 +45,20 @@ class Watchdog:
         self._backlog: collections.deque[bytes] = collections.deque(maxlen=BACKLOG_MAX)
         self._closed = False
 
+    def arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the process with the first job's group, before it is told of it.
+
+        Until a command runs there is nothing to kill: a daemon whose tasks are all handlers
+        never pays for a second interpreter (about 10 MiB). The deadlines told meanwhile are
+        kept, and told at its start."""
+        self._loop = loop
+        self._armed = True
+        if self._groups:  # a job started before the guard did
+            self.start(loop)
+
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the process (at the daemon's start, before any job)."""
+        """Start the process now."""
+        self._armed = False
         self._loop = loop
         their_stdin, to_dog = os.pipe2(os.O_CLOEXEC)
         from_dog, their_stdout = os.pipe2(os.O_CLOEXEC)
@@ -79,6 +92,8 @@ class Watchdog:
 
     def watch(self, pgid: int, key: str) -> None:
         """A job's process group (``key``: its run id) was started."""
+        if self._armed and self._loop is not None and not self._closed:
+            self.start(self._loop)  # told of the groups and deadlines it knows, then of this one
         self._groups[pgid] = key
         self._send(f"W {pgid} {key}")
 

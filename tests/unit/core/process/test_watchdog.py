@@ -123,6 +123,51 @@ async def test_a_dead_watchdog_is_started_again_and_told_everything(
     assert groups[0].wait() == -signal.SIGKILL
 
 
+async def test_an_armed_watchdog_starts_with_the_first_group_told_the_deadlines_before_it(
+    groups: Groups, logs: Logs
+) -> None:
+    dog = Watchdog()
+    dog.arm(asyncio.get_running_loop())
+    try:
+        dog.deadline("r-1", time.monotonic() + 0.5)  # a lease's deadline, told before its job
+        assert dog.pid == -1, "no process before a job"
+        pid, fd = _start(groups)
+        dog.watch(pid, "r-1")
+        assert dog.pid > 0
+        await wait_readable(fd)  # the deadline it was told before it ran
+        os.close(fd)
+        assert groups[0].wait() == -signal.SIGKILL
+    finally:
+        await dog.close()
+    assert [line["event"] for line in logs if line["event"] == "watchdog.started"] == [
+        "watchdog.started"
+    ]
+
+
+async def test_a_group_started_before_the_arming_starts_it_at_once(groups: Groups) -> None:
+    dog = Watchdog()
+    pid, fd = _start(groups)
+    dog.watch(pid, "r-early")  # the executor ran a job before the guard armed the watchdog
+    assert dog.pid == -1
+    dog.arm(asyncio.get_running_loop())
+    assert dog.pid > 0
+    await dog.close()  # its end of file: it kills the group it was told of at its start
+    await wait_readable(fd)
+    os.close(fd)
+    assert groups[0].wait() == -signal.SIGKILL
+
+
+async def test_an_armed_watchdog_no_job_needed_is_never_started(logs: Logs) -> None:
+    dog = Watchdog()
+    dog.arm(asyncio.get_running_loop())
+    dog.deadline("r-handler", time.monotonic() + 0.1)  # a handler's run: no group to kill
+    dog.forget("r-handler")
+    await dog.close()
+    dog.watch(12345, "r-after")  # a group told after the close starts nothing
+    assert dog.pid == -1
+    assert not [line for line in logs if line["event"].startswith("watchdog.")]
+
+
 @pytest.mark.parametrize(
     ("pid1", "database", "runs"),
     [(True, False, False), (True, True, True), (False, False, True), (False, True, True)],
