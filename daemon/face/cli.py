@@ -240,6 +240,9 @@ def _run(args: argparse.Namespace) -> int:
     # Before any slow import: as PID 1 a signal without a handler is simply dropped, and any
     # other process dies of most of them (daemon/broker/signal_plan.py says what each one does).
     prepare_process(remember)
+    from daemon.log.optional_imports import import_structlog_plain
+
+    import_structlog_plain()  # before the daemon's first import of it
     from daemon.broker.daemon_main import main as daemon_main
 
     argv = list(args.argv)

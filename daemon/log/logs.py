@@ -10,11 +10,8 @@ import logging
 import sys
 from typing import Literal, TextIO
 
-from daemon.log.optional_imports import STRUCTLOG_EXTRAS, kept_out
-
-with kept_out(STRUCTLOG_EXTRAS):  # its console extras: never drawn here (optional_imports)
-    import structlog
-    from structlog.typing import FilteringBoundLogger, Processor
+import structlog
+from structlog.typing import FilteringBoundLogger, Processor
 
 LogFormat = Literal["auto", "json", "console"]
 

@@ -1,9 +1,11 @@
-"""Keeping a library's optional imports out while it is imported, for extras the daemon never uses.
+"""structlog imported for the daemon's own process without the extras it never uses.
 
 structlog imports ``rich`` (and ``better_exceptions``, ``colorama``, ``twisted``) whenever they
-are installed, to draw tracebacks and colours for people. The daemon draws neither, yet where
-an image has rich (typer and others bring it) it cost every start about 5 MiB and a tenth of a
-second of CPU, in a process that lives as long as the container.
+are installed, to draw tracebacks and colours for people. The daemon draws neither (plain
+tracebacks, no colours, no locals), yet where an image has rich (typer and others bring it) it
+cost every start about 5 MiB and a tenth of a second of CPU, in a process that lives as long as
+the container. Only ``runbroker run`` asks for this: a user's own process that imports
+``daemon.testing`` keeps structlog as it is installed.
 """
 
 from __future__ import annotations
@@ -28,3 +30,9 @@ def kept_out(names: tuple[str, ...]) -> Iterator[None]:
         for name in absent:
             if sys.modules.get(name, False) is None:
                 del sys.modules[name]
+
+
+def import_structlog_plain() -> None:
+    """Import structlog without its extras, before anything else of the daemon's does."""
+    with kept_out(STRUCTLOG_EXTRAS):
+        import structlog  # noqa: F401  # kept in sys.modules: every later import finds it

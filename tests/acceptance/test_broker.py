@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.eventually import eventually
+from tests.support.fake_extras import MARKS_VARIABLE, install_extras
 from tests.support.harness import STUBBORN_HANDLER, Daemon
 from tests.support.pid1_scenarios import (
     test_every_signal_has_its_documented_effect,
@@ -367,3 +368,24 @@ def test_a_handler_that_ignores_cancellation_cannot_hold_the_daemon(
     _out, err = running.communicate(timeout=20)
     assert running.returncode == 1, err
     assert err.rstrip().endswith("failed: cancelled: scheduler shutting down"), err
+
+
+def test_the_daemon_imports_no_console_extra_of_structlog_even_where_installed(
+    workdir: Path,
+) -> None:
+    """rich and the others, installed, are left out of ``runbroker run`` (the log never draws
+    with them), and a handler can still import them."""
+    site = install_extras(workdir / "site")
+    marks = workdir / "marks"
+    marks.mkdir()
+    (site / "imports_rich.py").write_text("async def run(run):\n    import rich  # noqa\n")
+    tasks = '[tasks.job]\ncommand = ["true"]\n[tasks.rich]\nhandler = "imports_rich:run"\n'
+    env = {"PYTHONPATH": str(site), MARKS_VARIABLE: str(marks)}
+    daemon = Daemon(workdir, tasks_toml=tasks, env=env)
+    try:
+        assert daemon.exec("trigger", "job").returncode == 0
+        assert sorted(path.name for path in marks.iterdir()) == []
+        assert daemon.exec("trigger", "rich").returncode == 0
+        assert sorted(path.name for path in marks.iterdir()) == ["rich"]
+    finally:
+        daemon.stop()

@@ -36,6 +36,7 @@ class Watchdog:
 
     def __init__(self) -> None:
         self._armed = False  # ``arm``ed and not started yet: the first group starts it
+        self._retry_due = False  # a start failed: another is set for RESTART_AFTER_S later
         self.pid = -1
         self._to_dog = -1  # the write end of its stdin
         self._from_dog = -1  # the read end of its stdout: its answers, and its end
@@ -46,23 +47,49 @@ class Watchdog:
         self._closed = False
 
     def arm(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the process with the first job's group, before it is told of it.
+        """Start the process with the first job's group.
 
         Until a command runs there is nothing to kill: a daemon whose tasks are all handlers
         never pays for a second interpreter (about 10 MiB). The deadlines told meanwhile are
         kept, and told at its start."""
+        if self._closed or self._to_dog >= 0:
+            return
         self._loop = loop
         self._armed = True
         if self._groups:  # a job started before the guard did
             self.start(loop)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the process now."""
+        """Start the process now. Should that fail, the next job's group tries again, and a
+        second later while groups are unguarded."""
         self._armed = False
         self._loop = loop
-        their_stdin, to_dog = os.pipe2(os.O_CLOEXEC)
-        from_dog, their_stdout = os.pipe2(os.O_CLOEXEC)
         try:
+            to_dog, from_dog = self._spawn()
+        except OSError as exc:
+            self._armed = True
+            retry = bool(self._groups) and not self._closed and not self._retry_due
+            log.error("watchdog.not_started", error=str(exc), retry_in_s=RESTART_AFTER_S)
+            if retry:
+                self._retry_due = True
+                loop.call_later(RESTART_AFTER_S, self._restart)
+            return
+        os.set_blocking(to_dog, False)
+        os.set_blocking(from_dog, False)
+        self._to_dog, self._from_dog = to_dog, from_dog
+        loop.add_reader(from_dog, self._on_readable)
+        self._send_all([f"W {pgid} {key}" for pgid, key in self._groups.items()])
+        self._send_all([f"D {key} {at!r}" for key, at in self._deadlines.items()])
+        log.debug("watchdog.started", pid=self.pid)
+
+    def _spawn(self) -> tuple[int, int]:
+        """The process, started: the write end of its stdin and the read end of its stdout."""
+        opened: list[int] = []
+        try:
+            their_stdin, to_dog = os.pipe2(os.O_CLOEXEC)
+            opened += [their_stdin, to_dog]
+            from_dog, their_stdout = os.pipe2(os.O_CLOEXEC)
+            opened += [from_dog, their_stdout]
             self.pid = os.posix_spawn(
                 sys.executable,
                 [sys.executable, "-I", "-S", SCRIPT],
@@ -74,27 +101,20 @@ class Watchdog:
                 setpgroup=0,
                 setsigmask=(),
             )
-        except OSError as exc:
-            os.close(to_dog)
-            os.close(from_dog)
-            log.error("watchdog.not_started", error=str(exc))
-            return
-        finally:
-            os.close(their_stdin)
-            os.close(their_stdout)
-        os.set_blocking(to_dog, False)
-        os.set_blocking(from_dog, False)
-        self._to_dog, self._from_dog = to_dog, from_dog
-        loop.add_reader(from_dog, self._on_readable)
-        self._send_all([f"W {pgid} {key}" for pgid, key in self._groups.items()])
-        self._send_all([f"D {key} {at!r}" for key, at in self._deadlines.items()])
-        log.debug("watchdog.started", pid=self.pid)
+        except OSError:
+            for fd in opened:
+                os.close(fd)
+            raise
+        os.close(their_stdin)
+        os.close(their_stdout)
+        return to_dog, from_dog
 
     def watch(self, pgid: int, key: str) -> None:
         """A job's process group (``key``: its run id) was started."""
-        if self._armed and self._loop is not None and not self._closed:
-            self.start(self._loop)  # told of the groups and deadlines it knows, then of this one
         self._groups[pgid] = key
+        if self._armed and self._loop is not None and not self._closed:
+            self.start(self._loop)  # told of every group and deadline it knows, this one too
+            return
         self._send(f"W {pgid} {key}")
 
     def ended(self, pgid: int) -> None:
@@ -162,7 +182,8 @@ class Watchdog:
             self._loop.call_later(RESTART_AFTER_S, self._restart)
 
     def _restart(self) -> None:
-        if not self._closed and self._loop is not None:
+        self._retry_due = False
+        if not self._closed and self._loop is not None and self._to_dog < 0:
             self.start(self._loop)
 
     def _stop(self) -> None:

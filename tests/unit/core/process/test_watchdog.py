@@ -5,6 +5,7 @@ everything again) when it dies."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import subprocess
@@ -166,6 +167,41 @@ async def test_an_armed_watchdog_no_job_needed_is_never_started(logs: Logs) -> N
     dog.watch(12345, "r-after")  # a group told after the close starts nothing
     assert dog.pid == -1
     assert not [line for line in logs if line["event"].startswith("watchdog.")]
+
+
+async def test_a_start_that_fails_leaks_nothing_and_is_tried_again_while_groups_run(
+    groups: Groups, logs: Logs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pipe2 = os.pipe2
+    calls = 0
+
+    def pipe2_failing_once_on_the_second(flags: int) -> tuple[int, int]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_pipe2(flags)
+
+    monkeypatch.setattr(os, "pipe2", pipe2_failing_once_on_the_second)
+    open_before = len(os.listdir("/proc/self/fd"))
+    dog = Watchdog()
+    dog.arm(asyncio.get_running_loop())
+    pid, fd = _start(groups)
+    try:
+        dog.watch(pid, "r-1")  # the first group: the start fails half-way
+        assert dog.pid == -1
+        assert len(os.listdir("/proc/self/fd")) == open_before + 1, "only the job's pidfd"
+        await eventually_async(lambda: dog.pid > 0, "the watchdog to be started a second later")
+        dog.deadline("r-1", time.monotonic() + 0.2)  # it knows the group of before
+        await wait_readable(fd)
+        assert groups[0].wait() == -signal.SIGKILL
+    finally:
+        os.close(fd)
+        await dog.close()
+    failed = [line for line in logs if line["event"] == "watchdog.not_started"]
+    assert [(line["error"], line["retry_in_s"]) for line in failed] == [
+        ("[Errno 24] Too many open files", 1.0)
+    ]
 
 
 @pytest.mark.parametrize(
