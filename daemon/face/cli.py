@@ -150,6 +150,8 @@ def _dispatch(words: list[str]) -> int:
             "reload": control.reload,
         }
         return command[args.command](args)
+    if args.command in ("check", "once") or (args.command == "next" and args.file):
+        _import_structlog_plain()  # these load the core, and its log: run's reason, below
     if args.command == "next":
         from daemon.face.upcoming import main as next_main
 
@@ -229,6 +231,15 @@ def _submit(
     return client.trigger(path, request, detach=detach, as_json=as_json, timeout_s=timeout_s)
 
 
+def _import_structlog_plain() -> None:
+    """structlog without the console extras it imports wherever they are installed (rich: some
+    5 MiB and a tenth of a second) and runbroker never draws with, before the first import of
+    it by a command that loads the core (``daemon.log.optional_imports``)."""
+    from daemon.log.optional_imports import import_structlog_plain
+
+    import_structlog_plain()
+
+
 def _run(args: argparse.Namespace) -> int:
     from daemon.broker.signal_plan import prepare_process
 
@@ -240,9 +251,7 @@ def _run(args: argparse.Namespace) -> int:
     # Before any slow import: as PID 1 a signal without a handler is simply dropped, and any
     # other process dies of most of them (daemon/broker/signal_plan.py says what each one does).
     prepare_process(remember)
-    from daemon.log.optional_imports import import_structlog_plain
-
-    import_structlog_plain()  # before the daemon's first import of it
+    _import_structlog_plain()
     from daemon.broker.daemon_main import main as daemon_main
 
     argv = list(args.argv)

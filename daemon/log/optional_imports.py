@@ -1,10 +1,11 @@
-"""structlog imported for the daemon's own process without the extras it never uses.
+"""structlog imported without the extras it never uses, for the commands that load the core.
 
 structlog imports ``rich`` (and ``better_exceptions``, ``colorama``, ``twisted``) whenever they
 are installed, to draw tracebacks and colours for people. The daemon draws neither (plain
 tracebacks, no colours, no locals), yet where an image has rich (typer and others bring it) it
 cost every start about 5 MiB and a tenth of a second of CPU, in a process that lives as long as
-the container. Only ``runbroker run`` asks for this: a user's own process that imports
+the container, and the same tenth of a second each ``check``, ``once`` or ``next --file`` in it.
+Only those commands ask for this (``face/cli.py``): a user's own process that imports
 ``daemon.testing`` keeps structlog as it is installed.
 """
 

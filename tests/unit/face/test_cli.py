@@ -4,6 +4,7 @@ commands and their exit codes, and what a cold trigger imports and leaves to its
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from daemon.face import cli
 from daemon.wire import client
 from tests.support.fake_daemon import QUEUED, STARTED, Answer, fake_daemon
+from tests.support.fake_extras import MARKS_VARIABLE, install_extras
 from tests.unit.conftest import REPO
 
 
@@ -183,3 +185,29 @@ def test_cli_reload_exit_codes(
     with fake_daemon(path, {"event": "done", **answer}):
         assert cli.main(["reload", "--socket", str(path)]) == code
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "words", [("check", "TASKS"), ("next", "--file", "TASKS"), ("once", "a")], ids=str
+)
+def test_a_command_that_loads_the_core_imports_no_console_extra(
+    tmp_path: Path, words: tuple[str, ...]
+) -> None:
+    """As ``run`` does: rich and the others, installed, are never drawn with by runbroker."""
+    site = install_extras(tmp_path / "site")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    tasks = tmp_path / "tasks.toml"
+    tasks.write_text('[tasks.a]\ncommand = ["true"]\nschedule = "every 1h"\n')
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
+        "RUNBROKER_TASKS_FILE": str(tasks),
+        MARKS_VARIABLE: str(marks),
+    }
+    argv = [sys.executable, "-m", "daemon", *(str(tasks) if w == "TASKS" else w for w in words)]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in marks.iterdir()) == []
+    subprocess.run([sys.executable, "-c", "import structlog"], env=env, check=True)
+    assert sorted(path.name for path in marks.iterdir()) != [], "the stand-ins are found"
