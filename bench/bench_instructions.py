@@ -5,20 +5,20 @@
         --runbroker after=NEW_VENV/bin/runbroker
 
 On a shared machine ``side-by-side``'s rates swing more from one round to the next than most
-changes to the hot path move them. Instructions counted by valgrind's callgrind do not: the
-same binary and inputs give the same count whatever else runs. Each build's daemon is started
-under callgrind twice per workload, served the two numbers of runs of ``--runs`` one after the
-other by a plain client, then stopped; the difference of the two totals over the difference of
-the runs is what one run costs, start-up and shutdown cancelling out. The run is
-``side-by-side``'s no-op, a handler returning None. A command's run cannot be counted this way:
-valgrind 3.19 does not implement ``pidfd_open``, with which the daemon waits for its children.
-Without ``--runbroker``, the ``runbroker`` on PATH. Needs valgrind.
+changes to the hot path move them. Instructions counted by valgrind's callgrind do not: the same
+binary and inputs give the same count whatever else runs. Each build's daemon is started under
+callgrind twice, served the two numbers of runs of ``--runs`` one after the other
+by a plain client, then stopped; the difference of the two totals over the difference of the
+runs is what one run costs, start-up and shutdown cancelling out. The run is the shipped no-op
+handler (``daemon.core.builtin_tasks:noop``), as ``side-by-side``'s no-op. A command's run
+cannot be counted this way: valgrind 3.19 does not implement ``pidfd_open``, with which the
+daemon waits for its children. Without ``--runbroker``, the ``runbroker`` on PATH. Needs
+valgrind.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import signal
@@ -29,10 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_lean_parts import Build
+from bench_lean import builds_given
+from bench_lean_parts import Build, daemon_env
 
-TASKS = '[tasks.default]\nhandler = "bench_noop:noop"\n'
-NOOP_MODULE = "async def noop(run):\n    return None\n"
+TASKS = '[tasks.default]\nhandler = "daemon.core.builtin_tasks:noop"\n'
 REQUEST = b"{}\n"  # the default task, as ``runbroker trigger`` asks for it
 START_TIMEOUT_S = 300.0  # an interpreter's start under callgrind is some 50 times slower
 TOTAL = re.compile(rb"^(?:summary|totals): (\d+)", re.MULTILINE)
@@ -70,12 +70,10 @@ def instructions(build: Build, runs: int, workdir: Path) -> int:
     """The daemon's instructions for start-up, ``runs`` runs (and the first) and a stop."""
     socket_path = workdir / "noop.sock"
     out = workdir / f"callgrind.{runs}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNBROKER_")}
-    env.update(
-        RUNBROKER_SOCKET=str(socket_path),
+    env = daemon_env(
+        socket_path,
         RUNBROKER_TASKS_FILE=str(workdir / "tasks.toml"),
         RUNBROKER_LOG_LEVEL="warning",
-        PYTHONPATH=str(workdir),
         PYTHONHASHSEED="0",  # the same dict layouts in every run
     )
     argv = [
@@ -103,34 +101,23 @@ def instructions(build: Build, runs: int, workdir: Path) -> int:
 def per_run(build: Build, low: int, high: int) -> float:
     with tempfile.TemporaryDirectory(prefix="rb-instr-") as tmp:
         workdir = Path(tmp)
-        (workdir / "bench_noop.py").write_text(NOOP_MODULE)
         (workdir / "tasks.toml").write_text(TASKS)
         few = instructions(build, low, workdir)
         many = instructions(build, high, workdir)
     return (many - few) / (high - low)
 
 
-def _build(text: str) -> Build:
-    label, _, path = text.rpartition("=")
-    return Build(label or "runbroker", Path(path).resolve())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default="200,1000", help="the two numbers of runs (LOW,HIGH)")
-    parser.add_argument(
-        "--runbroker", action="append", type=_build, help="LABEL=PATH of a build's runbroker"
-    )
+    parser.add_argument("--runbroker", action="append", default=[], metavar="LABEL=PATH")
     args = parser.parse_args()
     low, high = (int(n) for n in args.runs.split(","))
     if not 0 < low < high:
         parser.error("--runs: two numbers, the first smaller")
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (Debian's package valgrind)")
-    on_path = shutil.which("runbroker")
-    builds = args.runbroker or ([_build(on_path)] if on_path else [])
-    if not builds:
-        sys.exit("no runbroker on PATH: give --runbroker LABEL=PATH")
+    builds = builds_given(args.runbroker)
     costs: dict[str, float] = {}
     for build in builds:
         costs[build.label] = per_run(build, low, high)
