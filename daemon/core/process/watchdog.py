@@ -36,7 +36,7 @@ class Watchdog:
 
     def __init__(self) -> None:
         self._armed = False  # ``arm``ed and not started yet: the first group starts it
-        self._retry_due = False  # a start failed: another is set for RESTART_AFTER_S later
+        self._retry_due = False  # a start is set for RESTART_AFTER_S later (``_restart_later``)
         self.pid = -1
         self._to_dog = -1  # the write end of its stdin
         self._from_dog = -1  # the read end of its stdout: its answers, and its end
@@ -68,11 +68,9 @@ class Watchdog:
             to_dog, from_dog = self._spawn()
         except OSError as exc:
             self._armed = True
-            retry = bool(self._groups) and not self._closed and not self._retry_due
             log.error("watchdog.not_started", error=str(exc), retry_in_s=RESTART_AFTER_S)
-            if retry:
-                self._retry_due = True
-                loop.call_later(RESTART_AFTER_S, self._restart)
+            if self._groups:
+                self._restart_later()
             return
         os.set_blocking(to_dog, False)
         os.set_blocking(from_dog, False)
@@ -178,8 +176,14 @@ class Watchdog:
         self._stop()
         if not self._closed:
             log.error("watchdog.lost", pid=self.pid, restart_in_s=RESTART_AFTER_S)
-            assert self._loop is not None
-            self._loop.call_later(RESTART_AFTER_S, self._restart)
+            self._restart_later()
+
+    def _restart_later(self) -> None:
+        """Start it again ``RESTART_AFTER_S`` from now (once, however often this is asked)."""
+        if self._closed or self._retry_due or self._loop is None:
+            return
+        self._retry_due = True
+        self._loop.call_later(RESTART_AFTER_S, self._restart)
 
     def _restart(self) -> None:
         self._retry_due = False
